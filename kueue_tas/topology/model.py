@@ -1,0 +1,94 @@
+"""Plain input types of the placement engine.
+
+Everything here is plain data (no Kubernetes client objects), so that the
+controller and ``kueue-tas plan`` feed the very same engine. Resource amounts
+are integers in Kueue's units: ``cpu`` in millicores, every other resource in
+base units rounded up (bytes, pods, devices).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+PODS = "pods"
+
+ResourceMap = Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = ""  # "" means Equal, as in Kubernetes
+    value: str = ""
+    effect: str = ""  # "" matches every effect
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Requirements are ANDed; an empty term matches no node (as in Kubernetes)."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()  # only metadata.name is supported by k8s
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: ResourceMap
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """A PodSet's topology request, as Kueue's PodSetTopologyRequest.
+
+    ``required``/``preferred``/``unconstrained`` are mutually exclusive (the
+    annotation parser enforces that). ``slice_level`` with ``slice_size`` cut the
+    PodSet into slices that must each fit one domain of ``slice_level``.
+    """
+
+    required: str | None = None
+    preferred: str | None = None
+    unconstrained: bool | None = None
+    slice_level: str | None = None
+    slice_size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetRequest:
+    """One PodSet to place.
+
+    ``requests`` are the effective requests of one pod, without ``pods``
+    (the engine always adds ``pods: 1``). ``topology`` is None for a PodSet
+    with no topology annotation at all; such a PodSet is placed as
+    unconstrained when ``implied`` is true (it runs on a flavor our check
+    governs), otherwise it is not placed.
+    """
+
+    name: str
+    count: int
+    requests: ResourceMap
+    topology: TopologyRequest | None = None
+    implied: bool = False
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    required_affinity: tuple[NodeSelectorTerm, ...] | None = None  # None: no required affinity

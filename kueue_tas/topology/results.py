@@ -1,0 +1,21 @@
+"""What the placement engine returns for each PodSet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kueue_tas.topology.assignment import TopologyAssignment
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetResult:
+    """``assignment`` is None when the PodSet does not fit (``message`` says why)
+    or was not placed at all because an earlier PodSet failed (empty message)."""
+
+    name: str
+    assignment: TopologyAssignment | None
+    message: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return self.assignment is not None

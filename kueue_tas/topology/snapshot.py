@@ -1,0 +1,126 @@
+"""Capacity snapshot of one TAS flavor, and the placement entry point.
+
+A snapshot = the static tree of eligible nodes + their free capacity (minus
+non-TAS pods and admitted TAS assignments). ``place`` places the PodSets of
+one workload in order, each success reducing the capacity for the next, and
+stops at the first failure, as Kueue does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.capacity import CapacityMatrix, Matrix
+from kueue_tas.topology.filters import InvalidSelectorError, eligible_leaves
+from kueue_tas.topology.messages import ExclusionStats
+from kueue_tas.topology.model import PODS, NodeInfo, PodSetRequest, ResourceMap, Toleration
+from kueue_tas.topology.placement import (
+    PlacementFailure,
+    leaf_counts,
+    place_podset,
+    resolve_params,
+)
+from kueue_tas.topology.results import PodSetResult
+from kueue_tas.topology.tree import TopologyTree
+
+
+def usage_of(assignment: TopologyAssignment, per_pod: ResourceMap) -> Iterable[tuple[Sequence[str], dict[str, int]]]:
+    """Per domain: ``count x per_pod`` plus ``pods: count``."""
+    for dom in assignment.domains:
+        usage = {name: value * dom.count for name, value in per_pod.items() if name != PODS}
+        usage[PODS] = usage.get(PODS, 0) + dom.count
+        yield dom.values, usage
+
+
+class TopologySnapshot:
+    def __init__(
+        self,
+        topology_name: str,
+        tree: TopologyTree,
+        capacity: CapacityMatrix,
+        flavor_tolerations: Sequence[Toleration] = (),
+    ) -> None:
+        self.topology_name = topology_name
+        self.tree = tree
+        self.capacity = capacity
+        self.flavor_tolerations = tuple(flavor_tolerations)
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        topology_name: str,
+        levels: Sequence[str],
+        nodes: Iterable[NodeInfo],
+        flavor_node_labels: Mapping[str, str] | None = None,
+        flavor_tolerations: Sequence[Toleration] = (),
+    ) -> TopologySnapshot:
+        tree = TopologyTree.build(levels, nodes, flavor_node_labels)
+        return cls(topology_name, tree, CapacityMatrix(tree), flavor_tolerations)
+
+    @property
+    def levels(self) -> tuple[str, ...]:
+        return self.tree.level_keys
+
+    def add_non_tas_usage(self, node_name: str, usage: ResourceMap) -> None:
+        """Charge a bound non-TAS pod's usage (its requests plus ``pods: 1``) to a node by name."""
+        self.capacity.add_non_tas_usage(node_name, usage)
+
+    def add_tas_usage(self, assignment: TopologyAssignment, per_pod: ResourceMap, sign: int = 1) -> None:
+        """Charge an existing assignment. Domains that are not leaves now (node gone or
+        NotReady) are skipped, as Kueue skips them."""
+        for values, usage in usage_of(assignment, per_pod):
+            leaf = self.tree.leaf_index_of(values)
+            if leaf is not None:
+                self.capacity.add_tas_usage(leaf, usage, sign)
+
+    def place(self, podsets: Sequence[PodSetRequest], *, simulate_empty: bool = False) -> list[PodSetResult]:
+        """Place the PodSets of one workload in order; each success reduces capacity for the next.
+
+        After the first failure the remaining PodSets get no result at all (Kueue stops there).
+        """
+        results: list[PodSetResult] = []
+        assumed: Matrix | None = None
+        for ps in podsets:
+            try:
+                assignment = self._place_one(ps, simulate_empty, assumed)
+            except PlacementFailure as failure:
+                results.append(PodSetResult(ps.name, None, str(failure)))
+                break
+            results.append(PodSetResult(ps.name, assignment))
+            assumed = self._add_assumed(assumed, assignment, ps.requests)
+        return results
+
+    def _add_assumed(self, assumed: Matrix | None, assignment: TopologyAssignment, per_pod: ResourceMap) -> Matrix:
+        self.capacity.vector({**per_pod, PODS: 1})  # make sure every column exists
+        ncols = len(self.capacity.columns)
+        grown = np.zeros((len(self.tree.leaves), ncols), dtype=np.int64)
+        if assumed is not None:
+            grown[:, : assumed.shape[1]] = assumed
+        for values, usage in usage_of(assignment, per_pod):
+            leaf = self.tree.leaf_index_of(values)
+            if leaf is not None:
+                grown[leaf] += self.capacity.vector(usage)[:ncols]
+        return grown
+
+    def _place_one(self, ps: PodSetRequest, simulate_empty: bool, assumed: Matrix | None) -> TopologyAssignment:
+        params = resolve_params(self.tree, ps.count, ps.topology, ps.implied)
+        stats = ExclusionStats(total_nodes=len(self.tree.leaves))
+        try:
+            eligible = eligible_leaves(
+                self.tree,
+                tuple(ps.tolerations) + self.flavor_tolerations,
+                ps.node_selector,
+                ps.required_affinity,
+                stats,
+            )
+        except InvalidSelectorError as exc:
+            raise PlacementFailure(f"invalid affinity node selectors: {exc}") from exc
+        request = self.capacity.vector({**ps.requests, PODS: 1})
+        remaining = self.capacity.remaining(simulate_empty=simulate_empty, assumed=assumed)
+        column_names = sorted(self.capacity.columns, key=self.capacity.columns.__getitem__)
+        pods = leaf_counts(remaining, request, column_names, eligible, stats)
+        return place_podset(self.tree, params, pods, self.topology_name, stats)
