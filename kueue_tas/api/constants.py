@@ -1,0 +1,114 @@
+"""Names kueue-tas reads and writes: annotations, labels, gates, API groups.
+
+Everything that is a string on the wire lives here, so a rename touches one file.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- our own names ----------------------------------------------------------------------------
+
+DEFAULT_ANNOTATION_PREFIX: Final = "kueue-tas.io/"
+# The prefix under which Kueue itself reads the same annotations (for clusters that turned
+# Kueue's TAS off and keep their manifests unchanged).
+KUEUE_ANNOTATION_PREFIX: Final = "kueue.x-k8s.io/"
+
+# Suffixes of the pod-template annotations; the full key is prefix + suffix.
+SUFFIX_REQUIRED_TOPOLOGY: Final = "podset-required-topology"
+SUFFIX_PREFERRED_TOPOLOGY: Final = "podset-preferred-topology"
+SUFFIX_UNCONSTRAINED_TOPOLOGY: Final = "podset-unconstrained-topology"
+SUFFIX_SLICE_REQUIRED_TOPOLOGY: Final = "podset-slice-required-topology"
+SUFFIX_SLICE_SIZE: Final = "podset-slice-size"
+
+TOPOLOGY_ANNOTATION_SUFFIXES: Final = (
+    SUFFIX_REQUIRED_TOPOLOGY,
+    SUFFIX_PREFERRED_TOPOLOGY,
+    SUFFIX_UNCONSTRAINED_TOPOLOGY,
+    SUFFIX_SLICE_REQUIRED_TOPOLOGY,
+    SUFFIX_SLICE_SIZE,
+)
+
+CONTROLLER_NAME: Final = "kueue-tas.io/topology"
+SCHEDULING_GATE: Final = "kueue-tas.io/topology"
+FIELD_MANAGER: Final = "kueue-tas"
+
+# Workload annotation holding {"podSets": [{"name", "topologyAssignment"}]} as JSON.
+TOPOLOGY_ASSIGNMENT_ANNOTATION: Final = "kueue-tas.io/topology-assignment"
+
+# Labels we put on pods through the check's podSetUpdates.
+WORKLOAD_LABEL: Final = "kueue-tas.io/workload"
+PODSET_LABEL: Final = "kueue-tas.io/podset"
+
+# --- Kueue names we read ----------------------------------------------------------------------
+
+KUEUE_QUEUE_NAME_LABEL: Final = "kueue.x-k8s.io/queue-name"
+KUEUE_PODSET_LABEL: Final = "kueue.x-k8s.io/podset"
+KUEUE_JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
+KUEUE_WORKLOAD_ANNOTATION: Final = "kueue.x-k8s.io/workload"
+KUEUE_LOCAL_QUEUE_LABEL: Final = "kueue.x-k8s.io/local-queue-name"
+KUEUE_CLUSTER_QUEUE_LABEL: Final = "kueue.x-k8s.io/cluster-queue-name"
+KUEUE_TOPOLOGY_GATE: Final = "kueue.x-k8s.io/topology"
+KUEUE_DEFAULT_PODSET_NAME: Final = "main"
+
+# Kueue condition types and admission-check states.
+CONDITION_QUOTA_RESERVED: Final = "QuotaReserved"
+CONDITION_ADMITTED: Final = "Admitted"
+CONDITION_EVICTED: Final = "Evicted"
+CONDITION_FINISHED: Final = "Finished"
+CONDITION_ACTIVE: Final = "Active"  # AdmissionCheck
+
+CHECK_STATE_PENDING: Final = "Pending"
+CHECK_STATE_READY: Final = "Ready"
+CHECK_STATE_RETRY: Final = "Retry"
+CHECK_STATE_REJECTED: Final = "Rejected"
+CHECK_STATES: Final = (CHECK_STATE_PENDING, CHECK_STATE_READY, CHECK_STATE_RETRY, CHECK_STATE_REJECTED)
+
+# --- Kubernetes / Job / JobSet names we read --------------------------------------------------
+
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+JOB_COMPLETION_INDEX_LABEL: Final = "batch.kubernetes.io/job-completion-index"
+JOB_COMPLETION_INDEX_ANNOTATION: Final = "batch.kubernetes.io/job-completion-index"
+JOB_NAME_LABEL: Final = "batch.kubernetes.io/job-name"
+JOB_CONTROLLER_UID_LABEL: Final = "batch.kubernetes.io/controller-uid"
+LEGACY_JOB_NAME_LABEL: Final = "job-name"
+LEGACY_CONTROLLER_UID_LABEL: Final = "controller-uid"
+
+JOBSET_NAME_LABEL: Final = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID_LABEL: Final = "jobset.sigs.k8s.io/jobset-uid"
+JOBSET_REPLICATED_JOB_NAME_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_REPLICATED_JOB_REPLICAS_LABEL: Final = "jobset.sigs.k8s.io/replicatedjob-replicas"
+JOBSET_JOB_INDEX_LABEL: Final = "jobset.sigs.k8s.io/job-index"
+JOBSET_JOB_GLOBAL_INDEX_LABEL: Final = "jobset.sigs.k8s.io/job-global-index"
+
+NODE_READY_CONDITION: Final = "Ready"
+POD_PHASE_SUCCEEDED: Final = "Succeeded"
+POD_PHASE_FAILED: Final = "Failed"
+TERMINAL_POD_PHASES: Final = frozenset({POD_PHASE_SUCCEEDED, POD_PHASE_FAILED})
+
+# --- API groups and versions ------------------------------------------------------------------
+
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+KUEUE_VERSION: Final = "v1beta2"
+KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+# Versions we accept on input. Topology existed in v1alpha1 before v1beta1/v1beta2.
+KUEUE_TOPOLOGY_INPUT_VERSIONS: Final = ("v1alpha1", "v1beta1", "v1beta2")
+KUEUE_INPUT_VERSIONS: Final = ("v1beta1", "v1beta2")
+
+BATCH_GROUP: Final = "batch"
+BATCH_API_VERSION: Final = "batch/v1"
+CORE_API_VERSION: Final = "v1"
+
+JOBSET_GROUP: Final = "jobset.x-k8s.io"
+JOBSET_VERSION: Final = "v1alpha2"
+JOBSET_API_VERSION: Final = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
+
+KIND_TOPOLOGY: Final = "Topology"
+KIND_RESOURCE_FLAVOR: Final = "ResourceFlavor"
+KIND_ADMISSION_CHECK: Final = "AdmissionCheck"
+KIND_CLUSTER_QUEUE: Final = "ClusterQueue"
+KIND_WORKLOAD: Final = "Workload"
+KIND_NODE: Final = "Node"
+KIND_POD: Final = "Pod"
+KIND_JOB: Final = "Job"
+KIND_JOBSET: Final = "JobSet"
