@@ -13,14 +13,10 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, PodSetRequest, TopologyRequest  # noqa: E402
-from kueue_tas.topology.snapshot import TopologySnapshot  # noqa: E402
+from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, PodSetRequest, TopologyRequest
+from kueue_tas.topology.snapshot import TopologySnapshot
 
 LEVELS = ["example.com/zone", "example.com/block", "example.com/rack", HOSTNAME_LABEL]
 GPU = "nvidia.com/gpu"

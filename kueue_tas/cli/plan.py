@@ -1,0 +1,62 @@
+"""``kueue-tas plan``: offline placement from YAML/JSON dumps of a cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import yaml
+
+from kueue_tas.cli.inputs import InputError, read_objects
+from kueue_tas.cli.render import render_text
+from kueue_tas.topology.codec import encode_v1beta2
+from kueue_tas.topology.planner import PlanInputError, Planner, PodSetPlan, WorkloadPlan
+
+
+def podset_json(ps: PodSetPlan) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": ps.name, "count": ps.count, "flavor": ps.flavor, "topology": ps.topology}
+    if not ps.governed:
+        out["domains"] = None
+    elif ps.assignment is not None:
+        out["levels"] = list(ps.assignment.levels)
+        out["domains"] = [{"values": list(d.values), "count": d.count} for d in ps.assignment.domains]
+        out["topologyAssignment"] = encode_v1beta2(ps.assignment)
+    out["message"] = ps.message
+    return out
+
+
+def plan_json(plans: list[WorkloadPlan]) -> dict[str, Any]:
+    return {
+        "workloads": [
+            {
+                "kind": p.kind,
+                "namespace": p.namespace,
+                "name": p.name,
+                "fits": p.fits,
+                "podSets": [podset_json(ps) for ps in p.podsets],
+            }
+            for p in plans
+        ]
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        objects, warnings = read_objects(args.files)
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        planner = Planner(objects, default_flavor=args.flavor, prefix=args.annotation_prefix)
+        plans = planner.run()
+    except (InputError, PlanInputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        json.dump(plan_json(plans), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif args.output == "yaml":
+        yaml.safe_dump(plan_json(plans), sys.stdout, sort_keys=False)
+    else:
+        sys.stdout.write(render_text(plans, planner))
+    return 0

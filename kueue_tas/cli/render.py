@@ -1,0 +1,69 @@
+"""Human-readable views: a placement as a tree of domains with pod counts and free capacity."""
+
+from __future__ import annotations
+
+from kueue_tas.topology.planner import Planner, PodSetPlan, WorkloadPlan
+from kueue_tas.topology.snapshot import TopologySnapshot
+
+SHOWN_RESOURCES = ("nvidia.com/gpu", "cpu", "memory", "pods")
+
+
+def format_amount(name: str, value: int) -> str:
+    if name == "cpu":
+        return f"{value / 1000:g}" if value % 1000 else str(value // 1000)
+    if name == "memory" or name.startswith("hugepages-") or name == "ephemeral-storage":
+        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if abs(value) >= size:
+                return f"{value / size:.3g}{unit}"
+        return str(value)
+    return str(value)
+
+
+def format_free(free: dict[str, int]) -> str:
+    names = [n for n in SHOWN_RESOURCES if n in free] + sorted(n for n in free if n not in SHOWN_RESOURCES)
+    return ", ".join(f"{n}={format_amount(n, free[n])}" for n in names)
+
+
+def _domain_tree(ps: PodSetPlan, snap: TopologySnapshot) -> list[str]:
+    assert ps.assignment is not None
+    tree = snap.tree
+    lines: list[str] = []
+    printed: list[tuple[str, ...]] = []
+    for dom in ps.assignment.domains:
+        leaf = tree.leaf_index_of(dom.values)
+        full = tree.leaves.values[leaf] if leaf is not None else tuple(dom.values)
+        # Ancestors not printed yet, with the free capacity of their whole subtree.
+        for depth in range(len(full) - 1):
+            prefix = full[: depth + 1]
+            if prefix in printed:
+                continue
+            printed.append(prefix)
+            assigned = sum(
+                d.count
+                for d in ps.assignment.domains
+                if (tree.leaves.values[i] if (i := tree.leaf_index_of(d.values)) is not None else ())[: depth + 1]
+                == prefix
+            )
+            lines.append(f"{'  ' * (depth + 2)}{tree.level_keys[depth]}={prefix[-1]}: {assigned} pod(s)")
+        free = snap.capacity.leaf_free(leaf) if leaf is not None else {}
+        lines.append(
+            f"{'  ' * (len(full) + 1)}{tree.level_keys[-1]}={full[-1]}: {dom.count} pod(s)"
+            f"   [free after plan: {format_free(free)}]"
+        )
+    return lines
+
+
+def render_text(plans: list[WorkloadPlan], planner: Planner) -> str:
+    out: list[str] = []
+    for p in plans:
+        ns = f"{p.namespace}/" if p.namespace else ""
+        out.append(f"{p.kind} {ns}{p.name}: {'fits' if p.fits else 'DOES NOT FIT'}")
+        for ps in p.podsets:
+            where = f"flavor={ps.flavor} topology={ps.topology}" if ps.governed else "not governed"
+            out.append(f"  PodSet {ps.name} ({ps.count} pods, {where})")
+            if ps.assignment is not None and ps.flavor is not None:
+                snap = planner.snapshot(ps.flavor, ps.name)
+                out.extend(_domain_tree(ps, snap))
+            if ps.message:
+                out.append(f"    {ps.message}")
+    return "\n".join(out) + "\n"

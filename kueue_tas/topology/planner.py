@@ -1,0 +1,361 @@
+"""Offline placement of a cluster dump: the engine behind ``kueue-tas plan``.
+
+Pure: parsed objects in, per-PodSet results out. It builds one snapshot per
+TAS flavor (eligible nodes, non-TAS pods, Workloads already admitted by our
+check), then places every other Workload, Job and JobSet in input order, each
+placed one counting as usage for the next, exactly as the controller would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.models import (
+    AdmissionCheck,
+    ClusterQueue,
+    Job,
+    JobSet,
+    KubeObject,
+    Node,
+    Pod,
+    ResourceFlavor,
+    Topology,
+    Workload,
+)
+from kueue_tas.api.podsets import PodSetSpec, podsets_of
+from kueue_tas.api.quantity import QuantityError
+from kueue_tas.api.resources import pod_requests
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.codec import AssignmentFormatError, decode_assignment_annotation
+from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors
+from kueue_tas.topology.inputs import is_tas_pod, node_info, pod_usage, podset_request, tolerations
+from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
+from kueue_tas.topology.snapshot import TopologySnapshot
+
+
+class PlanInputError(ValueError):
+    """Invalid input; the message is one line naming the object, the field and the problem."""
+
+
+@dataclass
+class PodSetPlan:
+    name: str
+    count: int
+    flavor: str | None = None
+    topology: str | None = None
+    assignment: TopologyAssignment | None = None
+    message: str = ""
+    governed: bool = True
+
+    @property
+    def fits(self) -> bool:
+        return not self.governed or self.assignment is not None
+
+
+@dataclass
+class WorkloadPlan:
+    kind: str
+    namespace: str | None
+    name: str
+    podsets: list[PodSetPlan] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return all(ps.fits for ps in self.podsets)
+
+
+def describe(obj: KubeObject) -> str:
+    ns = obj.metadata.namespace
+    return f"{obj.kind}/{ns + '/' if ns else ''}{obj.metadata.name}"
+
+
+@dataclass
+class Placeable:
+    obj: Workload | Job | JobSet
+    podsets: list[PodSetSpec]
+
+
+class Planner:
+    def __init__(
+        self,
+        objects: Sequence[KubeObject],
+        *,
+        default_flavor: str | None = None,
+        prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
+    ) -> None:
+        self.prefix = prefix
+        self.default_flavor = default_flavor
+        self.topologies = {o.name: o for o in objects if isinstance(o, Topology)}
+        self.flavors = {o.name: o for o in objects if isinstance(o, ResourceFlavor)}
+        checks = [o for o in objects if isinstance(o, AdmissionCheck)]
+        self.our_checks = {ac.name for ac in checks if ac.is_ours}
+        queues = [o for o in objects if isinstance(o, ClusterQueue)]
+        self.nodes = [o for o in objects if isinstance(o, Node)]
+        self.pods = [o for o in objects if isinstance(o, Pod)]
+        self.workloads = [o for o in objects if isinstance(o, Workload)]
+        self.jobs = [o for o in objects if isinstance(o, Job | JobSet)]
+        self.order = [o for o in objects if isinstance(o, Workload | Job | JobSet)]
+        try:
+            self.bindings: dict[str, FlavorBinding] = bind_flavors(
+                checks, queues, {name: f.spec.topology_name for name, f in self.flavors.items()}
+            )
+        except FlavorMappingError as exc:
+            raise PlanInputError(str(exc)) from exc
+        if default_flavor is not None and default_flavor not in self.flavors and default_flavor not in self.bindings:
+            raise PlanInputError(f"--flavor {default_flavor!r}: no ResourceFlavor of that name in the input")
+        self._snapshots: dict[str, TopologySnapshot] = {}
+        # Every assignment that holds capacity: admitted Workloads first, then each placed one.
+        self._usage: list[tuple[str, TopologyAssignment, dict[str, int]]] | None = None
+
+    # --- snapshots ----------------------------------------------------------------------------
+
+    def snapshot(self, flavor: str, context: str) -> TopologySnapshot:
+        snap = self._snapshots.get(flavor)
+        if snap is not None:
+            return snap
+        binding = self.bindings[flavor]
+        topology = self.topologies.get(binding.topology)
+        if topology is None:
+            raise PlanInputError(
+                f"{context}: flavor {flavor!r} is on Topology {binding.topology!r}, which is not in the input"
+            )
+        if not topology.levels:
+            raise PlanInputError(f"Topology/{topology.name}: spec.levels: must list at least one level")
+        rf = self.flavors.get(flavor)
+        try:
+            infos = [node_info(n) for n in self.nodes]
+        except QuantityError as exc:
+            raise PlanInputError(f"Node: status.allocatable: {exc}") from exc
+        snap = TopologySnapshot.build(
+            topology_name=topology.name,
+            levels=topology.levels,
+            nodes=infos,
+            flavor_node_labels=rf.spec.node_labels if rf else {},
+            flavor_tolerations=tolerations(rf.spec.tolerations) if rf else (),
+        )
+        for pod in self.pods:
+            if is_tas_pod(pod, self.prefix):
+                continue
+            try:
+                usage = pod_usage(pod)
+            except QuantityError as exc:
+                raise PlanInputError(f"{describe(pod)}: spec.containers[].resources: {exc}") from exc
+            if usage is not None:
+                snap.add_non_tas_usage(*usage)
+        if self._usage is None:
+            self._usage = [u for wl in self.workloads for u in self._admitted_usage(wl)]
+        self._snapshots[flavor] = snap
+        for ps_flavor, assignment, per_pod in self._usage:
+            self._charge(ps_flavor, assignment, per_pod, only=flavor)
+        return snap
+
+    def _commit(self, flavor: str, assignment: TopologyAssignment, per_pod: dict[str, int]) -> None:
+        if self._usage is None:
+            self._usage = []
+        self._usage.append((flavor, assignment, per_pod))
+        self._charge(flavor, assignment, per_pod)
+
+    def _charge(
+        self, flavor: str, assignment: TopologyAssignment, per_pod: dict[str, int], only: str | None = None
+    ) -> None:
+        """Charge an assignment to its flavor's snapshot; hostname assignments also to every
+        other built snapshot with a hostname leaf (flavors sharing nodes see each other's usage)."""
+        hostname_only = assignment.levels == (c.HOSTNAME_LABEL,)
+        for name, snap in self._snapshots.items():
+            if only is not None and name != only:
+                continue
+            if name == flavor or (hostname_only and snap.tree.lowest_is_hostname):
+                snap.add_tas_usage(assignment, per_pod)
+
+    def _admitted_usage(self, wl: Workload) -> list[tuple[str, TopologyAssignment, dict[str, int]]]:
+        """(flavor, assignment, per-pod requests) of a Workload our check admitted; [] otherwise."""
+        if not self._is_admitted_by_us(wl):
+            return []
+        text = wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
+        try:
+            decoded = decode_assignment_annotation(text)
+        except AssignmentFormatError as exc:
+            raise PlanInputError(
+                f"{describe(wl)}: metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]: {exc}"
+            ) from exc
+        out = []
+        for ps_name, assignment in decoded:
+            ps = wl.pod_set(ps_name)
+            if ps is None:
+                raise PlanInputError(
+                    f"{describe(wl)}: metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]: "
+                    f"names PodSet {ps_name!r}, which spec.podSets does not have"
+                )
+            flavor = self._flavor_of(wl, ps_name, describe(wl), governed_only=True)
+            if flavor is None:
+                continue
+            try:
+                per_pod = pod_requests(ps.template.get("spec") or {})
+            except QuantityError as exc:
+                raise PlanInputError(f"{describe(wl)}: spec.podSets[{ps_name}].template: {exc}") from exc
+            out.append((flavor, assignment, per_pod))
+        return out
+
+    def _is_admitted_by_us(self, wl: Workload) -> bool:
+        if c.TOPOLOGY_ASSIGNMENT_ANNOTATION not in wl.metadata.annotations:
+            return False
+        return any(
+            st.name in self.our_checks and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks
+        )
+
+    # --- flavors ------------------------------------------------------------------------------
+
+    def _flavor_of(self, obj: KubeObject, ps_name: str, context: str, governed_only: bool) -> str | None:
+        """The PodSet's flavor: from the Workload's admission, else --flavor, else the only TAS flavor."""
+        if isinstance(obj, Workload):
+            psa = obj.pod_set_assignment(ps_name)
+            if psa is not None and psa.flavors:
+                names = list(dict.fromkeys(psa.flavors.values()))
+                tas = [n for n in names if n in self.bindings]
+                if len(tas) > 1:
+                    raise PlanInputError(
+                        f"{context}: status.admission.podSetAssignments[{ps_name}].flavors: "
+                        f"more than one TAS flavor assigned: {', '.join(tas)}"
+                    )
+                if tas:
+                    return tas[0]
+                return None if governed_only else names[0]
+        if self.default_flavor is not None:
+            return self.default_flavor
+        tas_flavors = sorted(self.bindings)
+        if len(tas_flavors) == 1:
+            return tas_flavors[0]
+        return None
+
+    # --- placing ------------------------------------------------------------------------------
+
+    def placeables(self) -> list[Placeable]:
+        owned = set()
+        for wl in self.workloads:
+            for ref in wl.metadata.owner_references:
+                owned.add((ref.kind, wl.metadata.namespace, ref.name))
+                if ref.uid:
+                    owned.add((ref.kind, "uid", ref.uid))
+        out = []
+        for obj in self.order:
+            if isinstance(obj, Workload) and self._is_admitted_by_us(obj):
+                continue
+            if isinstance(obj, Job | JobSet) and (
+                (obj.kind, obj.metadata.namespace, obj.name) in owned
+                or (obj.metadata.uid and (obj.kind, "uid", obj.metadata.uid) in owned)
+            ):
+                continue  # its Workload is in the input and is placed instead
+            podsets = podsets_of(obj)
+            if isinstance(obj, Workload):
+                podsets = [
+                    PodSetSpec(ps.name, self._admitted_count(obj, ps), ps.template) for ps in podsets
+                ]
+            out.append(Placeable(obj, podsets))
+        return out
+
+    @staticmethod
+    def _admitted_count(wl: Workload, ps: PodSetSpec) -> int:
+        psa = wl.pod_set_assignment(ps.name)
+        return psa.count if psa is not None and psa.count is not None else ps.count
+
+    def _request(self, obj: KubeObject, ps: PodSetSpec, index: int, implied: bool) -> PodSetRequest:
+        context = describe(obj)
+        field_path = _template_path(obj, index)
+        try:
+            return podset_request(ps.name, ps.count, ps.template, prefix=self.prefix, implied=implied)
+        except TopologyRequestError as exc:
+            raise PlanInputError(f"{context}: {field_path}.metadata.annotations: {'; '.join(exc.errors)}") from exc
+        except QuantityError as exc:
+            raise PlanInputError(f"{context}: {field_path}.spec.containers[].resources: {exc}") from exc
+
+    def run(self) -> list[WorkloadPlan]:
+        return [self.place(p) for p in self.placeables()]
+
+    def place(self, item: Placeable) -> WorkloadPlan:
+        obj = item.obj
+        context = describe(obj)
+        plan = WorkloadPlan(obj.kind, obj.metadata.namespace, obj.name)
+        groups: dict[str, list[tuple[PodSetPlan, PodSetRequest]]] = {}
+        for index, ps in enumerate(item.podsets):
+            annotations = _annotations(obj, ps, index)
+            explicit = has_topology_annotation(annotations, prefix=self.prefix)
+            flavor = self._flavor_of(obj, ps.name, context, governed_only=False)
+            ps_plan = PodSetPlan(ps.name, ps.count, flavor=flavor)
+            plan.podsets.append(ps_plan)
+            if flavor is None or flavor not in self.bindings:
+                if explicit:
+                    path = _template_path(obj, index)
+                    if flavor is None:
+                        raise PlanInputError(
+                            f"{context}: {path}: cannot tell the flavor: no status.admission, no --flavor, and "
+                            f"{len(self.bindings)} flavors have a topology"
+                        )
+                    raise PlanInputError(f"{context}: {path}: flavor {flavor!r} has no topology")
+                ps_plan.governed = False
+                ps_plan.message = (
+                    "not governed by kueue-tas: "
+                    + (f"flavor {flavor!r} is not on the Topology of any AdmissionCheck "
+                       f"with controllerName {c.CONTROLLER_NAME}" if flavor else "no flavor with a topology")
+                )
+                continue
+            snap = self.snapshot(flavor, context)
+            ps_plan.topology = snap.topology_name
+            request = self._request(obj, ps, index, implied=not explicit)
+            self._check_levels(request, snap, context, _template_path(obj, index))
+            groups.setdefault(flavor, []).append((ps_plan, request))
+        failed = False
+        placed: list[tuple[str, TopologyAssignment, dict[str, int]]] = []
+        for flavor, members in groups.items():
+            if failed:
+                for ps_plan, _ in members:
+                    ps_plan.message = "not placed: an earlier PodSet of this workload does not fit"
+                continue
+            results = self._snapshots[flavor].place([r for _, r in members])
+            for (ps_plan, request), result in zip(members, results + [None] * (len(members) - len(results)),
+                                                   strict=True):
+                if result is None:
+                    ps_plan.message = "not placed: an earlier PodSet of this workload does not fit"
+                    continue
+                ps_plan.assignment = result.assignment
+                ps_plan.message = result.message
+                if result.assignment is None:
+                    failed = True
+                else:
+                    placed.append((flavor, result.assignment, dict(request.requests)))
+        if not failed:
+            for flavor, assignment, per_pod in placed:
+                self._commit(flavor, assignment, per_pod)
+        return plan
+
+    def _check_levels(self, request: PodSetRequest, snap: TopologySnapshot, context: str, path: str) -> None:
+        topo = request.topology
+        if topo is None:
+            return
+        for what, level in (
+            ("podset-required-topology", topo.required),
+            ("podset-preferred-topology", topo.preferred),
+            ("podset-slice-required-topology", topo.slice_level),
+        ):
+            if level is not None and level not in snap.levels:
+                raise PlanInputError(
+                    f"{context}: {path}.metadata.annotations[{self.prefix}{what}]: unknown topology level {level!r}; "
+                    f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}"
+                )
+
+
+def _template_path(obj: KubeObject, index: int) -> str:
+    if isinstance(obj, Workload):
+        return f"spec.podSets[{index}].template"
+    if isinstance(obj, JobSet):
+        return f"spec.replicatedJobs[{index}].template.spec.template"
+    return "spec.template"
+
+
+def _annotations(obj: KubeObject, ps: PodSetSpec, index: int) -> dict[str, str]:
+    try:
+        return dict(template_annotations(ps.template))
+    except TopologyRequestError as exc:
+        raise PlanInputError(f"{describe(obj)}: {_template_path(obj, index)}: {'; '.join(exc.errors)}") from exc
