@@ -23,13 +23,15 @@ class CapacityMatrix:
         self.tree = tree
         self.columns: dict[str, int] = {}
         n = len(tree.leaves)
+        self.alloc: Matrix = np.zeros((n, 0), dtype=np.int64)  # allocatable of the leaf's nodes
         self.free: Matrix = np.zeros((n, 0), dtype=np.int64)  # allocatable minus non-TAS usage
         self.tas: Matrix = np.zeros((n, 0), dtype=np.int64)  # usage of admitted TAS workloads
         names = sorted({r for nodes in tree.leaf_nodes for node in nodes for r in node.allocatable})
         self._ensure_columns(names)
         for leaf, nodes in enumerate(tree.leaf_nodes):
             for node in nodes:
-                self._add_row(self.free, leaf, node.allocatable, 1)
+                self._add_row(self.alloc, leaf, node.allocatable, 1)
+        self.free = self.alloc.copy()
 
     def _ensure_columns(self, names: list[str]) -> None:
         new = [n for n in names if n not in self.columns]
@@ -38,6 +40,7 @@ class CapacityMatrix:
         for name in new:
             self.columns[name] = len(self.columns)
         pad = ((0, 0), (0, len(new)))
+        self.alloc = np.pad(self.alloc, pad)
         self.free = np.pad(self.free, pad)
         self.tas = np.pad(self.tas, pad)
 
@@ -65,7 +68,11 @@ class CapacityMatrix:
         self._ensure_columns(sorted(usage))
         self._add_row(self.tas, leaf, usage, sign)
 
-    def remaining(self, *, simulate_empty: bool, assumed: Matrix | None) -> Matrix:
+    def remaining(self, *, simulate_empty: bool, assumed: Matrix | None, allocatable_only: bool = False) -> Matrix:
+        """Capacity left for a new placement. ``simulate_empty`` ignores TAS usage (Kueue's
+        preemption probe); ``allocatable_only`` ignores all usage (can it ever fit?)."""
+        if allocatable_only:
+            return self.alloc - assumed[:, : self.alloc.shape[1]] if assumed is not None else self.alloc.copy()
         rem = self.free.copy() if simulate_empty else self.free - self.tas
         if assumed is not None:
             rem -= assumed[:, : rem.shape[1]]

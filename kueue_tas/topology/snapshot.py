@@ -65,9 +65,10 @@ class TopologySnapshot:
     def levels(self) -> tuple[str, ...]:
         return self.tree.level_keys
 
-    def add_non_tas_usage(self, node_name: str, usage: ResourceMap) -> None:
-        """Charge a bound non-TAS pod's usage (its requests plus ``pods: 1``) to a node by name."""
-        self.capacity.add_non_tas_usage(node_name, usage)
+    def add_non_tas_usage(self, node_name: str, usage: ResourceMap, sign: int = 1) -> None:
+        """Charge a bound non-TAS pod's usage (its requests plus ``pods: 1``) to a node by name
+        (``sign=-1`` releases it)."""
+        self.capacity.add_non_tas_usage(node_name, usage, sign)
 
     def add_tas_usage(self, assignment: TopologyAssignment, per_pod: ResourceMap, sign: int = 1) -> None:
         """Charge an existing assignment. Domains that are not leaves now (node gone or
@@ -77,16 +78,19 @@ class TopologySnapshot:
             if leaf is not None:
                 self.capacity.add_tas_usage(leaf, usage, sign)
 
-    def place(self, podsets: Sequence[PodSetRequest], *, simulate_empty: bool = False) -> list[PodSetResult]:
+    def place(
+        self, podsets: Sequence[PodSetRequest], *, simulate_empty: bool = False, allocatable_only: bool = False
+    ) -> list[PodSetResult]:
         """Place the PodSets of one workload in order; each success reduces capacity for the next.
 
         After the first failure the remaining PodSets get no result at all (Kueue stops there).
+        ``allocatable_only`` places on the empty cluster: a failure there means "never fits".
         """
         results: list[PodSetResult] = []
         assumed: Matrix | None = None
         for ps in podsets:
             try:
-                assignment = self._place_one(ps, simulate_empty, assumed)
+                assignment = self._place_one(ps, simulate_empty, allocatable_only, assumed)
             except PlacementFailure as failure:
                 results.append(PodSetResult(ps.name, None, str(failure)))
                 break
@@ -106,7 +110,9 @@ class TopologySnapshot:
                 grown[leaf] += self.capacity.vector(usage)[:ncols]
         return grown
 
-    def _place_one(self, ps: PodSetRequest, simulate_empty: bool, assumed: Matrix | None) -> TopologyAssignment:
+    def _place_one(
+        self, ps: PodSetRequest, simulate_empty: bool, allocatable_only: bool, assumed: Matrix | None
+    ) -> TopologyAssignment:
         params = resolve_params(self.tree, ps.count, ps.topology, ps.implied)
         stats = ExclusionStats(total_nodes=len(self.tree.leaves))
         try:
@@ -120,7 +126,9 @@ class TopologySnapshot:
         except InvalidSelectorError as exc:
             raise PlacementFailure(f"invalid affinity node selectors: {exc}") from exc
         request = self.capacity.vector({**ps.requests, PODS: 1})
-        remaining = self.capacity.remaining(simulate_empty=simulate_empty, assumed=assumed)
+        remaining = self.capacity.remaining(
+            simulate_empty=simulate_empty, assumed=assumed, allocatable_only=allocatable_only
+        )
         column_names = sorted(self.capacity.columns, key=self.capacity.columns.__getitem__)
         pods = leaf_counts(remaining, request, column_names, eligible, stats)
         return place_podset(self.tree, params, pods, self.topology_name, stats)

@@ -1,0 +1,129 @@
+"""The admission decision for one Workload and one of our checks: pure, no I/O.
+
+Ready: every PodSet the check governs fits; here are the assignments.
+Retry: something does not fit now; the message says what the best domain could
+hold and what limited it (Kueue's own text).
+Rejected: the request can never be satisfied (malformed annotation, unknown
+level, more pods than the topology holds even when empty).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.models import Workload
+from kueue_tas.api.quantity import QuantityError
+from kueue_tas.cache.live_capacity import LiveCapacity, UsageEntry
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.inputs import podset_request
+from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
+
+
+class Outcome(StrEnum):
+    READY = c.CHECK_STATE_READY
+    RETRY = c.CHECK_STATE_RETRY
+    REJECTED = c.CHECK_STATE_REJECTED
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetPlacement:
+    name: str
+    flavor: str
+    assignment: TopologyAssignment
+    per_pod: dict[str, int]
+
+    @property
+    def multi_domain(self) -> bool:
+        return len(self.assignment.domains) > 1
+
+    def node_selector(self) -> dict[str, str]:
+        """For a single-domain PodSet: the labels that pin every pod to that domain."""
+        if len(self.assignment.domains) != 1:
+            return {}
+        return dict(zip(self.assignment.levels, self.assignment.domains[0].values, strict=True))
+
+
+@dataclass
+class Decision:
+    outcome: Outcome
+    message: str
+    placements: list[PodSetPlacement] = field(default_factory=list)
+
+    def usage(self) -> tuple[UsageEntry, ...]:
+        return tuple(UsageEntry(p.flavor, p.assignment, p.per_pod) for p in self.placements)
+
+
+def governed_podsets(workload: Workload, check_flavors: set[str]) -> list[tuple[str, int, dict[str, object], str]]:
+    """(name, admitted count, template, flavor) of each PodSet assigned one of the check's flavors."""
+    out = []
+    for ps in workload.spec.pod_sets:
+        psa = workload.pod_set_assignment(ps.name)
+        if psa is None:
+            continue
+        flavors = [f for f in dict.fromkeys(psa.flavors.values()) if f in check_flavors]
+        if not flavors:
+            continue
+        count = psa.count if psa.count is not None else ps.count
+        out.append((ps.name, count, ps.template, flavors[0]))
+    return out
+
+
+def decide(
+    workload: Workload,
+    check_flavors: set[str],
+    capacity: LiveCapacity,
+    prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
+) -> Decision:
+    groups: dict[str, list[PodSetRequest]] = {}
+    for name, count, template, flavor in governed_podsets(workload, check_flavors):
+        try:
+            explicit = has_topology_annotation(template_annotations(template), prefix=prefix)
+            request = podset_request(name, count, template, prefix=prefix, implied=not explicit)
+        except TopologyRequestError as exc:
+            return Decision(Outcome.REJECTED, f'PodSet "{name}": ' + "; ".join(exc.errors))
+        except QuantityError as exc:
+            return Decision(Outcome.REJECTED, f'PodSet "{name}": {exc}')
+        snap = capacity.snapshot(flavor)
+        if snap is None:
+            return Decision(Outcome.RETRY, f'PodSet "{name}": flavor "{flavor}" has no usable Topology yet')
+        topo = request.topology
+        if topo is not None:
+            for key, level in (
+                (c.SUFFIX_REQUIRED_TOPOLOGY, topo.required),
+                (c.SUFFIX_PREFERRED_TOPOLOGY, topo.preferred),
+                (c.SUFFIX_SLICE_REQUIRED_TOPOLOGY, topo.slice_level),
+            ):
+                if level is not None and level not in snap.levels:
+                    return Decision(
+                        Outcome.REJECTED,
+                        f'PodSet "{name}": annotation {prefix}{key}: unknown topology level "{level}"; '
+                        f'Topology "{snap.topology_name}" has levels {", ".join(snap.levels)}',
+                    )
+        groups.setdefault(flavor, []).append(request)
+
+    placements: list[PodSetPlacement] = []
+    for flavor, requests in groups.items():
+        snap = capacity.snapshot(flavor)
+        assert snap is not None
+        results = snap.place(requests)
+        failed = next((r for r in results if r.assignment is None), None)
+        if failed is not None:
+            never = snap.place(requests, allocatable_only=True)
+            never_failed = next((r for r in never if r.assignment is None), None)
+            if never_failed is not None:
+                return Decision(
+                    Outcome.REJECTED,
+                    f'PodSet "{never_failed.name}" can never fit, even on an empty cluster: {never_failed.message}',
+                )
+            return Decision(Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}')
+        for request, result in zip(requests, results, strict=True):
+            assert result.assignment is not None
+            placements.append(PodSetPlacement(request.name, flavor, result.assignment, dict(request.requests)))
+    if not placements:
+        return Decision(Outcome.READY, "no PodSet needs a topology assignment")
+    summary = ", ".join(f"{p.name}: {p.assignment.total} pods in {len(p.assignment.domains)} domain(s)"
+                        for p in placements)
+    return Decision(Outcome.READY, f"topology assignment: {summary}", placements)

@@ -1,0 +1,152 @@
+"""The live capacity model: one placement snapshot per TAS flavor, kept current by events.
+
+Fed by the informers (nodes, non-TAS pods, workloads holding assignments) and
+read by the admitter. Pod and workload events adjust the built snapshots in
+place; a change to the node set (a node added, removed, relabelled, tainted,
+turning NotReady, or changing allocatable) marks the snapshots stale, and the
+next decision rebuilds them from the stores (no rebuild per decision).
+
+"Assumed" usage is an assignment decided but not yet observed as Ready on the
+Workload: it holds capacity from the decision on, so two workloads can never be
+given the same capacity, and is replaced by the committed usage once observed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, ResourceMap, Toleration
+from kueue_tas.topology.snapshot import TopologySnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorSpec:
+    """What a snapshot of a TAS flavor is built from."""
+
+    flavor: str
+    topology: str
+    levels: tuple[str, ...]
+    node_labels: Mapping[str, str]
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEntry:
+    """One PodSet's assignment on one flavor, with its per-pod requests."""
+
+    flavor: str
+    assignment: TopologyAssignment
+    per_pod: ResourceMap
+
+
+class LiveCapacity:
+    def __init__(self) -> None:
+        self._nodes: dict[str, NodeInfo] = {}
+        self._pods: dict[str, tuple[str, ResourceMap]] = {}  # non-TAS pod key -> (node name, usage)
+        self._committed: dict[str, tuple[UsageEntry, ...]] = {}  # workload key -> usage
+        self._assumed: dict[str, tuple[UsageEntry, ...]] = {}
+        self._flavors: dict[str, FlavorSpec] = {}
+        self._snapshots: dict[str, TopologySnapshot] = {}
+        self.rebuilds = 0
+
+    # --- flavors and nodes: structural changes ---------------------------------------------
+
+    def set_flavors(self, specs: Mapping[str, FlavorSpec]) -> None:
+        for name in list(self._snapshots):
+            if self._flavors.get(name) != specs.get(name):
+                del self._snapshots[name]
+        self._flavors = dict(specs)
+
+    def flavors(self) -> Mapping[str, FlavorSpec]:
+        return self._flavors
+
+    def upsert_node(self, node: NodeInfo) -> None:
+        if self._nodes.get(node.name) == node:
+            return  # heartbeats and other status noise change nothing we use
+        self._nodes[node.name] = node
+        self._snapshots.clear()
+
+    def delete_node(self, name: str) -> None:
+        if self._nodes.pop(name, None) is not None:
+            self._snapshots.clear()
+
+    # --- usage: incremental ---------------------------------------------------------------
+
+    def upsert_pod(self, key: str, node_name: str | None, usage: ResourceMap | None) -> None:
+        """A non-TAS pod: charged while bound and not terminal (pass None to release)."""
+        self.delete_pod(key)
+        if node_name is None or usage is None:
+            return
+        self._pods[key] = (node_name, usage)
+        for snap in self._snapshots.values():
+            snap.add_non_tas_usage(node_name, usage)
+
+    def delete_pod(self, key: str) -> None:
+        old = self._pods.pop(key, None)
+        if old is not None:
+            for snap in self._snapshots.values():
+                snap.add_non_tas_usage(old[0], old[1], sign=-1)
+
+    def set_workload_usage(self, key: str, entries: tuple[UsageEntry, ...]) -> None:
+        """Usage of a workload our check admitted (observed Ready); replaces earlier usage and
+        any assumption for the same workload."""
+        self._replace(self._assumed, key, ())
+        self._replace(self._committed, key, entries)
+
+    def remove_workload_usage(self, key: str) -> None:
+        self._replace(self._committed, key, ())
+
+    def assume(self, key: str, entries: tuple[UsageEntry, ...]) -> None:
+        self._replace(self._assumed, key, entries)
+
+    def forget(self, key: str) -> None:
+        self._replace(self._assumed, key, ())
+
+    def holds(self, key: str) -> bool:
+        return key in self._committed or key in self._assumed
+
+    def _replace(self, table: dict[str, tuple[UsageEntry, ...]], key: str, entries: tuple[UsageEntry, ...]) -> None:
+        for entry in table.pop(key, ()):
+            self._charge(entry, -1)
+        if entries:
+            table[key] = entries
+            for entry in entries:
+                self._charge(entry, 1)
+
+    def _charge(self, entry: UsageEntry, sign: int, only: str | None = None) -> None:
+        # Flavors that share hostnames see each other's hostname-level usage, as in Kueue.
+        hostname_only = entry.assignment.levels == (HOSTNAME_LABEL,)
+        for name, snap in self._snapshots.items():
+            if only is not None and name != only:
+                continue
+            if name == entry.flavor or (hostname_only and snap.tree.lowest_is_hostname):
+                snap.add_tas_usage(entry.assignment, entry.per_pod, sign)
+
+    # --- reading --------------------------------------------------------------------------
+
+    def snapshot(self, flavor: str) -> TopologySnapshot | None:
+        """The flavor's current snapshot (built on demand); None for a flavor we do not govern."""
+        snap = self._snapshots.get(flavor)
+        if snap is not None:
+            return snap
+        spec = self._flavors.get(flavor)
+        if spec is None:
+            return None
+        snap = TopologySnapshot.build(
+            topology_name=spec.topology,
+            levels=spec.levels,
+            nodes=self._nodes.values(),
+            flavor_node_labels=spec.node_labels,
+            flavor_tolerations=spec.tolerations,
+        )
+        for node_name, usage in self._pods.values():
+            snap.add_non_tas_usage(node_name, usage)
+        self._snapshots[flavor] = snap
+        for table in (self._committed, self._assumed):
+            for entries in table.values():
+                for entry in entries:
+                    self._charge(entry, 1, only=flavor)
+        self.rebuilds += 1
+        return snap
