@@ -63,11 +63,16 @@ def read_objects(paths: list[str]) -> tuple[list[KubeObject], list[str]]:
                     text = fh.read()
             except OSError as exc:
                 raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
             source = path
         for doc in _documents(text, source):
             for raw in _flatten(doc):
                 kind = raw.get("kind", "<no kind>")
-                name = (raw.get("metadata") or {}).get("name", "<no name>")
+                metadata = raw.get("metadata")
+                if metadata is not None and not isinstance(metadata, dict):
+                    raise InputError(f"{source}: {kind}: metadata: must be a mapping")
+                name = (metadata or {}).get("name", "<no name>")
                 try:
                     obj = parse_object(raw)
                 except pydantic.ValidationError as exc:

@@ -10,6 +10,12 @@ from kueue_tas.api import constants as c
 from kueue_tas.cli import plan
 
 
+def annotation_prefix(value: str) -> str:
+    if not value.endswith("/") or len(value) < 2:
+        raise argparse.ArgumentTypeError(f"{value!r}: must end with '/' (a DNS prefix such as kueue-tas.io/)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kueue-tas", description="Topology Aware Scheduling for Kueue, as an AdmissionCheck controller."
@@ -24,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="YAML or JSON (multi-document, kind: List); '-' for stdin; repeatable")
     p.add_argument("--flavor", help="flavor of PodSets whose Workload has no status.admission")
     p.add_argument("-o", "--output", choices=("json", "yaml", "text"), default="text")
-    p.add_argument("--annotation-prefix", default=c.DEFAULT_ANNOTATION_PREFIX,
+    p.add_argument("--annotation-prefix", type=annotation_prefix, default=c.DEFAULT_ANNOTATION_PREFIX,
                    help=f"prefix of the podset-*-topology annotations (default {c.DEFAULT_ANNOTATION_PREFIX})")
     p.set_defaults(func=plan.run)
     return parser

@@ -31,7 +31,6 @@ def plan_json(plans: list[WorkloadPlan]) -> dict[str, Any]:
     return {
         "workloads": [
             {
-                "kind": p.kind,
                 "namespace": p.namespace,
                 "name": p.name,
                 "fits": p.fits,

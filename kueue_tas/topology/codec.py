@@ -219,7 +219,7 @@ def _hostname_run_slices(a: TopologyAssignment) -> list[dict[str, Any]]:
     domains = a.domains
     n = len(domains)
     keys: list[str] | None = None
-    if n > 2 and a.levels[-1] == HOSTNAME_LABEL:
+    if n > 1 and a.levels[-1] == HOSTNAME_LABEL:
         keys = _hostname_prefix_keys([d.values[-1] for d in domains])
     n_levels = len(a.levels)
     return [

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pydantic
+
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import (
     AdmissionCheck,
@@ -125,10 +127,12 @@ class Planner:
         if not topology.levels:
             raise PlanInputError(f"Topology/{topology.name}: spec.levels: must list at least one level")
         rf = self.flavors.get(flavor)
-        try:
-            infos = [node_info(n) for n in self.nodes]
-        except QuantityError as exc:
-            raise PlanInputError(f"Node: status.allocatable: {exc}") from exc
+        infos = []
+        for n in self.nodes:
+            try:
+                infos.append(node_info(n))
+            except (QuantityError, ValueError) as exc:
+                raise PlanInputError(f"{describe(n)}: status.allocatable: {exc}") from exc
         snap = TopologySnapshot.build(
             topology_name=topology.name,
             levels=topology.levels,
@@ -146,11 +150,14 @@ class Planner:
             if usage is not None:
                 snap.add_non_tas_usage(*usage)
         if self._usage is None:
-            self._usage = [u for wl in self.workloads for u in self._admitted_usage(wl)]
+            self._usage = self._all_admitted_usage()
         self._snapshots[flavor] = snap
         for ps_flavor, assignment, per_pod in self._usage:
             self._charge(ps_flavor, assignment, per_pod, only=flavor)
         return snap
+
+    def _all_admitted_usage(self) -> list[tuple[str, TopologyAssignment, dict[str, int]]]:
+        return [u for wl in self.workloads for u in self._admitted_usage(wl)]
 
     def _commit(self, flavor: str, assignment: TopologyAssignment, per_pod: dict[str, int]) -> None:
         if self._usage is None:
@@ -200,7 +207,7 @@ class Planner:
         return out
 
     def _is_admitted_by_us(self, wl: Workload) -> bool:
-        if c.TOPOLOGY_ASSIGNMENT_ANNOTATION not in wl.metadata.annotations:
+        if c.TOPOLOGY_ASSIGNMENT_ANNOTATION not in wl.metadata.annotations or wl.is_finished:
             return False
         return any(
             st.name in self.our_checks and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks
@@ -270,8 +277,16 @@ class Planner:
             raise PlanInputError(f"{context}: {field_path}.metadata.annotations: {'; '.join(exc.errors)}") from exc
         except QuantityError as exc:
             raise PlanInputError(f"{context}: {field_path}.spec.containers[].resources: {exc}") from exc
+        except pydantic.ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise PlanInputError(f"{context}: {field_path}.spec.tolerations: {loc}: {err['msg']}") from exc
+        except (ValueError, TypeError) as exc:
+            raise PlanInputError(f"{context}: {field_path}.spec.containers[].resources: {exc}") from exc
 
     def run(self) -> list[WorkloadPlan]:
+        if self._usage is None:
+            self._usage = self._all_admitted_usage()  # validates every assignment annotation up front
         return [self.place(p) for p in self.placeables()]
 
     def place(self, item: Placeable) -> WorkloadPlan:

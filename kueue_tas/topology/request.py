@@ -270,6 +270,12 @@ def template_annotations(template: Mapping[str, Any]) -> Mapping[str, str]:
     if not isinstance(annotations, Mapping):
         got = type(annotations).__name__
         raise TopologyRequestError([f"template metadata.annotations must be a mapping, got {got}"])
+    bad = [k for k, v in annotations.items() if not isinstance(v, str)]
+    if bad:
+        raise TopologyRequestError(
+            [f"annotation {k!r}: value must be a string, got {type(annotations[k]).__name__} (quote it in YAML)"
+             for k in bad]
+        )
     return annotations
 
 
