@@ -1,0 +1,271 @@
+"""Controller settings: defaults < YAML config file < ``KUEUE_TAS_*`` environment < explicit keywords.
+
+``Settings()`` reads the environment (prefix ``KUEUE_TAS_``, case-insensitive, e.g.
+``KUEUE_TAS_PATCH_CONCURRENCY=64``); ``Settings.from_file(path)`` also reads a YAML mapping of
+the same field names (snake_case; ``-`` is accepted for ``_``). Anything invalid raises
+:class:`ConfigError` (a ``ValueError``) whose message names every bad field and why.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from kueue_tas.api.constants import CONTROLLER_NAME, DEFAULT_ANNOTATION_PREFIX, SCHEDULING_GATE
+
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+LogFormat = Literal["json", "console"]
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+
+
+class ConfigError(ValueError):
+    """Invalid configuration: the message lists each offending setting."""
+
+
+def parse_bind(value: str) -> tuple[str | None, int] | None:
+    """``":8080"`` -> ``(None, 8080)`` (all interfaces), ``"127.0.0.1:0"``, ``"[::1]:9"``; ``"0"`` -> None (off)."""
+    text = value.strip()
+    if text in ("0", ""):
+        return None
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        raise ValueError(f"bind address {value!r} must look like 'host:port' or ':port' (or '0' to disable)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"bind address {value!r}: port must be a number 0..65535")
+    return (host or None, int(port_text))
+
+
+def _is_qualified_name(value: str) -> bool:
+    """Kubernetes qualified name: optional DNS-subdomain prefix, '/', name of <= 63 characters."""
+    prefix, sep, name = value.rpartition("/")
+    if sep and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_QUALIFIED_NAME.match(name))
+
+
+# Values read by Settings.from_file; a context variable so that concurrent loads do not mix.
+_FILE_VALUES: ContextVar[Mapping[str, Any] | None] = ContextVar("kueue_tas_settings_file", default=None)
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The YAML file given to ``Settings.from_file`` (lower priority than the environment)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        values = _FILE_VALUES.get() or {}
+        return values.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_VALUES.get() or {})
+
+
+class Settings(BaseSettings):
+    """Everything the controller can be configured with."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="KUEUE_TAS_",
+        case_sensitive=False,
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+    )
+
+    # names on the wire
+    annotation_prefix: str = DEFAULT_ANNOTATION_PREFIX
+    scheduling_gate: str = SCHEDULING_GATE
+    controller_name: str = CONTROLLER_NAME
+
+    # behaviour
+    ungate_batch_period_seconds: float = Field(default=1.0, ge=0, le=300)
+    retry_backoff_base_seconds: float = Field(default=10, gt=0)
+    retry_backoff_max_seconds: float = Field(default=600, gt=0)
+    patch_concurrency: int = Field(default=32, ge=1, le=1024)
+
+    # leader election (coordination.k8s.io/v1 Lease)
+    leader_election: bool = True
+    lease_name: str = "kueue-tas"
+    lease_namespace: str = "kueue-tas-system"
+    lease_duration_seconds: float = Field(default=15, gt=0)
+    renew_deadline_seconds: float = Field(default=10, gt=0)
+    retry_period_seconds: float = Field(default=2, gt=0)
+
+    # serving and logging
+    health_bind: str = ":8081"
+    metrics_bind: str = ":8080"
+    log_level: LogLevel = "info"
+    log_format: LogFormat = "json"
+
+    # API server access; None = in-cluster service account, else $KUBECONFIG / ~/.kube/config
+    kubeconfig: Path | None = None
+
+    # ---- field checks --------------------------------------------------------------------------
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("annotation_prefix")
+    @classmethod
+    def _check_prefix(cls, value: str) -> str:
+        if not value.endswith("/"):
+            raise ValueError("must end with '/' (e.g. 'kueue-tas.io/')")
+        domain = value[:-1]
+        if not domain or len(domain) > 253 or not _DNS1123_SUBDOMAIN.match(domain):
+            raise ValueError("must be a DNS subdomain followed by '/'")
+        return value
+
+    @field_validator("scheduling_gate", "controller_name")
+    @classmethod
+    def _check_qualified(cls, value: str) -> str:
+        if not _is_qualified_name(value):
+            raise ValueError("must be a Kubernetes qualified name like 'example.io/name'")
+        return value
+
+    @field_validator("lease_name")
+    @classmethod
+    def _check_lease_name(cls, value: str) -> str:
+        if len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value):
+            raise ValueError("must be a DNS subdomain (lowercase letters, digits, '-', '.')")
+        return value
+
+    @field_validator("lease_namespace")
+    @classmethod
+    def _check_namespace(cls, value: str) -> str:
+        if len(value) > 63 or not _DNS1123_LABEL.match(value):
+            raise ValueError("must be a DNS label (lowercase letters, digits, '-')")
+        return value
+
+    @field_validator("health_bind", "metrics_bind")
+    @classmethod
+    def _check_bind(cls, value: str) -> str:
+        parse_bind(value)
+        return value.strip()
+
+    @field_validator("kubeconfig", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _check_relations(self) -> Settings:
+        problems: list[str] = []
+        if self.retry_backoff_max_seconds < self.retry_backoff_base_seconds:
+            problems.append(
+                f"retry_backoff_max_seconds ({self.retry_backoff_max_seconds}) must be >= "
+                f"retry_backoff_base_seconds ({self.retry_backoff_base_seconds})"
+            )
+        if self.leader_election:
+            # client-go's rules: the leader must give up (renew deadline) before others may take the
+            # lease (lease duration), and must be able to retry within the deadline.
+            if self.renew_deadline_seconds >= self.lease_duration_seconds:
+                problems.append(
+                    f"renew_deadline_seconds ({self.renew_deadline_seconds}) must be < "
+                    f"lease_duration_seconds ({self.lease_duration_seconds})"
+                )
+            if self.retry_period_seconds * 1.2 >= self.renew_deadline_seconds:
+                problems.append(
+                    f"retry_period_seconds ({self.retry_period_seconds}) * 1.2 must be < "
+                    f"renew_deadline_seconds ({self.renew_deadline_seconds})"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    # ---- sources -------------------------------------------------------------------------------
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _FileSource(settings_cls))
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> Settings:
+        """``from_file(path)`` when a path is given, else environment only; errors as ConfigError."""
+        if path is not None:
+            return cls.from_file(path, **overrides)
+        with _config_errors(None):
+            return cls(**overrides)
+
+    @classmethod
+    def from_file(cls, path: str | Path, **overrides: Any) -> Settings:
+        """Settings from a YAML mapping at ``path``; the environment and ``overrides`` win over it."""
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot read config file {p}: {e.strerror or e}") from e
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {p} is not valid YAML: {e}") from e
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {p} must hold a mapping of settings, got {type(data).__name__}")
+        values: dict[str, Any] = {}
+        unknown: list[str] = []
+        for key, value in data.items():
+            name = str(key).replace("-", "_")
+            if name not in cls.model_fields:
+                unknown.append(str(key))
+            values[name] = value
+        if unknown:
+            known = ", ".join(sorted(cls.model_fields))
+            raise ConfigError(f"config file {p}: unknown setting(s) {', '.join(sorted(unknown))} (known: {known})")
+        token = _FILE_VALUES.set(values)
+        try:
+            with _config_errors(p):
+                return cls(**overrides)
+        finally:
+            _FILE_VALUES.reset(token)
+
+    # ---- derived -------------------------------------------------------------------------------
+
+    def health_address(self) -> tuple[str | None, int] | None:
+        return parse_bind(self.health_bind)
+
+    def metrics_address(self) -> tuple[str | None, int] | None:
+        return parse_bind(self.metrics_bind)
+
+
+def format_validation_error(err: ValidationError) -> str:
+    """One line per problem: ``setting: message (got value)``."""
+    lines = []
+    for item in err.errors():
+        loc = ".".join(str(x) for x in item["loc"]) or "settings"
+        msg = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            msg = "unknown setting"
+        got = item.get("input")
+        shown = "" if loc == "settings" or isinstance(got, dict) or repr(got) in msg else f" (got {got!r})"
+        lines.append(f"{loc}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+@contextmanager
+def _config_errors(path: Path | None) -> Iterator[None]:
+    try:
+        yield
+    except ValidationError as e:
+        where = f" in {path}" if path is not None else ""
+        raise ConfigError(f"invalid kueue-tas settings{where}:\n{format_validation_error(e)}") from e
