@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from kueue_tas.api import constants as c
-from kueue_tas.cli import plan
+from kueue_tas.cli import plan, run
 
 
 def annotation_prefix(value: str) -> str:
@@ -33,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--annotation-prefix", type=annotation_prefix, default=c.DEFAULT_ANNOTATION_PREFIX,
                    help=f"prefix of the podset-*-topology annotations (default {c.DEFAULT_ANNOTATION_PREFIX})")
     p.set_defaults(func=plan.run)
+    r = sub.add_parser("run", help="run the AdmissionCheck controller against a cluster")
+    r.add_argument("--config", help="YAML settings file (see kueue_tas/runtime/config.py)")
+    r.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    r.set_defaults(func=run.run)
     return parser
 
 

@@ -1,0 +1,275 @@
+"""The AdmissionCheck controller: informers -> live capacity -> decision -> writes.
+
+Decisions are serialised (one asyncio lock): each decision sees the capacity
+left by every earlier one, including those still being written ("assumed").
+A write that conflicts drops the assumption and the workload is decided again
+from fresh state, so capacity is never given twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Literal
+
+import structlog
+from kubernetes_asyncio import client as k8s
+
+from kueue_tas.admission.decide import Decision, Outcome, decide
+from kueue_tas.admission.writes import (
+    GateInjectionError,
+    check_entry,
+    inject_gates,
+    merged_annotation,
+    now_rfc3339,
+    write_annotation,
+    write_check,
+)
+from kueue_tas.api import constants as c
+from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
+from kueue_tas.api.resources import pod_requests
+from kueue_tas.cache import informer as inf
+from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity, UsageEntry
+from kueue_tas.cache.slim import SlimPod, make_pod_transform, slim_node
+from kueue_tas.runtime.client import ApiError, Conflict, EventRecorder, ObjectRef, apply_status
+from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.runtime.workqueue import WorkQueue
+from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.flavors import FlavorMappingError, bind_flavors, check_topology
+from kueue_tas.topology.inputs import tolerations
+
+log = structlog.get_logger(__name__)
+
+
+def workload_key(wl: Workload) -> str:
+    return f"{wl.namespace}/{wl.name}"
+
+
+class Admitter:
+    def __init__(self, api: k8s.ApiClient, settings: Settings, metrics: Metrics) -> None:
+        self.api = api
+        self.settings = settings
+        self.metrics = metrics
+        self.capacity = LiveCapacity()
+        self.events = EventRecorder(api)
+        self.queue: WorkQueue[str] = WorkQueue("workloads")
+        self.lock = asyncio.Lock()
+        self.retries: dict[str, int] = {}
+        self.check_flavors: dict[str, set[str]] = {}  # our check -> flavors it governs
+        self.nodes = inf.Informer(api, inf.NODES, slim_node, name="nodes")
+        self.pods: inf.Informer[SlimPod] = inf.Informer(
+            api, inf.PODS, make_pod_transform(settings.annotation_prefix), name="pods"
+        )
+        self.topologies = inf.Informer(api, inf.TOPOLOGIES, inf.model_transform(Topology))
+        self.flavors = inf.Informer(api, inf.RESOURCE_FLAVORS, inf.model_transform(ResourceFlavor))
+        self.checks = inf.Informer(api, inf.ADMISSION_CHECKS, inf.model_transform(AdmissionCheck))
+        self.queues = inf.Informer(api, inf.CLUSTER_QUEUES, inf.model_transform(ClusterQueue))
+        self.workloads = inf.Informer(api, inf.WORKLOADS, inf.model_transform(Workload))
+        self.informers: list[inf.Informer[Any]] = [
+            self.nodes, self.pods, self.topologies, self.flavors, self.checks, self.queues, self.workloads,
+        ]
+
+    # --- wiring -------------------------------------------------------------------------------
+
+    def _wire(self) -> None:
+        self.nodes.add_handler(self.capacity.upsert_node, lambda _o, n: self.capacity.upsert_node(n),
+                               lambda n: self.capacity.delete_node(n.name))
+        self.pods.add_handler(self._on_pod, lambda _o, p: self._on_pod(p), lambda p: self.capacity.delete_pod(p.key))
+        for cfg in (self.topologies, self.flavors, self.checks, self.queues):
+            cfg.add_handler(lambda _x: self._config_changed(), lambda _a, _b: self._config_changed(),
+                            lambda _x: self._config_changed())
+        self.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w),
+                                   self._on_workload_deleted)
+
+    def _on_pod(self, pod: SlimPod) -> None:
+        if pod.is_tas or not pod.counts_on_node:
+            self.capacity.delete_pod(pod.key)
+        else:
+            self.capacity.upsert_pod(pod.key, pod.node_name, pod.usage_map())
+
+    def _our_checks(self) -> dict[str, AdmissionCheck]:
+        name = self.settings.controller_name
+        return {ac.name: ac for ac in self.checks.store.values() if ac.spec.controller_name == name}
+
+    def _config_changed(self) -> None:
+        checks = self._our_checks()
+        try:
+            bindings = bind_flavors(checks.values(), self.queues.store.values())
+        except FlavorMappingError as exc:
+            log.error("flavor_mapping_invalid", error=str(exc))
+            bindings = {}
+        specs: dict[str, FlavorSpec] = {}
+        per_check: dict[str, set[str]] = {name: set() for name in checks}
+        for flavor, b in bindings.items():
+            topo = self.topologies.store.get(b.topology)
+            if topo is None or not topo.levels or b.check is None:
+                continue
+            rf = self.flavors.store.get(flavor)
+            specs[flavor] = FlavorSpec(
+                flavor, topo.name, topo.levels, dict(rf.spec.node_labels) if rf else {},
+                tolerations(rf.spec.tolerations) if rf else (),
+            )
+            per_check[b.check].add(flavor)
+        self.capacity.set_flavors(specs)
+        self.check_flavors = per_check
+        for ac in checks.values():
+            self.queue.add(f"ac:{ac.name}")
+        for wl in self.workloads.store.values():
+            self._on_workload(wl)
+
+    def _usage_of(self, wl: Workload) -> tuple[UsageEntry, ...] | None:
+        """What an admitted Workload holds: trusted only while one of our entries is Ready."""
+        text = wl.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
+        if text is None or wl.is_finished:
+            return None
+        ours = self._our_checks()
+        if not any(st.name in ours and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks):
+            return None
+        try:
+            decoded = decode_assignment_annotation(text)
+        except ValueError as exc:
+            log.warning("assignment_annotation_invalid", workload=workload_key(wl), error=str(exc))
+            return None
+        entries = []
+        for name, assignment in decoded:
+            ps, psa = wl.pod_set(name), wl.pod_set_assignment(name)
+            if ps is None or psa is None:
+                continue
+            flavor = next((f for f in psa.flavors.values() if f in self.capacity.flavors()), None)
+            if flavor is None:
+                continue
+            entries.append(UsageEntry(flavor, assignment, pod_requests(ps.template.get("spec") or {})))
+        return tuple(entries)
+
+    def _on_workload(self, wl: Workload) -> None:
+        key = workload_key(wl)
+        usage = self._usage_of(wl)
+        if usage is not None:
+            self.capacity.set_workload_usage(key, usage)
+        else:
+            self.capacity.remove_workload_usage(key)
+        if self._pending_check(wl) is not None:
+            self.queue.add(key)
+
+    def _on_workload_deleted(self, wl: Workload) -> None:
+        key = workload_key(wl)
+        self.capacity.remove_workload_usage(key)
+        self.capacity.forget(key)
+        self.retries.pop(key, None)
+
+    def _pending_check(self, wl: Workload) -> str | None:
+        if not wl.has_quota_reservation or wl.status.admission is None or wl.is_finished or wl.is_evicted:
+            return None
+        ours = self._our_checks()
+        for st in wl.status.admission_checks:
+            if st.name in ours and st.state == c.CHECK_STATE_PENDING:
+                return st.name
+        return None
+
+    # --- reconcile ----------------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> float | None:
+        if key.startswith("ac:"):
+            await self._reconcile_check(key[3:])
+            return None
+        wl = self.workloads.store.get(key)
+        if wl is None:
+            return None
+        check = self._pending_check(wl)
+        if check is None:
+            return None
+        async with self.lock:
+            started = time.perf_counter()
+            flavors = self.check_flavors.get(check, set())
+            decision = decide(wl, flavors, self.capacity, self.settings.annotation_prefix)
+            self.metrics.decision_seconds.observe(time.perf_counter() - started)
+            try:
+                await self._commit(wl, check, decision)
+            except Conflict:
+                self.capacity.forget(key)
+                log.info("workload_changed_while_deciding", workload=key)
+                return 0.5
+            except (ApiError, GateInjectionError) as exc:
+                self.capacity.forget(key)
+                self.metrics.record_admission("error")
+                log.warning("admission_write_failed", workload=key, error=str(exc))
+                await self._event(wl, "Warning", "TopologyAssignmentFailed", str(exc))
+                return 5.0
+        return None
+
+    async def _commit(self, wl: Workload, check: str, decision: Decision) -> None:
+        key = workload_key(wl)
+        requeue: int | None = None
+        if decision.outcome is Outcome.READY:
+            self.capacity.assume(key, decision.usage())
+            gated = {p.name for p in decision.placements if p.multi_domain}
+            await inject_gates(self.api, wl, gated, self.settings.scheduling_gate)
+            if decision.placements:
+                await write_annotation(self.api, wl, merged_annotation(wl, decision))
+            self.retries.pop(key, None)
+        elif decision.outcome is Outcome.RETRY:
+            n = self.retries.get(key, 0)
+            self.retries[key] = n + 1
+            base, cap = self.settings.retry_backoff_base_seconds, self.settings.retry_backoff_max_seconds
+            requeue = int(min(base * 2**n, cap))
+        await write_check(self.api, wl, check_entry(check, decision, wl, requeue))
+        outcomes: dict[Outcome, Literal["ready", "retry", "rejected"]] = {
+            Outcome.READY: "ready", Outcome.RETRY: "retry", Outcome.REJECTED: "rejected"}
+        self.metrics.record_admission(outcomes[decision.outcome])
+        reason = {Outcome.READY: "TopologyAssigned", Outcome.RETRY: "TopologyNotFitting",
+                  Outcome.REJECTED: "TopologyRequestRejected"}[decision.outcome]
+        kind = "Normal" if decision.outcome is Outcome.READY else "Warning"
+        await self._event(wl, kind, reason, decision.message)
+        log.info("admission_decided", workload=key, check=check, outcome=decision.outcome.value,
+                 message=decision.message)
+
+    async def _event(self, wl: Workload, kind: str, reason: str, message: str) -> None:
+        ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
+        level: Literal["Normal", "Warning"] = "Normal" if kind == "Normal" else "Warning"
+        await self.events.emit_event(ref, reason=reason, message=message, type=level)
+
+    async def _reconcile_check(self, name: str) -> None:
+        ac = self._our_checks().get(name)
+        if ac is None:
+            return
+        topo_name = check_topology(ac)
+        if topo_name is None:
+            status, reason, msg = "False", "BadParametersRef", (
+                "spec.parameters must reference a kueue.x-k8s.io Topology (apiGroup kueue.x-k8s.io, kind Topology)")
+        elif (topo := self.topologies.store.get(topo_name)) is None:
+            status, reason, msg = "False", "TopologyNotFound", f'Topology "{topo_name}" does not exist'
+        elif not topo.levels:
+            status, reason, msg = "False", "TopologyInvalid", f'Topology "{topo_name}" has no levels'
+        else:
+            status, reason, msg = "True", "Active", f'The admission check is active (Topology "{topo_name}")'
+        current = next((cond for cond in ac.status.conditions if cond.type == c.CONDITION_ACTIVE), None)
+        if current is not None and current.status == status and current.reason == reason and current.message == msg:
+            return
+        cond = {"type": c.CONDITION_ACTIVE, "status": status, "reason": reason, "message": msg,
+                "lastTransitionTime": now_rfc3339(), "observedGeneration": ac.metadata.generation or 0}
+        await apply_status(self.api, group=c.KUEUE_GROUP, version=c.KUEUE_VERSION, plural="admissionchecks",
+                           kind=c.KIND_ADMISSION_CHECK, name=name, status={"conditions": [cond]})
+
+    # --- running ------------------------------------------------------------------------------
+
+    def synced(self) -> bool:
+        return inf.informers_synced(self.informers)
+
+    async def run(self) -> None:
+        """Start informers, wait for every one to sync (usage rebuilt from Ready workloads),
+        and only then start deciding."""
+        self._wire()
+        tasks = [i.start() for i in self.informers]
+        try:
+            for i in self.informers:
+                await i.wait_synced()
+            self._config_changed()
+            log.info("admitter_started", flavors=sorted(self.capacity.flavors()))
+            await self.queue.run(1, self.reconcile)
+        finally:
+            for t in tasks:
+                t.cancel()
+            for i in self.informers:
+                await i.stop()
+
