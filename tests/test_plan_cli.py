@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import plan_fixtures as pf
-import pydantic
 import pytest
 import yaml
 
