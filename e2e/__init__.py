@@ -1,0 +1,1 @@
+"""Local end-to-end harness: a real Kubernetes control plane, kwok, Kueue and JobSet on 127.0.0.1."""

@@ -1,0 +1,509 @@
+"""The local cluster: ``python -m e2e.cluster up|down|status|env``.
+
+``up`` builds the Go components once (see ``e2e.build``), makes certificates, starts etcd,
+kube-apiserver, kube-controller-manager, kube-scheduler, kwok, JobSet and Kueue as processes on
+127.0.0.1 (free ports chosen at start), installs CRDs and webhook configurations from the
+modules' own manifests and waits until each piece answers. State lives in the run directory
+(``$KUEUE_TAS_RUN_DIR`` or ``~/.cache/kueue-tas/run``); ``down`` stops every process it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import ssl
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from e2e import build, components, manifests, pki, procs, versions
+from e2e.components import Layout
+from e2e.nodes import NodePool, is_ready
+from e2e.paths import run_dir
+from e2e.procs import ProcInfo
+from e2e.rest import ApiError, ProbeFatal, Rest, resource_path, wait_for
+
+# Bounded waits (seconds). First start on 2 cores is the slow case.
+T_ETCD = 60
+T_APISERVER = 180
+T_CRDS = 120
+T_COMPONENT = 120
+T_WEBHOOK_PROBE = 120
+T_NODES = 120
+
+START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "jobset", "kueue")
+PROBE_NAMESPACE = "default"
+
+
+def log(msg: str) -> None:
+    print(f"[e2e.cluster] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class State:
+    run_dir: str
+    kubeconfig: str
+    log_dir: str
+    ports: dict[str, int]
+    procs: list[ProcInfo] = field(default_factory=list)
+    started_at: float = 0.0
+    ready_after_s: float | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> Layout:
+        return Layout(Path(self.run_dir))
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "run_dir": self.run_dir, "kubeconfig": self.kubeconfig, "log_dir": self.log_dir,
+            "ports": self.ports, "procs": [p.to_dict() for p in self.procs],
+            "started_at": self.started_at, "ready_after_s": self.ready_after_s, "versions": self.versions,
+        }, indent=2)
+
+    @staticmethod
+    def from_json(text: str) -> State:
+        d = json.loads(text)
+        return State(
+            run_dir=d["run_dir"], kubeconfig=d["kubeconfig"], log_dir=d["log_dir"],
+            ports={k: int(v) for k, v in d["ports"].items()},
+            procs=[ProcInfo.from_dict(p) for p in d.get("procs", [])],
+            started_at=float(d.get("started_at", 0.0)), ready_after_s=d.get("ready_after_s"),
+            versions=dict(d.get("versions", {})),
+        )
+
+    def save(self) -> None:
+        path = self.layout.state
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(self.to_json())
+        tmp.replace(path)
+
+    def proc(self, name: str) -> ProcInfo | None:
+        return next((p for p in self.procs if p.name == name), None)
+
+
+def pinned_versions() -> dict[str, str]:
+    return {"kubernetes": versions.KUBERNETES, "etcd": versions.ETCD, "kwok": versions.KWOK,
+            "kueue": versions.KUEUE, "jobset": versions.JOBSET}
+
+
+def load_state(rdir: Path | None = None) -> State | None:
+    path = Layout(rdir or run_dir()).state
+    try:
+        return State.from_json(path.read_text())
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+@contextlib.contextmanager
+def _lock(rdir: Path) -> Iterator[None]:
+    """Exclusive lock so two ``up``/``down`` never race on the same run directory."""
+    rdir.parent.mkdir(parents=True, exist_ok=True)
+    with (rdir.parent / f".{rdir.name}.lock").open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def child_env(state: State, layout: Layout) -> dict[str, str]:
+    env = dict(os.environ)
+    env["KUBECONFIG"] = state.kubeconfig
+    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    env["HOME"] = str(layout.home)
+    return env
+
+
+def rest_client(state: State) -> Rest:
+    p = pki.Pki(state.layout.pki_dir)
+    return Rest("127.0.0.1", state.ports["apiserver"], str(p.ca_crt), str(p.admin_crt), str(p.admin_key))
+
+
+# ------------------------------------------------------------------ probes
+
+_INSECURE = ssl.create_default_context()
+_INSECURE.check_hostname = False
+_INSECURE.verify_mode = ssl.CERT_NONE
+
+
+def _http_ok(url: str) -> bool:
+    """True if ``url`` answers 200 (self-signed TLS of kcm/scheduler accepted: loopback health only)."""
+    try:
+        ctx = _INSECURE if url.startswith("https") else None
+        with urllib.request.urlopen(url, timeout=3, context=ctx) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def health_urls(ports: dict[str, int]) -> dict[str, str]:
+    return {
+        "etcd": f"http://127.0.0.1:{ports['etcd']}/health",
+        "kube-controller-manager": f"https://127.0.0.1:{ports['kcm']}/healthz",
+        "kube-scheduler": f"https://127.0.0.1:{ports['scheduler']}/healthz",
+        "kwok": f"http://127.0.0.1:{ports['kwok']}/healthz",
+        "jobset": f"http://127.0.0.1:{ports['jobset_health']}/readyz",
+        "kueue": f"http://127.0.0.1:{ports['kueue_health']}/readyz",
+    }
+
+
+def component_health(state: State) -> dict[str, str]:
+    """Per component: 'ok', 'unhealthy' or 'not running'."""
+    out: dict[str, str] = {}
+    urls = health_urls(state.ports)
+    rest = rest_client(state)
+    for name in START_ORDER:
+        info = state.proc(name)
+        if info is None or not procs.is_alive(info):
+            out[name] = "not running"
+            continue
+        ok = rest.raw_status("/readyz")[0] == 200 if name == "kube-apiserver" else _http_ok(urls[name])
+        out[name] = "ok" if ok else "unhealthy"
+    return out
+
+
+def is_healthy(state: State | None) -> bool:
+    return state is not None and all(v == "ok" for v in component_health(state).values())
+
+
+def _wait_component(state: State, name: str, check: Any, timeout: float, what: str = "ready") -> None:
+    info = state.proc(name)
+    assert info is not None
+
+    def probe() -> bool:
+        if not procs.is_alive(info):
+            raise ProbeFatal(f"{name} exited; last log lines:\n{procs.tail(info.log)}")
+        return bool(check())
+
+    t0 = time.monotonic()
+    wait_for(name, probe, timeout, on_timeout=lambda: f"{name} log tail:\n{procs.tail(info.log)}")
+    log(f"{name} {what} ({time.monotonic() - t0:.1f}s, since start {time.monotonic() - _T0[0]:.1f}s)")
+
+
+_T0 = [time.monotonic()]
+
+
+# ------------------------------------------------------------------ bootstrap objects
+
+def _plural_of_crd(crd: dict[str, Any]) -> str:
+    return str(crd["spec"]["names"]["plural"])
+
+
+def install_crds(rest: Rest, crds: list[dict[str, Any]]) -> None:
+    for crd in crds:
+        rest.apply(resource_path(crd, "customresourcedefinitions"), crd)
+
+    def established() -> bool:
+        for crd in crds:
+            got = rest.get(resource_path(crd, "customresourcedefinitions"))
+            conds = {c["type"]: c["status"] for c in got.get("status", {}).get("conditions", [])}
+            if conds.get("Established") != "True":
+                return False
+        return True
+
+    wait_for("CRDs Established", established, T_CRDS, interval_s=0.5)
+
+
+def install_webhooks(rest: Rest, docs: list[dict[str, Any]]) -> None:
+    plural = {
+        "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+    }
+    for d in docs:
+        d = {"apiVersion": "admissionregistration.k8s.io/v1", **d}
+        rest.apply(resource_path(d, plural[d["kind"]]), d)
+
+
+def ensure_namespace(rest: Rest, name: str) -> None:
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    rest.apply(resource_path(ns, "namespaces"), ns)
+
+
+def _probe_job() -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "e2e-webhook-probe", "namespace": PROBE_NAMESPACE,
+                     "labels": {"kueue.x-k8s.io/queue-name": "e2e-probe"}},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                       "containers": [{"name": "c", "image": "probe"}]}}},
+    }
+
+
+def _probe_jobset() -> dict[str, Any]:
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "e2e-webhook-probe", "namespace": PROBE_NAMESPACE},
+        "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {"template": {
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "probe"}]}}}}}]},
+    }
+
+
+def kueue_webhook_works(rest: Rest) -> bool:
+    """A dry-run Job with a queue label comes back suspended: Kueue's mutating webhook answered."""
+    job = _probe_job()
+    try:
+        got = rest.request("POST", resource_path(job, "jobs", with_name=False), job, query={"dryRun": "All"})
+    except ApiError:
+        return False
+    return bool(got.get("spec", {}).get("suspend") is True)
+
+
+def jobset_webhook_works(rest: Rest) -> bool:
+    js = _probe_jobset()
+    try:
+        got = rest.request("POST", resource_path(js, "jobsets", with_name=False), js, query={"dryRun": "All"})
+    except ApiError:
+        return False
+    # JobSet's defaulting webhook fills in the success policy.
+    return bool(got.get("spec", {}).get("successPolicy"))
+
+
+# ------------------------------------------------------------------ nodes
+
+def create_nodes(rest: Rest, pool: NodePool, timeout_s: float = T_NODES) -> list[str]:
+    """Create (or update) the pool's nodes and wait until kwok reports them Ready."""
+    names = []
+    for node in pool.node_objects():
+        name = node["metadata"]["name"]
+        names.append(name)
+        try:
+            rest.request("POST", "/api/v1/nodes", node)
+        except ApiError as e:
+            if e.status != 409:
+                raise
+            rest.request("PATCH", f"/api/v1/nodes/{name}", {"metadata": {"labels": node["metadata"]["labels"]}},
+                         content_type="application/merge-patch+json")
+            rest.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": node["status"]},
+                         content_type="application/merge-patch+json")
+
+    wanted = set(names)
+
+    def all_ready() -> bool:
+        items = rest.get("/api/v1/nodes")["items"]
+        ready = {n["metadata"]["name"] for n in items if is_ready(n)}
+        return wanted <= ready
+
+    wait_for(f"{len(names)} kwok nodes Ready", all_ready, timeout_s, interval_s=0.5)
+    return names
+
+
+# ------------------------------------------------------------------ up / down
+
+def _write_kueue_metrics_certs(p: pki.Pki) -> None:
+    """Kueue (certs managed outside) insists on /etc/kueue/metrics/certs/tls.{crt,key}."""
+    d = components.KUEUE_METRICS_CERT_DIR
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        for f in ("tls.crt", "tls.key"):
+            shutil.copyfile(p.serving_dir("kueue") / f, d / f)
+    except PermissionError as e:
+        raise RuntimeError(
+            f"Kueue needs a cert pair in {d} (hard-coded upstream); run as root or make {d} writable"
+        ) from e
+
+
+def _start(state: State, layout: Layout, name: str, argv: list[str]) -> None:
+    info = procs.start(name, argv, layout.logs, env=child_env(state, layout), cwd=layout.run)
+    state.procs.append(info)
+    state.save()
+
+
+def up(pool: NodePool | None = None, *, rebuild_check: bool = True) -> State:
+    """Start the cluster (or reuse a healthy running one) and return its state."""
+    rdir = run_dir()
+    with _lock(rdir):
+        existing = load_state(rdir)
+        if existing is not None:
+            same_pins = existing.versions == pinned_versions()
+            if same_pins and is_healthy(existing):
+                log(f"cluster already up and healthy (run dir {rdir})")
+                if pool is not None:
+                    t = time.monotonic()
+                    names = create_nodes(rest_client(existing), pool)
+                    log(f"{len(names)} kwok nodes Ready ({time.monotonic() - t:.1f}s)")
+                return existing
+            why = "not healthy" if same_pins else f"built from other pins ({existing.versions})"
+            log(f"previous cluster is {why}: stopping it first")
+            _down_locked(existing)
+        return _fresh_up(rdir, pool, rebuild_check)
+
+
+def _fresh_up(rdir: Path, pool: NodePool | None, rebuild_check: bool) -> State:
+    _T0[0] = time.monotonic()
+    if rebuild_check:
+        build.ensure_built()
+    if rdir.exists():
+        shutil.rmtree(rdir)
+    layout = Layout(rdir)
+    for d in (layout.run, layout.logs, layout.config, layout.home, layout.etcd_data):
+        d.mkdir(parents=True, exist_ok=True)
+    layout.etcd_data.chmod(0o700)
+
+    t0 = time.monotonic()
+    p = pki.generate(layout.pki_dir, webhook_servers=("kueue", "jobset", "kueue-tas"))
+    _write_kueue_metrics_certs(p)
+    ports = procs.free_ports(components.PORT_NAMES)
+    kubeconfig = components.write_kubeconfig(layout, p, ports["apiserver"])
+    state = State(
+        run_dir=str(rdir), kubeconfig=str(kubeconfig), log_dir=str(layout.logs), ports=ports,
+        started_at=time.time(),
+        versions=pinned_versions(),
+    )
+    state.save()
+    log(f"run dir {rdir}; certificates and configs ready ({time.monotonic() - t0:.1f}s)")
+    try:
+        _start_all(state, layout, p)
+        if pool is not None:
+            t = time.monotonic()
+            names = create_nodes(rest_client(state), pool)
+            log(f"{len(names)} kwok nodes Ready ({time.monotonic() - t:.1f}s)")
+    except BaseException:
+        log(f"start failed; logs in {layout.logs}; stopping what was started")
+        _down_locked(state, remove_state=False)
+        raise
+    state.ready_after_s = round(time.monotonic() - _T0[0], 1)
+    state.save()
+    log(f"cluster up in {state.ready_after_s}s (including build check). export KUBECONFIG={kubeconfig}")
+    return state
+
+
+def _start_all(state: State, layout: Layout, p: pki.Pki) -> None:
+    ports = state.ports
+    kubeconfig = Path(state.kubeconfig)
+    ca_pem = p.ca_crt.read_bytes()
+
+    _start(state, layout, "etcd", components.etcd_argv(layout, ports))
+    _wait_component(state, "etcd", lambda: _http_ok(health_urls(ports)["etcd"]), T_ETCD)
+
+    _start(state, layout, "kube-apiserver", components.apiserver_argv(p, ports))
+    rest = rest_client(state)
+    _wait_component(state, "kube-apiserver", lambda: rest.raw_status("/readyz")[0] == 200, T_APISERVER)
+    version = rest.get("/version")["gitVersion"]
+    if version != versions.KUBERNETES:
+        raise RuntimeError(f"kube-apiserver reports {version!r}, expected {versions.KUBERNETES} (ldflags?)")
+
+    # Controllers that need nothing but the API start now, while CRDs get installed.
+    _start(state, layout, "kube-controller-manager", components.kcm_argv(p, kubeconfig, ports))
+    _start(state, layout, "kube-scheduler", components.scheduler_argv(layout, kubeconfig, ports))
+    _start(state, layout, "kwok", components.kwok_argv(layout, kubeconfig, ports, complete_delay_ms=1000))
+
+    t = time.monotonic()
+    for ns in ("kueue-system", "jobset-system"):
+        ensure_namespace(rest, ns)
+    crds = manifests.jobset_crds() + manifests.kueue_crds(ports["kueue_webhook"], ca_pem)
+    install_crds(rest, crds)
+    install_webhooks(rest, manifests.jobset_webhooks(ports["jobset_webhook"], ca_pem))
+    install_webhooks(rest, manifests.kueue_webhooks(ports["kueue_webhook"], ca_pem))
+    log(f"{len(crds)} CRDs Established, webhook configurations installed ({time.monotonic() - t:.1f}s)")
+
+    _start(state, layout, "jobset", components.jobset_argv(layout, p, ports))
+    _start(state, layout, "kueue", components.kueue_argv(layout, p, ports))
+
+    urls = health_urls(ports)
+    for name in ("kube-controller-manager", "kube-scheduler", "kwok", "jobset", "kueue"):
+        _wait_component(state, name, lambda u=urls[name]: _http_ok(u), T_COMPONENT)
+    _wait_component(state, "jobset", lambda: jobset_webhook_works(rest), T_WEBHOOK_PROBE,
+                    "webhooks answer (dry-run JobSet defaulted)")
+    _wait_component(state, "kueue", lambda: kueue_webhook_works(rest), T_WEBHOOK_PROBE,
+                    "webhooks answer (dry-run Job suspended)")
+
+
+def _down_locked(state: State, remove_state: bool = True) -> list[tuple[str, str]]:
+    results = []
+    for info in reversed(state.procs):
+        results.append((info.name, procs.stop(info)))
+    if remove_state:
+        with contextlib.suppress(OSError):
+            state.layout.state.unlink()
+    return results
+
+
+def down() -> list[tuple[str, str]]:
+    rdir = run_dir()
+    with _lock(rdir):
+        state = load_state(rdir)
+        if state is None:
+            log(f"no cluster state in {rdir}: nothing to stop")
+            return []
+        results = _down_locked(state)
+    for name, what in results:
+        log(f"{name}: {what}")
+    return results
+
+
+def status() -> dict[str, Any]:
+    state = load_state()
+    if state is None:
+        return {"up": False, "run_dir": str(run_dir())}
+    health = component_health(state)
+    return {
+        "up": all(v == "ok" for v in health.values()),
+        "run_dir": state.run_dir,
+        "kubeconfig": state.kubeconfig,
+        "logs": state.log_dir,
+        "ports": state.ports,
+        "components": {p.name: {"pid": p.pid, "health": health.get(p.name, "?")} for p in state.procs},
+        "versions": state.versions,
+        "ready_after_s": state.ready_after_s,
+    }
+
+
+def env_lines(state: State) -> list[str]:
+    return [f"export KUBECONFIG={state.kubeconfig}", "export NO_PROXY=127.0.0.1,localhost"]
+
+
+def _parse_nodes(spec: str) -> NodePool:
+    b, r, h = (int(x) for x in spec.lower().split("x"))
+    return NodePool(blocks=b, racks_per_block=r, hosts_per_rack=h)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p_up = sub.add_parser("up", help="build (once) and start the cluster, or reuse a healthy one")
+    p_up.add_argument("--nodes", metavar="BxRxH", help="also create kwok nodes, e.g. 2x4x8")
+    sub.add_parser("down", help="stop every process of the cluster")
+    sub.add_parser("status", help="print the cluster state as JSON")
+    sub.add_parser("env", help="print shell exports for the running cluster")
+    sub.add_parser("build", help="only build the Go components")
+    args = ap.parse_args(argv)
+
+    if args.cmd == "up":
+        try:
+            state = up(_parse_nodes(args.nodes) if args.nodes else None)
+        except (RuntimeError, TimeoutError, ApiError) as e:
+            log(f"up failed: {e}")
+            return 1
+        print("\n".join(env_lines(state)))
+        return 0
+    if args.cmd == "down":
+        down()
+        return 0
+    if args.cmd == "status":
+        st = status()
+        print(json.dumps(st, indent=2))
+        return 0 if st["up"] else 1
+    if args.cmd == "env":
+        current = load_state()
+        if current is None:
+            log("no cluster running; start one with: python -m e2e.cluster up")
+            return 1
+        print("\n".join(env_lines(current)))
+        return 0
+    if args.cmd == "build":
+        return build.main([])
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

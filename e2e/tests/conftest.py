@@ -1,0 +1,100 @@
+"""Fixtures for the e2e suite: one real local cluster per session (or a healthy running one).
+
+Every test here runs on the session event loop (session-scoped async fixtures need it), is
+marked ``e2e``, and gets a fresh namespace. Set ``KUEUE_TAS_E2E_KEEP=1`` to leave a cluster this
+session started running afterwards (one that was already up is never stopped).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+from pytest_asyncio import is_async_test
+
+from e2e import cluster
+from e2e.kube import Kube, ensure_no_proxy, eventually, new_api_client
+
+ensure_no_proxy()
+
+_SESSION = pytest.mark.asyncio(loop_scope="session")
+NAMESPACE_DRAIN_S = 60.0
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.e2e)
+            if is_async_test(item):
+                item.add_marker(_SESSION, append=False)
+
+
+@pytest.fixture(scope="session")
+def cluster_state() -> Iterator[cluster.State]:
+    """The running cluster; started here (and stopped at the end) unless one was already healthy."""
+    was_up = cluster.is_healthy(cluster.load_state())
+    state = cluster.up()
+    yield state
+    if not was_up and not os.environ.get("KUEUE_TAS_E2E_KEEP"):
+        cluster.down()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def api_client(cluster_state: cluster.State) -> AsyncIterator[client.ApiClient]:
+    api = await new_api_client(cluster_state.kubeconfig)
+    try:
+        yield api
+    finally:
+        await api.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def kube(api_client: client.ApiClient) -> AsyncIterator[Kube]:
+    """Helpers; cluster-scoped objects and nodes a test creates through it are deleted afterwards."""
+    k = Kube(api_client)
+    try:
+        yield k
+    finally:
+        await k.cleanup()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def namespace(kube: Kube) -> AsyncIterator[str]:
+    """A fresh namespace, deleted after the test.
+
+    Teardown waits (bounded) until the namespace's pods are gone, before ``kube`` (set up first,
+    so torn down last) deletes the test's nodes: kwok only finalizes pods on nodes it manages.
+    """
+    core = kube.core
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    await core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        try:
+            await core.delete_namespace(name, propagation_policy="Background")
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+        async def no_pods() -> bool:
+            return not (await core.list_namespaced_pod(name)).items
+
+        try:
+            await eventually(f"pods of namespace {name} deleted", no_pods, NAMESPACE_DRAIN_S)
+        except TimeoutError as e:
+            warnings.warn(str(e), stacklevel=1)
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short unique suffix for cluster-scoped object names."""
+    return uuid.uuid4().hex[:6]
