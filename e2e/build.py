@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -233,6 +234,9 @@ def _run_timed(cmd: Sequence[str], cwd: Path, logf: Path, timeout: float) -> int
         out.flush()
         subprocess.run(full, cwd=cwd, env=go_env(), stdout=out, stderr=subprocess.STDOUT, check=True,
                        timeout=timeout)
+    if not timev:
+        # Largest RSS among all children waited for so far (KiB on Linux): an upper bound.
+        return int(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     try:
         return int(rss_file.read_text().strip().splitlines()[-1])
     except (OSError, ValueError, IndexError):
@@ -261,9 +265,7 @@ def build(c: Component, gov: str, jobs: int = 2) -> dict[str, object]:
     bin_dir().mkdir(parents=True, exist_ok=True)
     for pkg, name in zip(c.packages, c.outputs, strict=True):
         produced = out_dir / (pkg.rsplit("/", 1)[-1] if len(c.packages) > 1 else name)
-        tmp = bin_dir() / f".{name}.tmp"
-        shutil.copy2(produced, tmp)
-        tmp.replace(bin_dir() / name)
+        produced.replace(bin_dir() / name)  # same filesystem: atomic, no second copy
     _stamp_path(c).write_text(c.stamp_key(gov) + "\n")
     stats: dict[str, object] = {
         "component": c.name,

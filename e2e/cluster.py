@@ -175,6 +175,10 @@ def is_healthy(state: State | None) -> bool:
     return state is not None and all(v == "ok" for v in component_health(state).values())
 
 
+# When the current ``up`` started (monotonic), for "since start" in progress lines.
+_T0 = [time.monotonic()]
+
+
 def _wait_component(state: State, name: str, check: Any, timeout: float, what: str = "ready") -> None:
     info = state.proc(name)
     assert info is not None
@@ -189,14 +193,7 @@ def _wait_component(state: State, name: str, check: Any, timeout: float, what: s
     log(f"{name} {what} ({time.monotonic() - t0:.1f}s, since start {time.monotonic() - _T0[0]:.1f}s)")
 
 
-_T0 = [time.monotonic()]
-
-
 # ------------------------------------------------------------------ bootstrap objects
-
-def _plural_of_crd(crd: dict[str, Any]) -> str:
-    return str(crd["spec"]["names"]["plural"])
-
 
 def install_crds(rest: Rest, crds: list[dict[str, Any]]) -> None:
     for crd in crds:
@@ -417,10 +414,20 @@ def _start_all(state: State, layout: Layout, p: pki.Pki) -> None:
                     "webhooks answer (dry-run Job suspended)")
 
 
+_STOP_PHASES = (
+    lambda name: name not in ("kube-apiserver", "etcd"),
+    lambda name: name == "kube-apiserver",
+    lambda name: name == "etcd",
+)
+
+
 def _down_locked(state: State, remove_state: bool = True) -> list[tuple[str, str]]:
-    results = []
-    for info in reversed(state.procs):
-        results.append((info.name, procs.stop(info)))
+    # Clients first, together (bounded by the slowest), then the apiserver, then etcd: a client
+    # stopping while the apiserver is already gone hangs on its in-flight requests.
+    results: list[tuple[str, str]] = []
+    for phase in _STOP_PHASES:
+        group = [p for p in reversed(state.procs) if phase(p.name)]
+        results += procs.stop_all(group)
     if remove_state:
         with contextlib.suppress(OSError):
             state.layout.state.unlink()

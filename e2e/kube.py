@@ -227,3 +227,32 @@ class Kube:
             with contextlib.suppress(ApiException):
                 await self.core.delete_node(name)
         self._nodes.clear()
+
+
+async def set_workload_check_state(
+    kube: Kube,
+    namespace: str,
+    workload: str,
+    check: str,
+    state: str,
+    *,
+    message: str = "",
+    pod_set_updates: list[dict[str, Any]] | None = None,
+    field_manager: str = "kueue-tas-e2e",
+) -> Any:
+    """Play an AdmissionCheck controller: server-side apply one check entry on ``workloads/status``."""
+    entry: dict[str, Any] = {
+        "name": check, "state": state, "message": message,
+        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    if pod_set_updates is not None:
+        entry["podSetUpdates"] = pod_set_updates
+    body = {
+        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "Workload",
+        "metadata": {"name": workload, "namespace": namespace},
+        "status": {"admissionChecks": [entry]},
+    }
+    return await kube.custom.patch_namespaced_custom_object_status(
+        KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", workload, body,
+        field_manager=field_manager, force=True, _content_type="application/apply-patch+yaml",
+    )

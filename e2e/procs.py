@@ -150,3 +150,43 @@ def tail(path: str | Path, lines: int = 25) -> str:
         return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def stop_all(infos: Sequence[ProcInfo], grace_s: float = 10.0) -> list[tuple[str, str]]:
+    """SIGTERM every process group at once (in the given order), SIGKILL what is left after ``grace_s``.
+
+    The components are independent processes, so stopping them together bounds ``down`` by the
+    slowest one instead of the sum.
+    """
+    pending: list[ProcInfo] = []
+    results: dict[str, str] = {}
+    for info in infos:
+        if _start_ticks(info.pid) != info.start_ticks:
+            results[info.name] = stop(info, grace_s=0)  # leader gone: only strays to clean up
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(info.pid, signal.SIGTERM)
+        pending.append(info)
+    t0 = time.monotonic()
+    deadline = t0 + grace_s
+    while pending and time.monotonic() < deadline:
+        for info in list(pending):
+            _reap(info.pid)
+            if not _group_alive(info.pid):
+                results[info.name] = f"stopped ({time.monotonic() - t0:.1f}s)"
+                pending.remove(info)
+        time.sleep(0.1)
+    for info in pending:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(info.pid, signal.SIGKILL)
+    kill_deadline = time.monotonic() + 5
+    while pending and time.monotonic() < kill_deadline:
+        for info in list(pending):
+            _reap(info.pid)
+            if not _group_alive(info.pid):
+                results[info.name] = f"killed after {grace_s:.0f}s grace"
+                pending.remove(info)
+        time.sleep(0.1)
+    for info in pending:
+        results[info.name] = "STILL RUNNING after SIGKILL"
+    return [(i.name, results[i.name]) for i in infos]

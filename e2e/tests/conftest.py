@@ -80,7 +80,10 @@ async def namespace(kube: Kube) -> AsyncIterator[str]:
         yield name
     finally:
         try:
+            # Terminating first (no new pods can appear), then force-delete the pods so the drain
+            # does not wait for the namespace controller's pass.
             await core.delete_namespace(name, propagation_policy="Background")
+            await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
         except ApiException as e:
             if e.status != 404:
                 raise

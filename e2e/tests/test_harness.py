@@ -11,11 +11,15 @@ from kubernetes_asyncio import client
 from e2e.kube import (
     JOBSET_GROUP,
     JOBSET_VERSION,
+    KUEUE_GROUP,
+    KUEUE_VERSION,
     QUEUE_LABEL,
     Kube,
+    condition,
     condition_true,
     consistently,
     eventually,
+    set_workload_check_state,
 )
 from e2e.manifests import POD_COMPLETE_DELAY_ANNOTATION
 from e2e.nodes import GPU, HOSTNAME_LABEL, POOL_LABEL, NodePool
@@ -217,3 +221,60 @@ async def test_nodes_carry_topology_labels_and_no_taints(kube: Kube, unique: str
     assert not node.spec.taints
     assert node.status.allocatable[GPU] == "8"
     assert isinstance(node, client.V1Node)
+
+
+async def test_admission_check_protocol_gates_admission(kube: Kube, namespace: str, unique: str) -> None:
+    """The flow kueue-tas will drive: Kueue waits for our check, then applies its podSetUpdates."""
+    pool = NodePool(name=f"a{unique}", blocks=1, racks_per_block=1, hosts_per_rack=3)
+    names = await kube.create_nodes(pool)
+    topology, check, flavor, cq = f"topo-{unique}", f"ac-{unique}", f"rf-{unique}", f"cq-{unique}"
+    await kube.create_topology(topology, pool.level_labels())
+    await kube.create_admission_check(check, f"kueue-tas.io/e2e-{unique}",
+                                      {"apiGroup": KUEUE_GROUP, "kind": "Topology", "name": topology})
+    await kube.create_resource_flavor(flavor, node_labels={POOL_LABEL: pool.name})
+    await kube.create_cluster_queue(cq, {flavor: QUOTA},
+                                    admission_checks=[{"name": check, "onFlavors": [flavor]}])
+
+    async def cq_inactive_for_check() -> bool:
+        obj = await kube.get_cluster_object(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", cq)
+        c = condition(obj, "Active")
+        return c is not None and c["status"] == "False" and c["reason"] == "AdmissionCheckInactive"
+
+    await eventually("ClusterQueue inactive while the check is not Active", cq_inactive_for_check, 30)
+    await kube.set_admission_check_active(check)
+    await kube.wait_cluster_queue_active(cq)
+    await kube.create_local_queue(namespace, "lq", cq)
+    await kube.batch.create_namespaced_job(namespace, _job("checked", parallelism=2, cpu="1"))
+
+    async def pending_check() -> dict[str, Any] | None:
+        wl = await _workload_for(kube, namespace, "Job", "checked")
+        if not wl or not condition_true(wl, "QuotaReserved"):
+            return None
+        states = {c["name"]: c["state"] for c in wl["status"].get("admissionChecks") or []}
+        return wl if states.get(check) == "Pending" else None
+
+    wl = await eventually("quota reserved, check Pending", pending_check, 60)
+
+    async def still_suspended() -> bool:
+        job = await kube.batch.read_namespaced_job("checked", namespace)
+        cur = await _workload_for(kube, namespace, "Job", "checked")
+        return bool(job.spec.suspend) and cur is not None and not condition_true(cur, "Admitted")
+
+    await consistently("Job stays suspended while the check is Pending", still_suspended, 3)
+
+    target = names[2]
+    await set_workload_check_state(
+        kube, namespace, wl["metadata"]["name"], check, "Ready", message="placed by the e2e test",
+        pod_set_updates=[{"name": "main", "nodeSelector": {HOSTNAME_LABEL: target}}],
+    )
+
+    async def complete() -> Any:
+        job = await kube.batch.read_namespaced_job("checked", namespace)
+        conds = {c.type: c.status for c in job.status.conditions or []}
+        return job if conds.get("Complete") == "True" else None
+
+    await eventually("Job 'checked' Complete", complete, 90)
+    pods = (await kube.core.list_namespaced_pod(namespace, label_selector="job-name=checked")).items
+    assert len(pods) == 2
+    assert {p.spec.node_name for p in pods} == {target}
+    assert all(p.spec.node_selector == {POOL_LABEL: pool.name, HOSTNAME_LABEL: target} for p in pods)
