@@ -89,19 +89,14 @@ def decide(
         snap = capacity.snapshot(flavor)
         if snap is None:
             return Decision(Outcome.RETRY, f'PodSet "{name}": flavor "{flavor}" has no usable Topology yet')
-        topo = request.topology
-        if topo is not None:
-            for key, level in (
-                (c.SUFFIX_REQUIRED_TOPOLOGY, topo.required),
-                (c.SUFFIX_PREFERRED_TOPOLOGY, topo.preferred),
-                (c.SUFFIX_SLICE_REQUIRED_TOPOLOGY, topo.slice_level),
-            ):
-                if level is not None and level not in snap.levels:
-                    return Decision(
-                        Outcome.REJECTED,
-                        f'PodSet "{name}": annotation {prefix}{key}: unknown topology level "{level}"; '
-                        f'Topology "{snap.topology_name}" has levels {", ".join(snap.levels)}',
-                    )
+        unknown = snap.unknown_level(request.topology)
+        if unknown is not None:
+            key, level = unknown
+            return Decision(
+                Outcome.REJECTED,
+                f'PodSet "{name}": annotation {prefix}{key}: unknown topology level "{level}"; '
+                f'Topology "{snap.topology_name}" has levels {", ".join(snap.levels)}',
+            )
         groups.setdefault(flavor, []).append(request)
 
     placements: list[PodSetPlacement] = []

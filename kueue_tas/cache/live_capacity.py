@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, ResourceMap, Toleration
-from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.model import NodeInfo, ResourceMap, Toleration
+from kueue_tas.topology.snapshot import TopologySnapshot, charges_snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +116,8 @@ class LiveCapacity:
                 self._charge(entry, 1)
 
     def _charge(self, entry: UsageEntry, sign: int, only: str | None = None) -> None:
-        # Flavors that share hostnames see each other's hostname-level usage, as in Kueue.
-        hostname_only = entry.assignment.levels == (HOSTNAME_LABEL,)
         for name, snap in self._snapshots.items():
-            if only is not None and name != only:
-                continue
-            if name == entry.flavor or (hostname_only and snap.tree.lowest_is_hostname):
+            if (only is None or name == only) and charges_snapshot(name, snap, entry.flavor, entry.assignment):
                 snap.add_tas_usage(entry.assignment, entry.per_pod, sign)
 
     # --- reading --------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_f
 from kueue_tas.topology.inputs import is_tas_pod, node_info, pod_usage, podset_request, tolerations
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
-from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.snapshot import TopologySnapshot, charges_snapshot
 
 
 class PlanInputError(ValueError):
@@ -98,7 +98,6 @@ class Planner:
         self.nodes = [o for o in objects if isinstance(o, Node)]
         self.pods = [o for o in objects if isinstance(o, Pod)]
         self.workloads = [o for o in objects if isinstance(o, Workload)]
-        self.jobs = [o for o in objects if isinstance(o, Job | JobSet)]
         self.order = [o for o in objects if isinstance(o, Workload | Job | JobSet)]
         try:
             self.bindings: dict[str, FlavorBinding] = bind_flavors(
@@ -170,11 +169,8 @@ class Planner:
     ) -> None:
         """Charge an assignment to its flavor's snapshot; hostname assignments also to every
         other built snapshot with a hostname leaf (flavors sharing nodes see each other's usage)."""
-        hostname_only = assignment.levels == (c.HOSTNAME_LABEL,)
         for name, snap in self._snapshots.items():
-            if only is not None and name != only:
-                continue
-            if name == flavor or (hostname_only and snap.tree.lowest_is_hostname):
+            if (only is None or name == only) and charges_snapshot(name, snap, flavor, assignment):
                 snap.add_tas_usage(assignment, per_pod)
 
     def _admitted_usage(self, wl: Workload) -> list[tuple[str, TopologyAssignment, dict[str, int]]]:
@@ -346,20 +342,13 @@ class Planner:
         return plan
 
     def _check_levels(self, request: PodSetRequest, snap: TopologySnapshot, context: str, path: str) -> None:
-        topo = request.topology
-        if topo is None:
-            return
-        for what, level in (
-            ("podset-required-topology", topo.required),
-            ("podset-preferred-topology", topo.preferred),
-            ("podset-slice-required-topology", topo.slice_level),
-        ):
-            if level is not None and level not in snap.levels:
-                raise PlanInputError(
-                    f"{context}: {path}.metadata.annotations[{self.prefix}{what}]: unknown topology level {level!r}; "
-                    f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}"
-                )
-
+        unknown = snap.unknown_level(request.topology)
+        if unknown is not None:
+            what, level = unknown
+            raise PlanInputError(
+                f"{context}: {path}.metadata.annotations[{self.prefix}{what}]: unknown topology level {level!r}; "
+                f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}"
+            )
 
 def _template_path(obj: KubeObject, index: int) -> str:
     if isinstance(obj, Workload):

@@ -12,11 +12,20 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from kueue_tas.api import constants as c
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.capacity import CapacityMatrix, Matrix
 from kueue_tas.topology.filters import InvalidSelectorError, eligible_leaves
 from kueue_tas.topology.messages import ExclusionStats
-from kueue_tas.topology.model import PODS, NodeInfo, PodSetRequest, ResourceMap, Toleration
+from kueue_tas.topology.model import (
+    HOSTNAME_LABEL,
+    PODS,
+    NodeInfo,
+    PodSetRequest,
+    ResourceMap,
+    Toleration,
+    TopologyRequest,
+)
 from kueue_tas.topology.placement import (
     PlacementFailure,
     leaf_counts,
@@ -33,6 +42,14 @@ def usage_of(assignment: TopologyAssignment, per_pod: ResourceMap) -> Iterable[t
         usage = {name: value * dom.count for name, value in per_pod.items() if name != PODS}
         usage[PODS] = usage.get(PODS, 0) + dom.count
         yield dom.values, usage
+
+
+def charges_snapshot(snapshot_flavor: str, snap: TopologySnapshot, usage_flavor: str, a: TopologyAssignment) -> bool:
+    """Whether an assignment made on ``usage_flavor`` holds capacity in this flavor's snapshot:
+    its own flavor always; flavors sharing hostnames see each other's hostname-level usage (Kueue)."""
+    if snapshot_flavor == usage_flavor:
+        return True
+    return a.levels == (HOSTNAME_LABEL,) and snap.tree.lowest_is_hostname
 
 
 class TopologySnapshot:
@@ -64,6 +81,19 @@ class TopologySnapshot:
     @property
     def levels(self) -> tuple[str, ...]:
         return self.tree.level_keys
+
+    def unknown_level(self, topology: TopologyRequest | None) -> tuple[str, str] | None:
+        """(annotation suffix, level) of the first requested level this topology does not have."""
+        if topology is None:
+            return None
+        for suffix, level in (
+            (c.SUFFIX_REQUIRED_TOPOLOGY, topology.required),
+            (c.SUFFIX_PREFERRED_TOPOLOGY, topology.preferred),
+            (c.SUFFIX_SLICE_REQUIRED_TOPOLOGY, topology.slice_level),
+        ):
+            if level is not None and level not in self.levels:
+                return suffix, level
+        return None
 
     def add_non_tas_usage(self, node_name: str, usage: ResourceMap, sign: int = 1) -> None:
         """Charge a bound non-TAS pod's usage (its requests plus ``pods: 1``) to a node by name
