@@ -16,6 +16,7 @@ import structlog
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.admission.decide import Decision, Outcome, decide
+from kueue_tas.admission.observe import CapacityGauges
 from kueue_tas.admission.writes import (
     GateInjectionError,
     check_entry,
@@ -27,17 +28,16 @@ from kueue_tas.admission.writes import (
 )
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
-from kueue_tas.api.resources import pod_requests
 from kueue_tas.cache import informer as inf
+from kueue_tas.cache.capacity_feed import feed_pod, flavor_specs, our_checks, workload_usage
 from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity, UsageEntry
 from kueue_tas.cache.slim import SlimPod, make_pod_transform, slim_node
+from kueue_tas.cache.stores import PodStore
 from kueue_tas.runtime.client import ApiError, Conflict, EventRecorder, ObjectRef, apply_status
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.runtime.workqueue import WorkQueue
-from kueue_tas.topology.codec import decode_assignment_annotation
-from kueue_tas.topology.flavors import FlavorMappingError, bind_flavors, check_topology
-from kueue_tas.topology.inputs import tolerations
+from kueue_tas.topology.flavors import FlavorMappingError, check_topology
 
 log = structlog.get_logger(__name__)
 
@@ -59,7 +59,7 @@ class Admitter:
         self.check_flavors: dict[str, set[str]] = {}  # our check -> flavors it governs
         self.nodes = inf.Informer(api, inf.NODES, slim_node, name="nodes")
         self.pods: inf.Informer[SlimPod] = inf.Informer(
-            api, inf.PODS, make_pod_transform(settings.annotation_prefix), name="pods"
+            api, inf.PODS, make_pod_transform(settings.annotation_prefix), name="pods", store=PodStore()
         )
         self.topologies = inf.Informer(api, inf.TOPOLOGIES, inf.model_transform(Topology))
         self.flavors = inf.Informer(api, inf.RESOURCE_FLAVORS, inf.model_transform(ResourceFlavor))
@@ -69,6 +69,7 @@ class Admitter:
         self.informers: list[inf.Informer[Any]] = [
             self.nodes, self.pods, self.topologies, self.flavors, self.checks, self.queues, self.workloads,
         ]
+        self.gauges = CapacityGauges(metrics, self.capacity, self.informers)
 
     # --- wiring -------------------------------------------------------------------------------
 
@@ -83,34 +84,24 @@ class Admitter:
                                    self._on_workload_deleted)
 
     def _on_pod(self, pod: SlimPod) -> None:
-        if pod.is_tas or not pod.counts_on_node:
-            self.capacity.delete_pod(pod.key)
-        else:
-            self.capacity.upsert_pod(pod.key, pod.node_name, pod.usage_map())
+        feed_pod(self.capacity, pod)
 
     def _our_checks(self) -> dict[str, AdmissionCheck]:
-        name = self.settings.controller_name
-        return {ac.name: ac for ac in self.checks.store.values() if ac.spec.controller_name == name}
+        return our_checks(self.checks.store.values(), self.settings.controller_name)
+
+    def check_names(self) -> set[str]:
+        """Names of the AdmissionChecks this controller owns (its controllerName)."""
+        return set(self._our_checks())
 
     def _config_changed(self) -> None:
         checks = self._our_checks()
+        specs: dict[str, FlavorSpec]
         try:
-            bindings = bind_flavors(checks.values(), self.queues.store.values())
+            specs, per_check = flavor_specs(checks, self.queues.store.values(), self.topologies.store.get,
+                                            self.flavors.store.get, self.settings.controller_name)
         except FlavorMappingError as exc:
             log.error("flavor_mapping_invalid", error=str(exc))
-            bindings = {}
-        specs: dict[str, FlavorSpec] = {}
-        per_check: dict[str, set[str]] = {name: set() for name in checks}
-        for flavor, b in bindings.items():
-            topo = self.topologies.store.get(b.topology)
-            if topo is None or not topo.levels or b.check is None:
-                continue
-            rf = self.flavors.store.get(flavor)
-            specs[flavor] = FlavorSpec(
-                flavor, topo.name, topo.levels, dict(rf.spec.node_labels) if rf else {},
-                tolerations(rf.spec.tolerations) if rf else (),
-            )
-            per_check[b.check].add(flavor)
+            specs, per_check = {}, {name: set() for name in checks}
         self.capacity.set_flavors(specs)
         self.check_flavors = per_check
         for ac in checks.values():
@@ -119,28 +110,7 @@ class Admitter:
             self._on_workload(wl)
 
     def _usage_of(self, wl: Workload) -> tuple[UsageEntry, ...] | None:
-        """What an admitted Workload holds: trusted only while one of our entries is Ready."""
-        text = wl.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
-        if text is None or wl.is_finished:
-            return None
-        ours = self._our_checks()
-        if not any(st.name in ours and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks):
-            return None
-        try:
-            decoded = decode_assignment_annotation(text)
-        except ValueError as exc:
-            log.warning("assignment_annotation_invalid", workload=workload_key(wl), error=str(exc))
-            return None
-        entries = []
-        for name, assignment in decoded:
-            ps, psa = wl.pod_set(name), wl.pod_set_assignment(name)
-            if ps is None or psa is None:
-                continue
-            flavor = next((f for f in psa.flavors.values() if f in self.capacity.flavors()), None)
-            if flavor is None:
-                continue
-            entries.append(UsageEntry(flavor, assignment, pod_requests(ps.template.get("spec") or {})))
-        return tuple(entries)
+        return workload_usage(wl, self._our_checks(), self.capacity.flavors())
 
     def _on_workload(self, wl: Workload) -> None:
         key = workload_key(wl)
@@ -184,6 +154,7 @@ class Admitter:
             flavors = self.check_flavors.get(check, set())
             decision = decide(wl, flavors, self.capacity, self.settings.annotation_prefix)
             self.metrics.decision_seconds.observe(time.perf_counter() - started)
+            self.gauges.touch()
             try:
                 await self._commit(wl, check, decision)
             except Conflict:
@@ -265,6 +236,7 @@ class Admitter:
             for i in self.informers:
                 await i.wait_synced()
             self._config_changed()
+            tasks.append(asyncio.create_task(self.gauges.run(), name="capacity-gauges"))
             log.info("admitter_started", flavors=sorted(self.capacity.flavors()))
             await self.queue.run(1, self.reconcile)
         finally:

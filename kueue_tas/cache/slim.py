@@ -128,6 +128,7 @@ class SlimPod:
         "phase",
         "podset",
         "resource_version",
+        "sub_groups",
         "terminating",
         "uid",
         "usage",
@@ -148,6 +149,7 @@ class SlimPod:
     node_selector: Selector
     completion_index: int | None
     job_index: int | None
+    sub_groups: int | None
     is_tas: bool
     usage: Usage
 
@@ -168,6 +170,7 @@ class SlimPod:
         node_selector: Selector = _EMPTY_SELECTOR,
         completion_index: int | None = None,
         job_index: int | None = None,
+        sub_groups: int | None = None,
         is_tas: bool = False,
         usage: Usage = (),
     ) -> None:
@@ -185,6 +188,7 @@ class SlimPod:
         self.node_selector = node_selector
         self.completion_index = completion_index
         self.job_index = job_index
+        self.sub_groups = sub_groups
         self.is_tas = is_tas
         self.usage = usage
 
@@ -264,6 +268,8 @@ def slim_pod(raw: Mapping[str, Any], prefix: str = c.DEFAULT_ANNOTATION_PREFIX) 
         node_selector=_selector(spec.get("nodeSelector")),
         completion_index=_index(labels.get(c.JOB_COMPLETION_INDEX_LABEL)),
         job_index=_index(labels.get(c.JOBSET_JOB_INDEX_LABEL)),
+        # JobSet: how many Jobs the replicated job has (the PodSet's sub-groups, for rank order).
+        sub_groups=_index(labels.get(c.JOBSET_REPLICATED_JOB_REPLICAS_LABEL)),
         # is_tas_pod without building the Pod model: our workload label or a topology annotation.
         is_tas=workload is not None or has_topology_annotation(meta.get("annotations"), prefix=prefix),
         usage=_usage(spec),

@@ -15,6 +15,7 @@ from kueue_tas.runtime.health import HealthServer, leader_election_check
 from kueue_tas.runtime.leader import LeaderElectionLost, LeaderElector
 from kueue_tas.runtime.logging import configure_logging
 from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.ungater.controller import Ungater
 
 log = structlog.get_logger(__name__)
 
@@ -39,7 +40,10 @@ async def serve(settings: Settings) -> int:
     async def lead() -> None:
         nonlocal admitter
         admitter = Admitter(api, settings, metrics)
-        await admitter.run()
+        ungater = Ungater(api, settings, metrics, admitter.pods, admitter.workloads,
+                          admitter.check_names)
+        ungater.wire()  # before the informers start, so it sees every event
+        await asyncio.gather(admitter.run(), ungater.run())
 
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()

@@ -105,7 +105,19 @@ def configure_logging(
 
 def get_logger(name: str | None = None, **initial: Any) -> Any:
     """A structlog logger bound with ``logger=name`` (if given) and ``initial`` fields."""
-    log = structlog.get_logger()
     if name:
         initial = {"logger": name, **initial}
-    return log.bind(**initial) if initial else log
+    return _LazyLogger(initial) if initial else structlog.get_logger()
+
+
+class _LazyLogger:
+    """Binds on use: module-level loggers are made at import, before ``configure_logging`` runs,
+    and a logger bound then would keep the default (console) configuration for good."""
+
+    __slots__ = ("_initial",)
+
+    def __init__(self, initial: dict[str, Any]) -> None:
+        self._initial = initial
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(structlog.get_logger().bind(**self._initial), name)

@@ -39,10 +39,13 @@ def bind_flavors(
     checks: Iterable[AdmissionCheck],
     cluster_queues: Iterable[ClusterQueue],
     flavor_topology_names: dict[str, str | None] | None = None,
+    *,
+    controller_name: str = c.CONTROLLER_NAME,
 ) -> dict[str, FlavorBinding]:
     """flavor name -> binding. ``flavor_topology_names`` (flavor -> spec.topologyName) is
-    consulted only for flavors that no check of ours governs."""
-    ours = {ac.name: check_topology(ac) for ac in checks if ac.is_ours}
+    consulted only for flavors that no check of ours governs. ``controller_name`` is the
+    configured one (``Settings.controller_name``), so that a renamed controller finds its checks."""
+    ours = {ac.name: check_topology(ac) for ac in checks if ac.spec.controller_name == controller_name}
     bindings: dict[str, FlavorBinding] = {}
     for cq in cluster_queues:
         for rule in cq.check_rules():

@@ -1,0 +1,261 @@
+"""Run ``kueue-tas run`` as real processes beside the local cluster, for tests and the demo.
+
+A ``ControllerGroup`` is N replicas of the controller sharing one Lease (leader election on),
+as the Deployment in ``manifests/base`` runs them. Each group gets its own controller name
+(``kueue-tas.io/e2e-<id>``) and Lease, so several groups (and several test sessions) can run
+against one cluster without acting on each other's AdmissionChecks: a test creates its
+AdmissionCheck with ``group.controller_name``.
+
+The processes authenticate with the kubeconfig given to the group; the e2e fixtures pass one
+bound to the manifests' ServiceAccount (``e2e/rbac.py``), so a permission missing from the
+ClusterRole fails the tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+LEASE_NAMESPACE = "kueue-tas-system"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _http_status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+    except (OSError, urllib.error.URLError):
+        return None
+
+
+@dataclass
+class ControllerProcess:
+    """One ``kueue-tas run`` process; ``identity_prefix`` is its POD_NAME (the Lease holder starts with it)."""
+
+    identity_prefix: str
+    env: dict[str, str]
+    log_path: Path
+    health_port: int
+    metrics_port: int
+    proc: subprocess.Popen[bytes] | None = None
+    log_offset: int = 0  # where this run's output starts in the (appended) log file
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        out = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kueue_tas.cli.main", "run"],
+            env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True,
+        )
+        out.close()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no lease release, like a node dying."""
+        if self.alive:
+            assert self.proc is not None
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def terminate(self, timeout: float = 20) -> None:
+        if self.alive:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def ready(self) -> bool:
+        return self.alive and _http_status(f"http://127.0.0.1:{self.health_port}/readyz") == 200
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            return bytes(resp.read()).decode()
+
+    def log_text(self, all_runs: bool = False) -> str:
+        """This run's output (every run's with ``all_runs``)."""
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(0 if all_runs else self.log_offset)
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    async def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            if not self.alive:
+                raise RuntimeError(f"controller {self.identity_prefix} exited; log:\n{self.log_text()[-4000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"controller {self.identity_prefix} not ready; log:\n{self.log_text()[-4000:]}")
+            await asyncio.sleep(0.2)
+
+
+@dataclass
+class ControllerGroup:
+    kubeconfig: str
+    log_dir: Path
+    replicas: int = 2
+    leader_election: bool = True
+    extra_env: dict[str, str] = field(default_factory=dict)
+    group_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    processes: list[ControllerProcess] = field(default_factory=list)
+
+    @property
+    def controller_name(self) -> str:
+        """The ``spec.controllerName`` this group's AdmissionChecks must carry."""
+        return f"kueue-tas.io/e2e-{self.group_id}"
+
+    @property
+    def lease_name(self) -> str:
+        return f"kueue-tas-e2e-{self.group_id}"
+
+    def _env(self, identity: str, health: int, metrics: int) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUEUE_TAS_")}
+        env.update({
+            "PYTHONPATH": str(REPO_ROOT),
+            "POD_NAME": identity,
+            "KUEUE_TAS_KUBECONFIG": self.kubeconfig,
+            "KUEUE_TAS_CONTROLLER_NAME": self.controller_name,
+            "KUEUE_TAS_LEADER_ELECTION": "true" if self.leader_election else "false",
+            "KUEUE_TAS_LEASE_NAME": self.lease_name,
+            "KUEUE_TAS_LEASE_NAMESPACE": LEASE_NAMESPACE,
+            # Short timings keep fail-over tests quick; client-go's ratios are kept.
+            "KUEUE_TAS_LEASE_DURATION_SECONDS": "6",
+            "KUEUE_TAS_RENEW_DEADLINE_SECONDS": "4",
+            "KUEUE_TAS_RETRY_PERIOD_SECONDS": "1",
+            "KUEUE_TAS_RETRY_BACKOFF_BASE_SECONDS": "2",
+            "KUEUE_TAS_RETRY_BACKOFF_MAX_SECONDS": "8",
+            "KUEUE_TAS_HEALTH_BIND": f"127.0.0.1:{health}",
+            "KUEUE_TAS_METRICS_BIND": f"127.0.0.1:{metrics}",
+            "KUEUE_TAS_LOG_LEVEL": "debug",
+        })
+        for var in ("NO_PROXY", "no_proxy"):
+            hosts = [h for h in env.get(var, "").split(",") if h]
+            env[var] = ",".join(dict.fromkeys([*hosts, "127.0.0.1", "localhost"]))
+        env.update(self.extra_env)
+        return env
+
+    def add_process(self) -> ControllerProcess:
+        i = len(self.processes)
+        identity = f"e2e-{self.group_id}-{i}"
+        health, metrics = free_port(), free_port()
+        p = ControllerProcess(identity, self._env(identity, health, metrics), self.log_dir / f"{identity}.log",
+                              health, metrics)
+        self.processes.append(p)
+        return p
+
+    async def start(self, wait_leader: bool = True) -> None:
+        while len(self.processes) < self.replicas:
+            self.add_process()
+        for p in self.processes:
+            if not p.alive:
+                p.start()
+        for p in self.processes:
+            await p.wait_ready()
+        if wait_leader:
+            await self.wait_leader()
+
+    async def restart(self, p: ControllerProcess) -> None:
+        p.kill()
+        p.start()
+        await p.wait_ready()
+
+    def stop(self) -> None:
+        for p in self.processes:
+            p.terminate()
+
+    def kill_all(self) -> None:
+        for p in self.processes:
+            p.kill()
+
+    async def holder(self, api: client.ApiClient) -> str | None:
+        """The Lease's holderIdentity, or None (no Lease yet / election off)."""
+        coord = client.CoordinationV1Api(api)
+        try:
+            lease = await coord.read_namespaced_lease(self.lease_name, LEASE_NAMESPACE)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return str(lease.spec.holder_identity) if lease.spec and lease.spec.holder_identity else None
+
+    def process_of(self, holder: str | None) -> ControllerProcess | None:
+        if holder is None:
+            return None
+        return next((p for p in self.processes if holder.startswith(p.identity_prefix + "_")), None)
+
+    async def leader(self, api: client.ApiClient | None = None) -> ControllerProcess | None:
+        """The process that currently leads (the one whose log says it was elected, when no client)."""
+        if api is not None:
+            return self.process_of(await self.holder(api))
+        leading = [p for p in self.processes if p.alive and _leads(p)]
+        return leading[0] if len(leading) == 1 else None
+
+    async def wait_leader(self, timeout: float = 30) -> ControllerProcess:
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.leader_election:
+                return self.processes[0]
+            leading = [p for p in self.processes if p.alive and _leads(p)]
+            if len(leading) == 1:
+                return leading[0]
+            if time.monotonic() > deadline:
+                logs = "\n".join(f"--- {p.identity_prefix}\n{p.log_text()[-2000:]}" for p in self.processes)
+                raise TimeoutError(f"no single leader among {len(self.processes)} controllers\n{logs}")
+            await asyncio.sleep(0.2)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.identity_prefix} ({p.log_path})\n{p.log_text()}" for p in self.processes)
+
+
+def _leads(p: ControllerProcess) -> bool:
+    """Whether the process says it leads now: its last leader_elected is after its last leader_stopped."""
+    text = p.log_text()
+    elected = text.rfind('"event": "leader_elected"')
+    stopped = max(text.rfind('"event": "leader_stopped"'), text.rfind('"event": "leader_election_lost"'))
+    return elected > stopped
+
+
+def log_events(text: str, event: str) -> list[dict[str, Any]]:
+    """The JSON log lines of one structlog event name."""
+    import json
+
+    out = []
+    for line in text.splitlines():
+        if f'"{event}"' not in line:
+            continue
+        with contextlib.suppress(ValueError):
+            doc = json.loads(line)
+            if doc.get("event") == event:
+                out.append(doc)
+    return out

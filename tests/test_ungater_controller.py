@@ -1,0 +1,278 @@
+"""The ungater's passes, without a cluster: informer events in, pod patches out.
+
+The informers are real (fed watch events by hand); ``patch_pod`` and Event emission are
+replaced by recorders, so every test sees exactly which pods would be patched and how.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.models import Workload
+from kueue_tas.cache import informer as inf
+from kueue_tas.cache.slim import SlimPod, make_pod_transform
+from kueue_tas.cache.stores import PodStore
+from kueue_tas.runtime.client import Conflict, Invalid
+from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.ungater import controller as uc
+
+HOST = c.HOSTNAME_LABEL
+CHECK = "tas-check"
+UID = "wl-uid-1"
+
+
+def assignment(*domains: tuple[str, int]) -> TopologyAssignment:
+    return TopologyAssignment((HOST,), tuple(DomainAssignment((h,), n) for h, n in domains))
+
+
+def workload_raw(ta: TopologyAssignment | None, state: str = "Ready", rv: str = "1") -> dict[str, Any]:
+    ann = {} if ta is None else {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: encode_assignment_annotation([("main", ta)])}
+    return {
+        "metadata": {"name": "wl", "namespace": "ns", "uid": UID, "resourceVersion": rv, "annotations": ann},
+        "spec": {"podSets": [{"name": "main", "count": 4, "template": {"spec": {"containers": []}}}]},
+        "status": {"admissionChecks": [{"name": CHECK, "state": state, "message": "",
+                                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+    }
+
+
+def pod_raw(name: str, *, uid: str | None = None, rv: str = "1", gated: bool = True, index: int | None = None,
+            selector: dict[str, str] | None = None, phase: str = "Pending", deleting: bool = False,
+            other_gates: tuple[str, ...] = ()) -> dict[str, Any]:
+    labels = {c.WORKLOAD_LABEL: UID, c.PODSET_LABEL: "main"}
+    if index is not None:
+        labels[c.JOB_COMPLETION_INDEX_LABEL] = str(index)
+    gates = [{"name": g} for g in other_gates] + ([{"name": c.SCHEDULING_GATE}] if gated else [])
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}", "resourceVersion": rv,
+                            "labels": labels}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": {"schedulingGates": gates, "nodeSelector": selector or {}, "containers": []},
+            "status": {"phase": phase}}
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+        self.fail: dict[str, Exception] = {}
+        self.events: list[tuple[str, str, str]] = []
+
+    async def patch_pod(self, api: Any, *, namespace: str, name: str, patch: dict[str, Any],
+                        resource_version: str | None = None, strategy: str = "merge", **_: Any) -> dict[str, Any]:
+        if name in self.fail:
+            raise self.fail.pop(name)
+        self.patches.append({"name": name, "patch": patch, "rv": resource_version, "strategy": strategy})
+        return {}
+
+    def selectors(self) -> dict[str, str]:
+        return {p["name"]: p["patch"]["spec"]["nodeSelector"][HOST] for p in self.patches}
+
+
+class Harness:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.rec = Recorder()
+        monkeypatch.setattr(uc, "patch_pod", self.rec.patch_pod)
+        settings = Settings(leader_election=False, ungate_batch_period_seconds=0)
+        self.pods: inf.Informer[SlimPod] = inf.Informer(None, inf.PODS, make_pod_transform(), store=PodStore())
+        self.workloads = inf.Informer(None, inf.WORKLOADS, inf.model_transform(Workload))
+        self.metrics = Metrics()
+        self.ungater = uc.Ungater(None, settings, self.metrics, self.pods, self.workloads,  # type: ignore[arg-type]
+                                  lambda: {CHECK})
+
+        async def emit_event(ref: Any, *, reason: str, message: str, type: str = "Normal", **_: Any) -> bool:
+            self.rec.events.append((ref.kind, reason, message))
+            return True
+
+        monkeypatch.setattr(self.ungater.events, "emit_event", emit_event)
+        self.ungater.wire()
+
+    def workload(self, ta: TopologyAssignment | None, state: str = "Ready") -> None:
+        self.workloads.handle_event("ADDED", workload_raw(ta, state))
+
+    def pod(self, name: str, event: str = "ADDED", **kw: Any) -> None:
+        self.pods.handle_event(event, pod_raw(name, **kw))
+
+    def observe_patches(self) -> None:
+        """Play the apiserver: deliver each patched pod back, ungated with its new selector."""
+        for p in self.rec.patches:
+            pod = self.pods.store.get(f"ns/{p['name']}")
+            assert pod is not None
+            self.pod(p["name"], "MODIFIED", uid=pod.uid, rv=str(int(pod.resource_version) + 1), gated=False,
+                     index=pod.completion_index, selector=p["patch"]["spec"]["nodeSelector"])
+
+    async def run_pass(self) -> float | None:
+        return await self.ungater.reconcile("ns/wl")
+
+
+@pytest_asyncio.fixture
+async def h(monkeypatch: pytest.MonkeyPatch) -> Harness:
+    return Harness(monkeypatch)  # async: the Event client needs a running loop
+
+
+async def test_one_patch_per_pod_removes_only_our_gate_and_pins_the_domain(h: Harness) -> None:
+    h.workload(assignment(("n1", 2), ("n2", 2)))
+    for i in range(4):
+        h.pod(f"p{i}", index=i, rv=str(10 + i))
+    await h.run_pass()
+    assert h.rec.selectors() == {"p0": "n1", "p1": "n1", "p2": "n2", "p3": "n2"}
+    p0 = h.rec.patches[0]
+    assert p0["strategy"] == "strategic" and p0["rv"] == "10"
+    assert p0["patch"]["spec"]["schedulingGates"] == [{"$patch": "delete", "name": c.SCHEDULING_GATE}]
+    assert h.metrics.ungated_pods_total._value.get() == 4
+
+
+async def test_expectations_stop_a_second_pass_until_observed(h: Harness) -> None:
+    h.workload(assignment(("n1", 2), ("n2", 2)))
+    for i in range(4):
+        h.pod(f"p{i}")  # no index: greedy mode
+    await h.run_pass()
+    assert len(h.rec.patches) == 4
+    assert len(h.ungater.expectations) == 4
+    # The patches have not been observed yet: the pods still look gated in the cache.
+    h.rec.patches.clear()
+    await h.run_pass()
+    assert h.rec.patches == []
+    # Observed: expectations are satisfied and nothing more is released.
+    h.rec.patches = [{"name": f"p{i}", "patch": {"spec": {"nodeSelector": {HOST: "n1" if i < 2 else "n2"}}}}
+                     for i in range(4)]
+    h.observe_patches()
+    h.rec.patches.clear()
+    assert len(h.ungater.expectations) == 0
+    await h.run_pass()
+    assert h.rec.patches == []
+
+
+async def test_deleted_pod_frees_its_slot_for_the_replacement(h: Harness) -> None:
+    h.workload(assignment(("n1", 2), ("n2", 2)))
+    for i in range(4):
+        h.pod(f"p{i}")
+    await h.run_pass()
+    h.observe_patches()
+    victim = next(p["name"] for p in h.rec.patches if p["patch"]["spec"]["nodeSelector"][HOST] == "n2")
+    h.rec.patches.clear()
+    h.pods.handle_event("DELETED", pod_raw(victim))
+    h.pod("p-new")
+    await h.run_pass()
+    assert h.rec.selectors() == {"p-new": "n2"}
+
+
+@pytest.mark.parametrize("how", ["succeeded", "failed", "terminating"])
+async def test_finished_or_terminating_pod_frees_its_slot(h: Harness, how: str) -> None:
+    h.workload(assignment(("n1", 1), ("n2", 1)))
+    h.pod("a", gated=False, selector={HOST: "n1"})
+    h.pod("b", gated=False, selector={HOST: "n2"})
+    h.pod("c")
+    await h.run_pass()
+    assert h.rec.patches == []  # both domains full
+    kw: dict[str, Any] = {"gated": False, "selector": {HOST: "n1"}, "rv": "2"}
+    if how == "terminating":
+        kw["deleting"] = True
+    else:
+        kw["phase"] = "Succeeded" if how == "succeeded" else "Failed"
+    h.pod("a", "MODIFIED", **kw)
+    await h.run_pass()
+    assert h.rec.selectors() == {"c": "n1"}
+
+
+async def test_rank_mode_replacement_returns_to_its_rank_domain(h: Harness) -> None:
+    h.workload(assignment(("n1", 2), ("n2", 2)))
+    h.pod("p0", index=0, gated=False, selector={HOST: "n1"})
+    h.pod("p1", index=1, gated=False, selector={HOST: "n1"})
+    h.pod("p3", index=3, gated=False, selector={HOST: "n2"})
+    h.pod("p2b", index=2)  # the replacement of index 2
+    await h.run_pass()
+    assert h.rec.selectors() == {"p2b": "n2"}
+
+
+async def test_restart_rebuilds_from_the_list_and_releases_only_what_is_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = Harness(monkeypatch)
+    first.workload(assignment(("n1", 3), ("n2", 3)))
+    for i in range(6):
+        first.pod(f"p{i}")
+    first.rec.fail = {"p4": Conflict(409), "p5": Conflict(409)}
+    await first.run_pass()
+    done = {p["name"]: p["patch"]["spec"]["nodeSelector"] for p in first.rec.patches}
+    assert len(done) == 4
+    # A new process: no expectations, the list shows what the first one released.
+    second = Harness(monkeypatch)
+    second.workload(assignment(("n1", 3), ("n2", 3)))
+    for i in range(6):
+        name = f"p{i}"
+        if name in done:
+            second.pod(name, gated=False, selector=done[name])
+        else:
+            second.pod(name)
+    await second.run_pass()
+    final = {**{k: v[HOST] for k, v in done.items()}, **second.rec.selectors()}
+    assert sorted(final.values()) == ["n1", "n1", "n1", "n2", "n2", "n2"]
+    assert set(second.rec.selectors()) == {"p4", "p5"}
+
+
+async def test_conflict_releases_the_expectation_and_asks_for_another_pass(h: Harness) -> None:
+    h.workload(assignment(("n1", 2)))
+    h.pod("a")
+    h.pod("b")
+    h.rec.fail = {"a": Conflict(409, "Conflict", "the object has been modified")}
+    delay = await h.run_pass()
+    assert delay is not None and delay > 0
+    assert set(h.ungater.expectations.of("ns/wl")) == {"uid-b"}
+    await h.run_pass()
+    assert h.rec.selectors() == {"b": "n1", "a": "n1"}
+
+
+async def test_refused_patch_leaves_events_and_is_not_retried_until_the_pod_changes(h: Harness) -> None:
+    h.workload(assignment(("n1", 1), ("n2", 2)))
+    h.pod("a", index=0)
+    h.pod("b", index=1)
+    h.pod("c", index=2)
+    h.rec.fail = {"a": Invalid(422, "Invalid", "spec.nodeSelector: Invalid value: only additions are allowed")}
+    await h.run_pass()
+    assert h.rec.selectors() == {"b": "n2", "c": "n2"}
+    kinds = {(kind, reason) for kind, reason, _ in h.rec.events}
+    assert kinds == {("Pod", "TopologyUngateFailed"), ("Workload", "TopologyUngateFailed")}
+    assert all("could not release pod a" in msg and "only additions" in msg for _, _, msg in h.rec.events)
+    assert h.metrics.ungate_errors_total._value.get() == 1
+    h.observe_patches()
+    h.rec.patches.clear()
+    await h.run_pass()
+    assert h.rec.patches == []  # same version: not retried
+    h.pod("a", "MODIFIED", index=0, rv="7")  # the user fixed the pod
+    await h.run_pass()
+    assert h.rec.selectors() == {"a": "n1"}
+
+
+async def test_nothing_happens_unless_our_entry_is_ready(h: Harness) -> None:
+    h.workload(assignment(("n1", 2)), state="Pending")
+    h.pod("a")
+    await h.run_pass()
+    assert h.rec.patches == []
+    h.workloads.handle_event("MODIFIED", {**workload_raw(assignment(("n1", 2))),
+                                          "status": {"admissionChecks": [{"name": "someone-else", "state": "Ready",
+                                                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    await h.run_pass()
+    assert h.rec.patches == []
+
+
+async def test_pods_of_other_workloads_and_ungated_pods_are_never_patched(h: Harness) -> None:
+    h.workload(assignment(("n1", 2)))
+    other = pod_raw("foreign")
+    other["metadata"]["labels"][c.WORKLOAD_LABEL] = "another-uid"
+    h.pods.handle_event("ADDED", other)
+    h.pod("mine-free", gated=False, other_gates=("example.com/other",))
+    await h.run_pass()
+    assert h.rec.patches == []
+
+
+async def test_ungate_patch_shape() -> None:
+    body = uc.ungate_patch("g/x", {"a": "1"})
+    assert json.loads(json.dumps(body)) == {
+        "spec": {"schedulingGates": [{"$patch": "delete", "name": "g/x"}], "nodeSelector": {"a": "1"}}}
