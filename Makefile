@@ -19,6 +19,7 @@ install: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kueue_tas tests e2e benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/hadolint Dockerfile
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests

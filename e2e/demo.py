@@ -1,25 +1,30 @@
-"""``make demo``: a local cluster with a GPU topology, ready for kueue-tas.
+"""``make demo``: a local GPU cluster with kueue-tas running beside Kueue, placing sample jobs.
 
 Brings the cluster up (building it once), creates 2 blocks x 4 racks x 8 hosts of 8-GPU kwok
-nodes plus the Kueue objects a TAS setup needs (Topology, ResourceFlavor, AdmissionCheck,
-ClusterQueue, LocalQueue), and prints how to use it.
-
-The kueue-tas controller does not exist yet: ``start_kueue_tas_controller`` says so and returns
-``None``; once ``kueue-tas run`` exists it starts it beside Kueue and ``submit_sample_jobs``
-submits the sample Jobs/JobSets.
+nodes, applies ``manifests/samples`` (Topology, ResourceFlavor, AdmissionCheck, ClusterQueue,
+LocalQueue), starts ``kueue-tas run`` under the ServiceAccount RBAC of ``manifests/base``
+(recorded in the cluster state, so ``make down`` stops it too), submits the sample Job and
+JobSet, waits until every pod is bound, checks that each domain got exactly its assigned
+count, and prints ``kueue-tas describe`` and ``kueue-tas capacity``. The controller keeps
+running afterwards: submit your own annotated Jobs to LocalQueue ``default/gpu``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e import cluster
-from e2e.nodes import GPU, HOSTNAME_LABEL, POOL_LABEL, NodePool
-from e2e.rest import ApiError, Rest, resource_path
+import yaml
+
+from e2e import cluster, procs
+from e2e.nodes import GPU, POOL_LABEL, NodePool
+from e2e.rest import ApiError, Rest, resource_path, wait_for
 
 DEMO_POOL = NodePool(
     name="gpu",
@@ -28,125 +33,209 @@ DEMO_POOL = NodePool(
     hosts_per_rack=8,
     allocatable={"cpu": "96", "memory": "1Ti", "pods": "110", GPU: "8"},
 )
-CONTROLLER_NAME = "kueue-tas.io/topology"
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = REPO / "manifests" / "samples"
+PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "AdmissionCheck": "admissionchecks",
+           "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues", "Job": "jobs", "JobSet": "jobsets"}
+WORKLOAD_KINDS = ("Job", "JobSet")
+CONTROLLER_PROC = "kueue-tas"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 
 @dataclass(frozen=True)
 class DemoObjects:
+    """Names of the sample objects (manifests/samples)."""
+
     topology: str = "gpu-topology"
     flavor: str = "gpu"
     admission_check: str = "kueue-tas"
     cluster_queue: str = "gpu-cq"
     local_queue: str = "gpu"
-    namespace: str = "demo"
+    namespace: str = "default"
 
 
 def log(msg: str) -> None:
     print(f"[e2e.demo] {msg}", file=sys.stderr, flush=True)
 
 
-def _apply(rest: Rest, obj: dict[str, Any], plural: str) -> None:
-    rest.apply(resource_path(obj, plural), obj)
+def sample_documents() -> list[dict[str, Any]]:
+    """The documents of manifests/samples, in kustomization order."""
+    kustomization = yaml.safe_load((SAMPLES / "kustomization.yaml").read_text())
+    docs: list[dict[str, Any]] = []
+    for name in kustomization["resources"]:
+        docs.extend(d for d in yaml.safe_load_all((SAMPLES / name).read_text()) if d)
+    return docs
 
 
-def kueue_objects(pool: NodePool, names: DemoObjects) -> list[tuple[dict[str, Any], str]]:
-    """The Kueue side of a kueue-tas setup, as (object, plural) in creation order."""
-    total = {r: str(int(v) * pool.size) for r, v in pool.allocatable.items() if r in ("cpu", GPU)}
-    total["memory"] = f"{pool.size}Ti"
-    return [
-        ({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": names.namespace}}, "namespaces"),
-        ({"apiVersion": KUEUE_API, "kind": "Topology", "metadata": {"name": names.topology},
-          "spec": {"levels": [{"nodeLabel": lv} for lv in pool.level_labels()]}}, "topologies"),
-        # No spec.topologyName: Kueue's own TAS leaves this flavor to kueue-tas.
-        ({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": names.flavor},
-          "spec": {"nodeLabels": {POOL_LABEL: pool.name}}}, "resourceflavors"),
-        ({"apiVersion": KUEUE_API, "kind": "AdmissionCheck", "metadata": {"name": names.admission_check},
-          "spec": {"controllerName": CONTROLLER_NAME, "parameters": {
-              "apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": names.topology}}}, "admissionchecks"),
-        ({"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": names.cluster_queue},
-          "spec": {
-              "namespaceSelector": {},
-              "resourceGroups": [{"coveredResources": ["cpu", "memory", GPU], "flavors": [{
-                  "name": names.flavor,
-                  "resources": [{"name": r, "nominalQuota": total[r]} for r in ("cpu", "memory", GPU)]}]}],
-              "admissionChecksStrategy": {"admissionChecks": [
-                  {"name": names.admission_check, "onFlavors": [names.flavor]}]},
-          }}, "clusterqueues"),
-        ({"apiVersion": KUEUE_API, "kind": "LocalQueue",
-          "metadata": {"name": names.local_queue, "namespace": names.namespace},
-          "spec": {"clusterQueue": names.cluster_queue}}, "localqueues"),
-    ]
+def apply_samples(rest: Rest, kinds: tuple[str, ...] | None = None, skip: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    applied = []
+    for doc in sample_documents():
+        if (kinds is not None and doc["kind"] not in kinds) or doc["kind"] in skip:
+            continue
+        rest.apply(resource_path(doc, PLURALS[doc["kind"]]), doc)
+        applied.append(doc)
+    return applied
 
 
-def install_kueue_objects(rest: Rest, pool: NodePool, names: DemoObjects) -> None:
-    for obj, plural in kueue_objects(pool, names):
-        _apply(rest, obj, plural)
+def _controller_kubeconfig(state: cluster.State) -> str:
+    """A kubeconfig bound to the manifests' ServiceAccount (the Deployment's exact RBAC)."""
+    from e2e.kube import new_api_client
+    from e2e.rbac import service_account_kubeconfig
+
+    async def make() -> str:
+        api = await new_api_client(state.kubeconfig)
+        try:
+            out = Path(state.run_dir) / "kueue-tas-sa.kubeconfig"
+            return str(await service_account_kubeconfig(api, state.kubeconfig, out))
+        finally:
+            await api.close()
+
+    return asyncio.run(make())
 
 
-def start_kueue_tas_controller(state: cluster.State) -> None:
-    """Start ``kueue-tas run`` beside Kueue. Not available yet: the controller is still being written.
+def start_kueue_tas_controller(state: cluster.State, rest: Rest, names: DemoObjects) -> procs.ProcInfo:
+    """Start ``kueue-tas run`` (or keep the one already running) and wait for the check to turn Active."""
+    current = state.proc(CONTROLLER_PROC)
+    if current is not None and procs.is_alive(current):
+        log(f"kueue-tas already running (pid {current.pid}, log {current.log})")
+    else:
+        if current is not None:
+            state.procs.remove(current)
+        health, metrics = procs.free_port(), procs.free_port()
+        env = dict(os.environ)
+        env.update({
+            "KUEUE_TAS_KUBECONFIG": _controller_kubeconfig(state),
+            "KUEUE_TAS_HEALTH_BIND": f"127.0.0.1:{health}",
+            "KUEUE_TAS_METRICS_BIND": f"127.0.0.1:{metrics}",
+            "POD_NAME": "kueue-tas-demo",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "PYTHONPATH": str(REPO),
+        })
+        argv = [sys.executable, "-m", "kueue_tas.cli.main", "run"]
+        current = procs.start(CONTROLLER_PROC, argv, Path(state.log_dir), env=env, cwd=REPO)
+        state.procs.append(current)
+        state.save()
+        state.ports["kueue_tas_health"], state.ports["kueue_tas_metrics"] = health, metrics
+        state.save()
+        log(f"kueue-tas started (pid {current.pid}, health :{health}, metrics :{metrics}, log {current.log})")
+    ac_path = f"/apis/{KUEUE_API}/admissionchecks/{names.admission_check}"
 
-    When it exists this will: write its config (kubeconfig, webhook serving cert from
-    ``<run>/pki/kueue-tas``, 127.0.0.1 ports), start it with ``e2e.procs.start`` recorded in the
-    cluster state (so ``python -m e2e.cluster down`` stops it), and wait for its health endpoint
-    and for the demo AdmissionCheck to turn Active.
-    """
-    log("kueue-tas controller: not started (the `kueue-tas run` command does not exist yet); "
-        f"the AdmissionCheck stays inactive, so ClusterQueue '{DemoObjects().cluster_queue}' admits nothing")
+    def active() -> bool:
+        if not procs.is_alive(current):
+            raise RuntimeError(f"kueue-tas exited; log tail:\n{procs.tail(current.log)}")
+        conds = (rest.get(ac_path).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Active" and c["status"] == "True" for c in conds)
+
+    wait_for(f"AdmissionCheck {names.admission_check} Active", active, 90)
+    return current
 
 
-def submit_sample_jobs(rest: Rest, names: DemoObjects) -> None:
-    """Submit sample Jobs/JobSets with kueue-tas topology annotations (once the controller exists)."""
-    log("sample jobs: skipped until the kueue-tas controller can place them")
+def _workload_of(rest: Rest, ns: str, kind: str, name: str) -> dict[str, Any] | None:
+    for wl in rest.get(f"/apis/{KUEUE_API}/namespaces/{ns}/workloads").get("items", []):
+        if any(r["kind"] == kind and r["name"] == name for r in wl["metadata"].get("ownerReferences") or []):
+            return dict(wl)
+    return None
+
+
+def placement_report(rest: Rest, wl: dict[str, Any]) -> tuple[bool, list[str]]:
+    """Whether every bound pod is inside its assigned domain and each domain holds exactly its count."""
+    from kueue_tas.api.constants import PODSET_LABEL, TOPOLOGY_ASSIGNMENT_ANNOTATION, WORKLOAD_LABEL
+    from kueue_tas.topology.codec import decode_assignment_annotation
+
+    ns, uid = wl["metadata"]["namespace"], wl["metadata"]["uid"]
+    text = (wl["metadata"].get("annotations") or {}).get(TOPOLOGY_ASSIGNMENT_ANNOTATION)
+    if not text:
+        return False, ["no assignment yet"]
+    pods = rest.request(
+        "GET", f"/api/v1/namespaces/{ns}/pods", query={"labelSelector": f"{WORKLOAD_LABEL}={uid}"})["items"]
+    nodes = {n["metadata"]["name"]: n["metadata"].get("labels") or {}
+             for n in rest.request("GET", "/api/v1/nodes", query={"labelSelector": f"{POOL_LABEL}={DEMO_POOL.name}"})[
+                 "items"]}
+    ok, lines = True, []
+    for podset, ta in decode_assignment_annotation(text):
+        mine = [p for p in pods if (p["metadata"].get("labels") or {}).get(PODSET_LABEL) == podset
+                and p["status"].get("phase") not in ("Succeeded", "Failed")]
+        bound = [p for p in mine if p["spec"].get("nodeName")]
+        for d in ta.domains:
+            here = sum(1 for p in bound
+                       if tuple(nodes.get(p["spec"]["nodeName"], {}).get(k) for k in ta.levels) == d.values)
+            ok &= here == d.count
+            lines.append(f"  {podset} {'/'.join(d.values)}: assigned {d.count}, bound {here}")
+        ok &= len(bound) == ta.total
+    return ok, lines
+
+
+def submit_sample_jobs(rest: Rest, names: DemoObjects, timeout_s: float = 120) -> list[tuple[str, str]]:
+    """Submit the sample Job and JobSet and wait until kueue-tas placed every pod exactly."""
+    submitted = [(d["kind"], d["metadata"]["name"]) for d in apply_samples(rest, WORKLOAD_KINDS)]
+    for kind, name in submitted:
+        log(f"submitted {kind} {names.namespace}/{name}")
+
+    def placed() -> bool:
+        for kind, name in submitted:
+            wl = _workload_of(rest, names.namespace, kind, name)
+            if wl is None or not placement_report(rest, wl)[0]:
+                return False
+        return True
+
+    wait_for("sample pods bound in their assigned domains", placed, timeout_s)
+    for kind, name in submitted:
+        wl = _workload_of(rest, names.namespace, kind, name)
+        assert wl is not None
+        log(f"{kind} {name} -> Workload {wl['metadata']['name']}: every domain holds exactly its count")
+        for line in placement_report(rest, wl)[1]:
+            log(line)
+    return submitted
+
+
+def show(state: cluster.State, argv: list[str]) -> None:
+    """Print a ``kueue-tas`` CLI command and its output against the demo cluster."""
+    print(f"$ kueue-tas {' '.join(argv)}", flush=True)
+    env = dict(os.environ, NO_PROXY="127.0.0.1,localhost")
+    subprocess.run([sys.executable, "-m", "kueue_tas.cli.main", *argv, "--kubeconfig", state.kubeconfig],
+                   env=env, cwd=REPO, check=False)
 
 
 def usage_text(state: cluster.State, pool: NodePool, names: DemoObjects) -> str:
-    kc = state.kubeconfig
-    first = f"{pool.name}-b1-r1-h1"
+    ctl = state.proc(CONTROLLER_PROC)
     return f"""
-Local cluster is up ({pool.size} kwok nodes: {pool.blocks} blocks x {pool.racks_per_block} racks x \
-{pool.hosts_per_rack} hosts, {pool.allocatable[GPU]} GPUs each).
+kueue-tas is running beside Kueue on {pool.size} kwok nodes ({pool.blocks} blocks x {pool.racks_per_block} racks x \
+{pool.hosts_per_rack} hosts, {pool.allocatable[GPU]} GPUs each; levels {", ".join(pool.level_labels())}).
 
-  export KUBECONFIG={kc}
+  export KUBECONFIG={state.kubeconfig}
   export NO_PROXY=127.0.0.1,localhost
 
-Kueue objects: Topology '{names.topology}' (levels {', '.join(pool.level_labels())}),
-ResourceFlavor '{names.flavor}', AdmissionCheck '{names.admission_check}' ({CONTROLLER_NAME}),
-ClusterQueue '{names.cluster_queue}', LocalQueue '{names.namespace}/{names.local_queue}'.
+Submit your own Job to LocalQueue '{names.namespace}/{names.local_queue}' with the pod-template annotation
+  kueue-tas.io/podset-required-topology: {pool.rack_label}
+(see manifests/samples/job.yaml), then:
+  .venv/bin/kueue-tas describe workload --for-job <job> -n {names.namespace}
+  .venv/bin/kueue-tas capacity --topology {names.topology}
 
-No kubectl here; from Python (project venv):
-  .venv/bin/python -c "import asyncio; from e2e.kube import new_api_client; \\
-from kubernetes_asyncio import client
-async def main():
-    api = await new_api_client('{kc}')
-    nodes = await client.CoreV1Api(api).list_node(label_selector='{POOL_LABEL}={pool.name}')
-    print(len(nodes.items), 'nodes'); await api.close()
-asyncio.run(main())"
-
-  or plain HTTPS with the admin cert, e.g. the node {first} ({HOSTNAME_LABEL}={first}):
-  curl --cacert {Path(state.run_dir) / 'pki/ca.crt'} --cert {Path(state.run_dir) / 'pki/admin.crt'} \\
-       --key {Path(state.run_dir) / 'pki/admin.key'} https://127.0.0.1:{state.ports['apiserver']}/api/v1/nodes/{first}
-
-Status: python -m e2e.cluster status     Logs: {state.log_dir}
-Stop:   python -m e2e.cluster down       (or: make down)
+Controller log: {ctl.log if ctl else "?"}     Cluster logs: {state.log_dir}
+Status: python -m e2e.cluster status          Stop everything: make down
 """
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m e2e.demo", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.parse_args(argv)
+    ap.add_argument("--no-samples", action="store_true", help="do not submit the sample Job and JobSet")
+    args = ap.parse_args(argv)
     names = DemoObjects()
     try:
         state = cluster.up(DEMO_POOL)
         rest = cluster.rest_client(state)
-        install_kueue_objects(rest, DEMO_POOL, names)
+        apply_samples(rest, skip=WORKLOAD_KINDS)
+        start_kueue_tas_controller(state, rest, names)
+        submitted = [] if args.no_samples else submit_sample_jobs(rest, names)
     except (RuntimeError, TimeoutError, ApiError) as e:
         log(f"failed: {e}")
         return 1
-    start_kueue_tas_controller(state)
-    submit_sample_jobs(rest, names)
+    for kind, name in submitted:
+        wl = _workload_of(rest, names.namespace, kind, name)
+        if wl is not None:
+            show(state, ["describe", "workload", wl["metadata"]["name"], "-n", names.namespace])
+    show(state, ["capacity", "--topology", names.topology])
     print(usage_text(state, DEMO_POOL, names))
     return 0
 

@@ -110,16 +110,7 @@ def unique() -> str:
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def controller_kubeconfig(api_client: client.ApiClient, cluster_state: cluster.State) -> str:
     """A kubeconfig bound to the ServiceAccount of ``manifests/base`` (exactly its RBAC)."""
-    try:
-        from e2e.rbac import service_account_kubeconfig
-    except ImportError:  # TEMPORARY while e2e/rbac.py is being written
-        warnings.warn("e2e/rbac.py missing: controller runs with the admin kubeconfig", stacklevel=1)
-        try:
-            await client.CoreV1Api(api_client).create_namespace({"metadata": {"name": "kueue-tas-system"}})
-        except ApiException as e:
-            if e.status != 409:
-                raise
-        return cluster_state.kubeconfig
+    from e2e.rbac import service_account_kubeconfig
 
     out = Path(cluster_state.kubeconfig).parent / "kueue-tas-sa.kubeconfig"
     return str(await service_account_kubeconfig(api_client, cluster_state.kubeconfig, out))

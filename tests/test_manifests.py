@@ -1,0 +1,380 @@
+"""manifests/, Dockerfile and .dockerignore, checked without a cluster.
+
+The e2e side (e2e/tests/test_rbac.py) proves the RBAC on a real API server; here: the files
+exist and parse, RBAC is least privilege and pinned, the Deployment matches the controller's
+settings, and the samples are placed by the controller's own planner on the demo topology.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.models import KubeObject, parse_object
+from kueue_tas.runtime.config import Settings, parse_bind
+from kueue_tas.topology.planner import Planner
+
+REPO = Path(__file__).resolve().parent.parent
+BASE = REPO / "manifests" / "base"
+SAMPLES = REPO / "manifests" / "samples"
+NAMESPACE = "kueue-tas-system"
+IMAGE = "ghcr.io/kueue-tas/kueue-tas:latest"
+TOPOLOGY_ANNOTATIONS = tuple(
+    c.DEFAULT_ANNOTATION_PREFIX + k
+    for k in ("podset-required-topology", "podset-preferred-topology", "podset-unconstrained-topology",
+              "podset-slice-required-topology")
+)
+
+# The ClusterRole, rule by rule: (apiGroup, resource) -> verbs. A change here is a change of what
+# kueue-tas may do in every namespace: each entry is justified in manifests/base/clusterrole.yaml.
+EXPECTED_CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
+    ("", "nodes"): {"list", "watch"},
+    ("", "pods"): {"list", "watch", "patch"},
+    ("kueue.x-k8s.io", "topologies"): {"list", "watch"},
+    ("kueue.x-k8s.io", "resourceflavors"): {"list", "watch"},
+    ("kueue.x-k8s.io", "clusterqueues"): {"list", "watch"},
+    ("kueue.x-k8s.io", "admissionchecks"): {"list", "watch"},
+    ("kueue.x-k8s.io", "admissionchecks/status"): {"patch"},
+    ("kueue.x-k8s.io", "workloads"): {"list", "watch", "patch"},
+    ("kueue.x-k8s.io", "workloads/status"): {"patch"},
+    ("batch", "jobs"): {"get", "patch"},
+    ("jobset.x-k8s.io", "jobsets"): {"get", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+}
+
+
+# ---- loading (as kustomize would: resources in order, then `images`) ----------------------------
+
+
+def kustomization(directory: Path) -> dict[str, Any]:
+    data = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def documents(directory: Path) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for name in kustomization(directory)["resources"]:
+        docs.extend(d for d in yaml.safe_load_all((directory / name).read_text()) if d is not None)
+    for doc in docs:
+        for container in _containers(doc):
+            for rule in kustomization(directory).get("images") or []:
+                if container["image"].split(":")[0] == rule["name"]:
+                    container["image"] = f"{rule.get('newName', rule['name'])}:{rule['newTag']}"
+    return docs
+
+
+def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    if doc["kind"] != "Deployment":
+        return []
+    return list(doc["spec"]["template"]["spec"]["containers"])
+
+
+def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def base() -> list[dict[str, Any]]:
+    return documents(BASE)
+
+
+@pytest.fixture(scope="module")
+def samples() -> list[dict[str, Any]]:
+    return documents(SAMPLES)
+
+
+@pytest.fixture(scope="module")
+def deployment(base: list[dict[str, Any]]) -> dict[str, Any]:
+    return one(base, "Deployment")
+
+
+@pytest.fixture(scope="module")
+def manager(deployment: dict[str, Any]) -> dict[str, Any]:
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert isinstance(container, dict)
+    return container
+
+
+# ---- files ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("directory", [BASE, SAMPLES], ids=["base", "samples"])
+def test_every_resource_exists_and_is_an_object(directory: Path) -> None:
+    listed = kustomization(directory)["resources"]
+    assert listed and len(listed) == len(set(listed))
+    for name in listed:
+        assert (directory / name).is_file(), f"{directory.name}/{name} is listed but missing"
+        for doc in yaml.safe_load_all((directory / name).read_text()):
+            assert {"apiVersion", "kind", "metadata"} <= set(doc), f"{name}: not a Kubernetes object"
+            assert doc["metadata"].get("name"), f"{name}: {doc['kind']} has no name"
+    on_disk = {p.name for p in directory.glob("*.yaml")} - {"kustomization.yaml"}
+    assert on_disk == set(listed), "every manifest file is in the kustomization"
+
+
+def test_base_kinds_and_namespace(base: list[dict[str, Any]]) -> None:
+    kinds = sorted(d["kind"] for d in base)
+    assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                            "RoleBinding", "ConfigMap", "Deployment", "Service"])
+    assert one(base, "Namespace")["metadata"]["name"] == NAMESPACE
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    for doc in base:
+        ns = doc["metadata"].get("namespace")
+        assert ns == (None if doc["kind"] in cluster_scoped else NAMESPACE), f"{doc['kind']}: namespace {ns}"
+
+
+# ---- RBAC ----------------------------------------------------------------------------------------
+
+
+def _rules(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for d in base if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
+
+
+def test_no_wildcards_secrets_or_escalation(base: list[dict[str, Any]]) -> None:
+    for rule in _rules(base):
+        for key in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[key] and not any("*" in x for x in rule[key]), f"wildcard in {rule}"
+        assert "nonResourceURLs" not in rule
+        assert "secrets" not in rule["resources"]
+        assert not {"escalate", "bind", "impersonate", "delete", "deletecollection"} & set(rule["verbs"]), rule
+    for binding in (d for d in base if d["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        assert binding["roleRef"]["name"] not in ("cluster-admin", "admin", "edit")
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kueue-tas", "namespace": NAMESPACE}]
+
+
+def test_cluster_role_is_exactly_what_the_controller_uses(base: list[dict[str, Any]]) -> None:
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in one(base, "ClusterRole")["rules"]:
+        assert "resourceNames" not in rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    assert granted == EXPECTED_CLUSTER_RULES
+    crb = one(base, "ClusterRoleBinding")
+    assert crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                              "name": one(base, "ClusterRole")["metadata"]["name"]}
+
+
+def test_leases_only_in_own_namespace(base: list[dict[str, Any]]) -> None:
+    role = one(base, "Role")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
+    ]
+    rb = one(base, "RoleBinding")
+    assert rb["metadata"]["namespace"] == NAMESPACE
+    assert rb["roleRef"]["kind"] == "Role" and rb["roleRef"]["name"] == role["metadata"]["name"]
+    assert all("leases" not in r["resources"] for r in one(base, "ClusterRole")["rules"])
+
+
+# ---- Deployment, ConfigMap, Service --------------------------------------------------------------
+
+
+def test_deployment_shape(deployment: dict[str, Any], manager: dict[str, Any]) -> None:
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    assert spec["replicas"] == 2
+    assert pod["serviceAccountName"] == "kueue-tas"
+    assert pod.get("automountServiceAccountToken", True) is True
+    assert manager["image"] == IMAGE
+    assert manager["args"] == ["run", "--config", "/etc/kueue-tas/config.yaml"]
+    selector = spec["selector"]["matchLabels"]
+    assert selector.items() <= spec["template"]["metadata"]["labels"].items()
+    env = {e["name"]: e for e in manager["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    resources = manager["resources"]
+    assert {"cpu", "memory"} <= set(resources["requests"]) and "memory" in resources["limits"]
+    terms = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert [t["podAffinityTerm"]["topologyKey"] for t in terms] == ["kubernetes.io/hostname"]
+    assert terms[0]["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in pod["affinity"]["podAntiAffinity"]
+
+
+def test_security_context(deployment: dict[str, Any], manager: dict[str, Any]) -> None:
+    pod_sc = deployment["spec"]["template"]["spec"]["securityContext"]
+    sc = manager["securityContext"]
+    assert pod_sc["runAsNonRoot"] is True and pod_sc["runAsUser"] != 0
+    assert pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert sc["runAsNonRoot"] is True
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "privileged" not in sc or sc["privileged"] is False
+
+
+def test_dockerfile_user_matches_run_as_user(deployment: dict[str, Any]) -> None:
+    user_lines = [ln.split()[1] for ln in (REPO / "Dockerfile").read_text().splitlines() if ln.startswith("USER ")]
+    uid = int(user_lines[-1].split(":")[0])
+    assert uid == deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
+
+
+def test_probes_and_ports_match_settings(manager: dict[str, Any]) -> None:
+    defaults = Settings.model_fields
+    health = parse_bind(str(defaults["health_bind"].default))
+    metrics = parse_bind(str(defaults["metrics_bind"].default))
+    assert health == (None, 8081) and metrics == (None, 8080)
+    ports = {p["name"]: p["containerPort"] for p in manager["ports"]}
+    assert ports == {"health": health[1], "metrics": metrics[1]}
+    assert manager["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert manager["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+
+
+def test_config_map_loads_as_settings(
+    base: list[dict[str, Any]], manager: dict[str, Any], deployment: dict[str, Any],
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    for var in list(os.environ):
+        if var.upper().startswith("KUEUE_TAS_"):
+            monkeypatch.delenv(var)
+    cm = one(base, "ConfigMap")
+    config_path = Path(manager["args"][manager["args"].index("--config") + 1])
+    # The file the args name is the ConfigMap key, mounted where the args look for it.
+    mount = next(m for m in manager["volumeMounts"] if Path(m["mountPath"]) == config_path.parent)
+    volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"])
+    assert volume["configMap"]["name"] == cm["metadata"]["name"]
+    assert config_path.name in cm["data"]
+
+    path = tmp_path / config_path.name
+    path.write_text(cm["data"][config_path.name])
+    settings = Settings.load(path)
+    assert settings.kubeconfig is None, "in the cluster: the ServiceAccount token"
+    assert settings.lease_namespace == one(base, "Role")["metadata"]["namespace"]
+    assert settings.leader_election is True
+    assert settings.controller_name == c.CONTROLLER_NAME
+    assert (settings.health_bind, settings.metrics_bind) == (":8081", ":8080")
+    # Every setting is spelled out, so the ConfigMap documents them all.
+    assert set(yaml.safe_load(cm["data"][config_path.name])) == set(Settings.model_fields) - {"kubeconfig"}
+
+
+def test_metrics_service(base: list[dict[str, Any]], deployment: dict[str, Any]) -> None:
+    svc = one(base, "Service")
+    assert svc["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert svc["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
+
+
+# ---- samples -------------------------------------------------------------------------------------
+
+
+def _pod_templates(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    if doc["kind"] == "Job":
+        return [doc["spec"]["template"]]
+    return [rj["template"]["spec"]["template"] for rj in doc["spec"]["replicatedJobs"]]
+
+
+def test_samples_are_a_consistent_setup(samples: list[dict[str, Any]]) -> None:
+    # Names as e2e/demo.py DemoObjects (cross-checked against it in e2e/tests/test_rbac.py).
+    topo, rf, ac, cq, lq = (one(samples, k) for k in
+                            ("Topology", "ResourceFlavor", "AdmissionCheck", "ClusterQueue", "LocalQueue"))
+    assert [lv["nodeLabel"] for lv in topo["spec"]["levels"]] == [
+        "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname"]
+    assert "topologyName" not in rf["spec"], "Kueue's own TAS must leave the flavor to kueue-tas"
+    assert ac["spec"]["controllerName"] == c.CONTROLLER_NAME
+    assert ac["spec"]["parameters"] == {"apiGroup": "kueue.x-k8s.io", "kind": "Topology",
+                                        "name": topo["metadata"]["name"]}
+    assert cq["spec"]["admissionChecksStrategy"]["admissionChecks"] == [
+        {"name": ac["metadata"]["name"], "onFlavors": [rf["metadata"]["name"]]}]
+    assert [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]] == [rf["metadata"]["name"]]
+    assert lq["metadata"]["namespace"] == "default" and lq["spec"]["clusterQueue"] == cq["metadata"]["name"]
+    assert (topo["metadata"]["name"], rf["metadata"]["name"], ac["metadata"]["name"], cq["metadata"]["name"],
+            lq["metadata"]["name"]) == ("gpu-topology", "gpu", "kueue-tas", "gpu-cq", "gpu")
+
+
+def test_sample_workloads_are_annotated(samples: list[dict[str, Any]]) -> None:
+    levels = {lv["nodeLabel"] for lv in one(samples, "Topology")["spec"]["levels"]}
+    lq = one(samples, "LocalQueue")
+    jobset = one(samples, "JobSet")
+    assert len(jobset["spec"]["replicatedJobs"]) == 2
+    for doc in (one(samples, "Job"), jobset):
+        assert doc["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == lq["metadata"]["name"]
+        assert doc["metadata"]["namespace"] == lq["metadata"]["namespace"]
+        for template in _pod_templates(doc):
+            annotations = template["metadata"]["annotations"]
+            ours = [k for k in annotations if k in TOPOLOGY_ANNOTATIONS]
+            assert len(ours) == 1, f"{doc['metadata']['name']}: one topology annotation per pod template"
+            if ours[0].endswith("-unconstrained-topology"):
+                assert annotations[ours[0]] == "true"
+            else:
+                assert annotations[ours[0]] in levels
+            assert annotations["pod-complete.stage.kwok.x-k8s.io/delay"]
+    job_annotations = one(samples, "Job")["spec"]["template"]["metadata"]["annotations"]
+    assert job_annotations[c.DEFAULT_ANNOTATION_PREFIX + "podset-required-topology"] == (
+        "cloud.provider.com/topology-rack")
+
+
+def _demo_nodes() -> list[dict[str, Any]]:
+    """The demo's pool (e2e/demo.py DEMO_POOL): 2 blocks x 4 racks x 8 hosts of 8 GPUs."""
+    nodes = []
+    for b in range(1, 3):
+        for r in range(1, 5):
+            for h in range(1, 9):
+                name = f"gpu-b{b}-r{r}-h{h}"
+                allocatable = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"}
+                nodes.append({
+                    "apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": {
+                        "e2e.kueue-tas.io/pool": "gpu", "cloud.provider.com/topology-block": f"b{b}",
+                        "cloud.provider.com/topology-rack": f"b{b}-r{r}", "kubernetes.io/hostname": name}},
+                    "status": {"allocatable": allocatable, "capacity": allocatable,
+                               "conditions": [{"type": "Ready", "status": "True"}]},
+                })
+    return nodes
+
+
+def test_samples_fit_the_demo_cluster(samples: list[dict[str, Any]]) -> None:
+    """The controller's own planner places both sample workloads, the Job inside one rack."""
+    nodes = _demo_nodes()
+    objects: list[KubeObject] = [o for o in (parse_object(d) for d in [*nodes, *samples]) if o is not None]
+    plans = {p.name: p for p in Planner(objects).run()}
+    assert set(plans) == {"sample-rack-job", "sample-jobset"}
+    assert all(p.fits for p in plans.values()), {n: [ps.message for ps in p.podsets] for n, p in plans.items()}
+    rack_of = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.provider.com/topology-rack"] for n in nodes}
+    (job_ps,) = plans["sample-rack-job"].podsets
+    assert job_ps.assignment is not None and job_ps.assignment.total == 8
+    assert job_ps.assignment.levels == ("kubernetes.io/hostname",)
+    assert len({rack_of[d.values[0]] for d in job_ps.assignment.domains}) == 1
+    assert [ps.count for ps in plans["sample-jobset"].podsets] == [1, 8]
+
+
+# ---- Dockerfile ----------------------------------------------------------------------------------
+
+
+def test_dockerfile_shape() -> None:
+    lines = [ln.strip() for ln in (REPO / "Dockerfile").read_text().splitlines()]
+    froms = [ln for ln in lines if ln.startswith("FROM ")]
+    assert len(froms) == 2 and all(f.split()[1] == "python:3.12-slim" for f in froms)
+    assert froms[0].endswith(" AS builder")
+    assert 'ENTRYPOINT ["kueue-tas"]' in lines and 'CMD ["run"]' in lines
+    users = [ln.split()[1] for ln in lines if ln.startswith("USER ")]
+    assert users and all(part.isdigit() and int(part) != 0 for part in users[-1].split(":"))
+
+
+def test_dockerignore_keeps_what_the_build_copies() -> None:
+    rules = [ln for ln in (REPO / ".dockerignore").read_text().splitlines() if ln and not ln.startswith("#")]
+    assert rules[0] == "*"
+    assert {"!pyproject.toml", "!README.md", "!kueue_tas/"} <= set(rules)
+
+
+HADOLINT = shutil.which("hadolint") or (str(REPO / ".venv/bin/hadolint")
+                                        if (REPO / ".venv/bin/hadolint").exists() else None)
+
+
+@pytest.mark.skipif(HADOLINT is None, reason="hadolint not installed (pip install -e '.[dev]')")
+def test_hadolint_passes_ours_and_fails_a_bad_one(tmp_path: Path) -> None:
+    assert HADOLINT is not None
+    ours = subprocess.run([HADOLINT, str(REPO / "Dockerfile")], capture_output=True, text=True, cwd=REPO)
+    assert ours.returncode == 0, ours.stdout + ours.stderr
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM python\nRUN pip install kueue-tas\n")
+    result = subprocess.run([HADOLINT, str(bad)], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode != 0 and "DL3006" in result.stdout
