@@ -19,6 +19,7 @@ from e2e.kube import (
     KUEUE_GROUP,
     QUEUE_LABEL,
     Kube,
+    condition,
     condition_true,
     eventually,
 )
@@ -167,7 +168,22 @@ async def wait_check(
         entry = check_entry(wl, stack.check) if wl else None
         return wl if entry and entry.get("state") in states else None
 
-    return await eventually(f"check {stack.check} of {owner_kind} {owner_name} in {states}", reached, timeout_s)
+    try:
+        return await eventually(f"check {stack.check} of {owner_kind} {owner_name} in {states}", reached, timeout_s)
+    except TimeoutError as e:
+        raise TimeoutError(f"{e}\n{await workloads_summary(kube, stack.namespace)}") from None
+
+
+async def workloads_summary(kube: Kube, namespace: str) -> str:
+    """One line per Workload: conditions and check entries (for failure messages)."""
+    lines = []
+    for wl in await kube.workloads(namespace):
+        conds = ",".join(f"{c['type']}={c['status']}({c.get('reason', '')})"
+                         for c in (wl.get("status") or {}).get("conditions") or [])
+        checks = "; ".join(f"{e['name']}={e.get('state')}: {e.get('message', '')}"
+                           for e in (wl.get("status") or {}).get("admissionChecks") or [])
+        lines.append(f"  {wl['metadata']['name']}: {conds} | {checks}")
+    return "workloads:\n" + "\n".join(lines)
 
 
 async def wait_admitted(kube: Kube, stack: TasStack, owner_name: str, *, owner_kind: str = "Job",
@@ -343,3 +359,25 @@ def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
     from prometheus_client.parser import text_string_to_metric_families
 
     return [(s.name, dict(s.labels), s.value) for fam in text_string_to_metric_families(text) for s in fam.samples]
+
+
+async def wait_rejected(kube: Kube, stack: TasStack, owner_name: str, *, owner_kind: str = "Job",
+                        timeout_s: float = 60) -> tuple[dict[str, Any], str]:
+    """(Workload, message) once our check Rejected it. Kueue deactivates a rejected Workload at
+    once and resets the entry to Pending ("... Previously: Rejected"), so either form counts;
+    the message is the entry's, or the one Kueue copied into the Evicted condition."""
+
+    async def rejected() -> tuple[dict[str, Any], str] | None:
+        wl = await workload_of(kube, stack.namespace, owner_name, owner_kind)
+        if wl is None:
+            return None
+        entry = check_entry(wl, stack.check) or {}
+        if entry.get("state") == "Rejected":
+            return wl, str(entry.get("message", ""))
+        evicted = condition(wl, "Evicted") or {}
+        if (wl["spec"].get("active") is False and evicted.get("reason") == "DeactivatedDueToAdmissionCheck"
+                and "Previously: Rejected" in str(entry.get("message", ""))):
+            return wl, str(evicted.get("message", ""))
+        return None
+
+    return await eventually(f"check {stack.check} of {owner_kind} {owner_name} Rejected", rejected, timeout_s)

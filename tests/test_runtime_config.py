@@ -26,7 +26,7 @@ def test_defaults() -> None:
     assert s.patch_concurrency == 32
     assert s.leader_election is True
     assert (s.lease_name, s.lease_namespace) == ("kueue-tas", "kueue-tas-system")
-    assert (s.lease_duration_seconds, s.renew_deadline_seconds, s.retry_period_seconds) == (15, 10, 2)
+    assert (s.lease_duration_seconds, s.renew_deadline_seconds, s.retry_period_seconds) == (12, 8, 2)
     assert (s.health_bind, s.metrics_bind) == (":8081", ":8080")
     assert s.health_address() == (None, 8081)
     assert s.log_level == "info" and s.log_format == "json"
@@ -78,7 +78,7 @@ def test_empty_file_is_defaults(tmp_path: Path) -> None:
         ("lease_namespace: Kueue_Tas\n", "lease_namespace: must be a DNS label"),
         ("health_bind: localhost\n", "health_bind: bind address 'localhost'"),
         ("health_bind: ':99999'\n", "port must be a number"),
-        ("renew_deadline_seconds: 20\n", "renew_deadline_seconds (20.0) must be < lease_duration_seconds (15.0)"),
+        ("renew_deadline_seconds: 20\n", "renew_deadline_seconds (20.0) must be < lease_duration_seconds (12.0)"),
         ("retry_period_seconds: 9\n", "retry_period_seconds (9.0) * 1.2 must be < renew_deadline_seconds"),
         ("retry_backoff_max_seconds: 1\n", "retry_backoff_max_seconds (1.0) must be >= retry_backoff_base_seconds"),
         ("log_level: loud\n", "log_level: Input should be"),

@@ -98,8 +98,11 @@ class Settings(BaseSettings):
     leader_election: bool = True
     lease_name: str = "kueue-tas"
     lease_namespace: str = "kueue-tas-system"
-    lease_duration_seconds: float = Field(default=15, gt=0)
-    renew_deadline_seconds: float = Field(default=10, gt=0)
+    # A standby takes over at most lease_duration + retry_period * 1.2 after the leader's last
+    # renewal: 12 + 2.4 s keeps fail-over under 15 s. The leader gives up after renew_deadline (8 s),
+    # well before anyone may take the lease.
+    lease_duration_seconds: float = Field(default=12, gt=0)
+    renew_deadline_seconds: float = Field(default=8, gt=0)
     retry_period_seconds: float = Field(default=2, gt=0)
 
     # serving and logging
