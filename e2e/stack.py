@@ -232,7 +232,7 @@ async def pods_of(kube: Kube, namespace: str, selector: str) -> list[dict[str, A
 
 async def pods_raw(kube: Kube, namespace: str, selector: str = "") -> list[dict[str, Any]]:
     """Pods as plain JSON dicts, without building the generated models (fast enough to poll 1,000 pods)."""
-    resp = await kube.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
+    resp: Any = await kube.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
     try:
         data = await resp.read()
     finally:

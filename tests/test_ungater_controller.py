@@ -83,8 +83,9 @@ class Harness:
         self.pods: inf.Informer[SlimPod] = inf.Informer(None, inf.PODS, make_pod_transform(), store=PodStore())
         self.workloads = inf.Informer(None, inf.WORKLOADS, inf.model_transform(Workload))
         self.metrics = Metrics()
+        self.checks = {CHECK}
         self.ungater = uc.Ungater(None, settings, self.metrics, self.pods, self.workloads,  # type: ignore[arg-type]
-                                  lambda: {CHECK})
+                                  lambda: set(self.checks))
 
         async def emit_event(ref: Any, *, reason: str, message: str, type: str = "Normal", **_: Any) -> bool:
             self.rec.events.append((ref.kind, reason, message))
@@ -276,3 +277,18 @@ async def test_ungate_patch_shape() -> None:
     body = uc.ungate_patch("g/x", {"a": "1"})
     assert json.loads(json.dumps(body)) == {
         "spec": {"schedulingGates": [{"$patch": "delete", "name": "g/x"}], "nodeSelector": {"a": "1"}}}
+
+
+async def test_restart_lists_in_any_order_and_resync_finds_the_gated_pods(h: Harness) -> None:
+    # At start the informers list independently: pods before their Workload, and the Workload
+    # before our AdmissionChecks are known. No event after that would bring these pods back.
+    h.checks = set()
+    h.pod("a")
+    h.pod("b")
+    h.workload(assignment(("n1", 2)))
+    assert len(h.ungater.queue) == 0 and h.ungater.queue.num_waiting() == 0
+    h.checks = {CHECK}
+    h.ungater.resync()
+    assert len(h.ungater.queue) + h.ungater.queue.num_waiting() == 1
+    await h.run_pass()
+    assert h.rec.selectors() == {"a": "n1", "b": "n1"}

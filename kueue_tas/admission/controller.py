@@ -42,6 +42,11 @@ from kueue_tas.topology.flavors import FlavorMappingError, check_topology
 log = structlog.get_logger(__name__)
 
 
+# After this long without seeing our entry write come back (e.g. missed across a relist), a
+# still-Pending workload is decided again.
+WRITE_OBSERVE_TIMEOUT_SECONDS = 30.0
+
+
 def workload_key(wl: Workload) -> str:
     return f"{wl.namespace}/{wl.name}"
 
@@ -56,6 +61,7 @@ class Admitter:
         self.queue: WorkQueue[str] = WorkQueue("workloads")
         self.lock = asyncio.Lock()
         self.retries: dict[str, int] = {}
+        self.awaiting_write: dict[str, float] = {}  # workload -> deadline to observe our entry write
         self.check_flavors: dict[str, set[str]] = {}  # our check -> flavors it governs
         self.nodes = inf.Informer(api, inf.NODES, slim_node, name="nodes")
         self.pods: inf.Informer[SlimPod] = inf.Informer(
@@ -114,6 +120,8 @@ class Admitter:
 
     def _on_workload(self, wl: Workload) -> None:
         key = workload_key(wl)
+        if key in self.awaiting_write and self._entry_written(wl):
+            del self.awaiting_write[key]
         usage = self._usage_of(wl)
         if usage is not None:
             self.capacity.set_workload_usage(key, usage)
@@ -127,6 +135,12 @@ class Admitter:
         self.capacity.remove_workload_usage(key)
         self.capacity.forget(key)
         self.retries.pop(key, None)
+        self.awaiting_write.pop(key, None)
+
+    def _entry_written(self, wl: Workload) -> bool:
+        """Our entry is no longer Pending: the informer has caught up with our last write."""
+        ours = self._our_checks()
+        return any(st.name in ours and st.state != c.CHECK_STATE_PENDING for st in wl.status.admission_checks)
 
     def _pending_check(self, wl: Workload) -> str | None:
         if not wl.has_quota_reservation or wl.status.admission is None or wl.is_finished or wl.is_evicted:
@@ -149,7 +163,15 @@ class Admitter:
         check = self._pending_check(wl)
         if check is None:
             return None
+        # Our last write has not come back through the informer yet: the Pending we see is
+        # stale, and deciding again would count this workload's own assumption against it.
+        wait = self.awaiting_write.get(key, 0.0) - time.monotonic()
+        if wait > 0:
+            return wait
+        self.awaiting_write.pop(key, None)
         async with self.lock:
+            # Pending means we hold nothing for it (an earlier assumption is stale).
+            self.capacity.forget(key)
             started = time.perf_counter()
             flavors = self.check_flavors.get(check, set())
             decision = decide(wl, flavors, self.capacity, self.settings.annotation_prefix)
@@ -185,6 +207,7 @@ class Admitter:
             base, cap = self.settings.retry_backoff_base_seconds, self.settings.retry_backoff_max_seconds
             requeue = int(min(base * 2**n, cap))
         await write_check(self.api, wl, check_entry(check, decision, wl, requeue))
+        self.awaiting_write[key] = time.monotonic() + WRITE_OBSERVE_TIMEOUT_SECONDS
         outcomes: dict[Outcome, Literal["ready", "retry", "rejected"]] = {
             Outcome.READY: "ready", Outcome.RETRY: "retry", Outcome.REJECTED: "rejected"}
         self.metrics.record_admission(outcomes[decision.outcome])

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from kueue_tas.api import constants as c
-from kueue_tas.cli import plan, run
+from kueue_tas.cli import capacity, describe, plan, run
+
+# Installed a second time as ``kubectl-kueue_tas``, kubectl runs us for ``kubectl kueue_tas ...``
+# (and ``kubectl kueue-tas ...``) with the same arguments.
+KUBECTL_PLUGIN = "kubectl-kueue_tas"
 
 
 def annotation_prefix(value: str) -> str:
@@ -16,9 +21,25 @@ def annotation_prefix(value: str) -> str:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _cluster_access(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="YAML settings file, as for 'run' (controller name, annotation prefix)")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)")
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: must be a whole number >= 1")
+    return int(value)
+
+
+def program_name(argv0: str | None = None) -> str:
+    name = os.path.basename(argv0 if argv0 is not None else sys.argv[0])
+    return "kubectl kueue_tas" if name.startswith(KUBECTL_PLUGIN) else "kueue-tas"
+
+
+def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="kueue-tas", description="Topology Aware Scheduling for Kueue, as an AdmissionCheck controller."
+        prog=prog, description="Topology Aware Scheduling for Kueue, as an AdmissionCheck controller."
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser(
@@ -37,11 +58,41 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--config", help="YAML settings file (see kueue_tas/runtime/config.py)")
     r.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     r.set_defaults(func=run.run)
+
+    d = sub.add_parser("describe", help="show a Workload's topology assignment and where its pods are")
+    kinds = d.add_subparsers(dest="kind", required=True, metavar="workload")
+    w = kinds.add_parser(
+        "workload", aliases=["workloads", "wl"],
+        help="a Workload's check state, its PodSets' assignments as trees, pods bound/pending/gated per domain",
+        description="Show a Workload's admission state, our check entry, and for each PodSet its topology "
+                    "assignment as a tree: per leaf domain the assigned count, the pods bound there and the "
+                    "pods released to it but not bound yet; pods still gated are counted per PodSet.",
+    )
+    w.add_argument("name", nargs="?", metavar="NAME", help="the Workload's name")
+    w.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace, else 'default'")
+    w.add_argument("--for-job", metavar="JOB", help="the Workload of this Job or JobSet, instead of NAME")
+    w.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    _cluster_access(w)
+    w.set_defaults(func=describe.run)
+
+    cap = sub.add_parser(
+        "capacity", help="free capacity of every domain of each Topology, as the controller sees it",
+        description="Free capacity per domain (allocatable of eligible nodes minus non-kueue-tas pods minus "
+                    "admitted assignments), level by level, with a bar per domain; '*' marks the domain with "
+                    "the most free capacity on its level.",
+    )
+    cap.add_argument("--topology", help="only this Topology")
+    cap.add_argument("--resource", help="resource the bars show (default: nvidia.com/gpu when the nodes have it, "
+                                        "else cpu)")
+    cap.add_argument("--depth", type=_positive, metavar="N", help="show only the top N levels")
+    cap.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    _cluster_access(cap)
+    cap.set_defaults(func=capacity.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(program_name()).parse_args(argv)
     code: int = args.func(args)
     return code
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kueue_tas.topology.planner import Planner, PodSetPlan, WorkloadPlan
 from kueue_tas.topology.snapshot import TopologySnapshot
 
@@ -24,33 +26,34 @@ def format_free(free: dict[str, int]) -> str:
     return ", ".join(f"{n}={format_amount(n, free[n])}" for n in names)
 
 
-def _domain_tree(ps: PodSetPlan, snap: TopologySnapshot) -> list[str]:
-    assert ps.assignment is not None
-    tree = snap.tree
+def domain_tree_lines(level_keys: Sequence[str], leaves: Sequence[tuple[tuple[str, ...], int, str]]) -> list[str]:
+    """Leaf domains as an indented tree, in the order given: ``(full level values, pod count,
+    text after the count)``. Each ancestor is printed once, before its first leaf, with the
+    pods of all its leaves; ``plan`` and ``describe`` print assignments this way."""
     lines: list[str] = []
-    printed: list[tuple[str, ...]] = []
-    for dom in ps.assignment.domains:
-        leaf = tree.leaf_index_of(dom.values)
-        full = tree.leaves.values[leaf] if leaf is not None else tuple(dom.values)
-        # Ancestors not printed yet, with the free capacity of their whole subtree.
+    printed: set[tuple[str, ...]] = set()
+    for full, count, suffix in leaves:
         for depth in range(len(full) - 1):
             prefix = full[: depth + 1]
             if prefix in printed:
                 continue
-            printed.append(prefix)
-            assigned = sum(
-                d.count
-                for d in ps.assignment.domains
-                if (tree.leaves.values[i] if (i := tree.leaf_index_of(d.values)) is not None else ())[: depth + 1]
-                == prefix
-            )
-            lines.append(f"{'  ' * (depth + 2)}{tree.level_keys[depth]}={prefix[-1]}: {assigned} pod(s)")
-        free = snap.capacity.leaf_free(leaf) if leaf is not None else {}
-        lines.append(
-            f"{'  ' * (len(full) + 1)}{tree.level_keys[-1]}={full[-1]}: {dom.count} pod(s)"
-            f"   [free after plan: {format_free(free)}]"
-        )
+            printed.add(prefix)
+            assigned = sum(n for values, n, _ in leaves if values[: depth + 1] == prefix)
+            lines.append(f"{'  ' * (depth + 2)}{level_keys[depth]}={prefix[-1]}: {assigned} pod(s)")
+        lines.append(f"{'  ' * (len(full) + 1)}{level_keys[-1]}={full[-1]}: {count} pod(s){suffix}")
     return lines
+
+
+def _domain_tree(ps: PodSetPlan, snap: TopologySnapshot) -> list[str]:
+    assert ps.assignment is not None
+    tree = snap.tree
+    leaves: list[tuple[tuple[str, ...], int, str]] = []
+    for dom in ps.assignment.domains:
+        leaf = tree.leaf_index_of(dom.values)
+        full = tree.leaves.values[leaf] if leaf is not None else tuple(dom.values)
+        free = snap.capacity.leaf_free(leaf) if leaf is not None else {}
+        leaves.append((full, dom.count, f"   [free after plan: {format_free(free)}]"))
+    return domain_tree_lines(tree.level_keys, leaves)
 
 
 def render_text(plans: list[WorkloadPlan], planner: Planner) -> str:

@@ -41,7 +41,7 @@ async def serve(settings: Settings) -> int:
         nonlocal admitter
         admitter = Admitter(api, settings, metrics)
         ungater = Ungater(api, settings, metrics, admitter.pods, admitter.workloads,
-                          admitter.check_names)
+                          admitter.check_names, synced=admitter.synced)
         ungater.wire()  # before the informers start, so it sees every event
         await asyncio.gather(admitter.run(), ungater.run())
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final, Literal
 
+import structlog
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -18,6 +19,8 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+
+log = structlog.get_logger(__name__)
 
 _disable_created_metrics: Callable[[], None] = disable_created_metrics
 
@@ -67,7 +70,8 @@ class Metrics:
         self.ungate_errors_total = Counter(
             "kueue_tas_ungate_errors_total", "Failed attempts to ungate a pod.", registry=r
         )
-        self._domain_series: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
+        self._domain_series: dict[tuple[str, str], dict[tuple[str, str, str], float]] = {}
+        self._collect_hooks: dict[str, Callable[[], None]] = {}
 
     # ---- helpers ---------------------------------------------------------------------------------
 
@@ -78,18 +82,32 @@ class Metrics:
 
     def set_domain_free(self, topology: str, flavor: str, values: DomainFree) -> None:
         """Replace the free-capacity series of one (topology, flavor): series not in ``values``
-        are removed, so deleted domains do not linger."""
+        are removed, so deleted domains do not linger. Only changed values are written (a
+        10,000-node topology has tens of thousands of series, most unchanged between updates)."""
         key = (topology, flavor)
-        old = self._domain_series.get(key, set())
-        new = set(values)
-        for level, domain, resource in old - new:
+        old = self._domain_series.get(key, {})
+        for level, domain, resource in old.keys() - values.keys():
             self.domain_free.remove(topology, flavor, level, domain, resource)
-        for (level, domain, resource), amount in values.items():
-            self.domain_free.labels(topology, flavor, level, domain, resource).set(amount)
-        if new:
-            self._domain_series[key] = new
+        for labels, amount in values.items():
+            if old.get(labels) != amount:
+                level, domain, resource = labels
+                self.domain_free.labels(topology, flavor, level, domain, resource).set(amount)
+        if values:
+            self._domain_series[key] = dict(values)
         else:
             self._domain_series.pop(key, None)
+
+    def domain_free_keys(self) -> set[tuple[str, str]]:
+        """The (topology, flavor) pairs that have free-capacity series now."""
+        return set(self._domain_series)
+
+    def set_collect_hook(self, name: str, hook: Callable[[], None] | None) -> None:
+        """Run ``hook`` before every ``render()`` (for gauges read at scrape time, e.g. a lag);
+        one hook per name (a new one replaces it, None removes it)."""
+        if hook is None:
+            self._collect_hooks.pop(name, None)
+        else:
+            self._collect_hooks[name] = hook
 
     def clear_domain_free(self, topology: str, flavors: Iterable[str] | None = None) -> None:
         """Drop the series of a topology (all flavors, or only ``flavors``)."""
@@ -100,4 +118,9 @@ class Metrics:
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) of the text exposition format."""
+        for name, hook in list(self._collect_hooks.items()):
+            try:
+                hook()
+            except Exception:  # a broken gauge must not break the scrape
+                log.exception("metrics_collect_hook_failed", hook=name)
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

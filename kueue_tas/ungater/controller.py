@@ -22,6 +22,7 @@ Rules (all here, with the pure pod-to-domain choice in ``assign.py``):
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +94,8 @@ class Ungater:
         pods: inf.Informer[SlimPod],
         workloads: inf.Informer[Workload],
         our_checks: Callable[[], set[str]],
+        *,
+        synced: Callable[[], bool] | None = None,
     ) -> None:
         if not isinstance(pods.store, PodStore):
             raise TypeError("the ungater needs the pod informer to keep a PodStore (pods by workload)")
@@ -103,6 +106,7 @@ class Ungater:
         self.pod_store: PodStore = pods.store
         self.workloads = workloads
         self.our_checks = our_checks
+        self.synced = synced  # every informer ``our_checks`` reads is listed (None: pods and workloads suffice)
         self.queue: WorkQueue[str] = WorkQueue("ungater")
         self.expectations = Expectations()
         self.refused: dict[str, str] = {}  # pod UID -> resourceVersion the apiserver refused to ungate
@@ -175,10 +179,11 @@ class Ungater:
             releases.extend((podset, r) for r in self._plan(key, podset, ta, pods))
         if not releases:
             return None
+        started = time.perf_counter()
         results = await asyncio.gather(*(self._release(wl, key, ta_levels(decoded, ps), r) for ps, r in releases))
         retry = any(r == "retry" for r in results)
         log.info("pods_ungated", workload=key, released=sum(r == "ok" for r in results),
-                 failed=sum(r != "ok" for r in results))
+                 failed=sum(r != "ok" for r in results), seconds=round(time.perf_counter() - started, 3))
         return 1.0 if retry else None
 
     def _plan(self, key: str, podset: str, ta: TopologyAssignment, pods: list[SlimPod]) -> list[Release]:
@@ -232,10 +237,21 @@ class Ungater:
 
     # --- running ------------------------------------------------------------------------------
 
+    def resync(self) -> None:
+        """Look at every stored Workload again. The events of the initial lists arrive before all
+        informers are listed (a pod before its Workload, a Workload before our AdmissionChecks), so
+        after a restart gated pods would otherwise wait for an event that may never come."""
+        for wl in self.workloads.store.values():
+            self._on_workload(wl)
+
     async def run(self, workers: int = 4) -> None:
-        """Wait until pods and workloads are listed (so passes see every pod), then work."""
+        """Wait until pods, workloads (and what ``synced`` covers) are listed, look at every
+        Workload once, then work."""
         await self.workloads.wait_synced()
         await self.pods.wait_synced()
+        while self.synced is not None and not self.synced():
+            await asyncio.sleep(0.05)
+        self.resync()
         log.info("ungater_started", batch_period_seconds=self.settings.ungate_batch_period_seconds)
         await self.queue.run(workers, self.reconcile)
 

@@ -1,0 +1,89 @@
+"""The admitter's gauges: free capacity per topology domain, and informer lag.
+
+Free capacity is computed from the live model's snapshots (no API calls): after decisions
+(coalesced: at most once per ``min_interval`` seconds, or per ten times the last publication's
+duration when that is longer) and every ``period`` seconds, which also catches node and
+non-TAS pod changes. Informer lag is read at every scrape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+
+from kueue_tas.cache.informer import Informer
+from kueue_tas.cache.live_capacity import LiveCapacity
+from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.topology.free import domain_free
+
+log = structlog.get_logger(__name__)
+
+
+def publish_domain_free(metrics: Metrics, capacity: LiveCapacity) -> None:
+    """Replace the free-capacity series with those of the flavors the model governs now;
+    flavors (or topologies) no longer governed lose theirs."""
+    published: set[tuple[str, str]] = set()
+    for flavor, spec in capacity.flavors().items():
+        snap = capacity.snapshot(flavor)
+        if snap is None:
+            continue
+        metrics.set_domain_free(spec.topology, flavor, domain_free(snap))
+        published.add((spec.topology, flavor))
+    for topology, flavor in metrics.domain_free_keys() - published:
+        metrics.set_domain_free(topology, flavor, {})
+
+
+def publish_informer_lag(metrics: Metrics, informers: Iterable[Informer[Any]]) -> None:
+    for informer in informers:
+        lag = informer.lag_seconds
+        if lag is not None:
+            metrics.informer_lag_seconds.labels(str(informer.resource)).set(max(lag, 0.0))
+
+
+class CapacityGauges:
+    """Keeps the admitter's gauges current; ``touch()`` after a decision."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        capacity: LiveCapacity,
+        informers: Iterable[Informer[Any]],
+        *,
+        period: float = 10.0,
+        min_interval: float = 1.0,
+    ) -> None:
+        self.metrics = metrics
+        self.capacity = capacity
+        self.informers = list(informers)
+        self.period = period
+        self.min_interval = min_interval
+        self._dirty = asyncio.Event()
+        metrics.set_collect_hook("informer_lag", lambda: publish_informer_lag(metrics, self.informers))
+
+    def touch(self) -> None:
+        self._dirty.set()
+
+    def publish(self) -> float:
+        """Publish now; returns how long it took."""
+        started = time.perf_counter()
+        try:
+            publish_domain_free(self.metrics, self.capacity)
+        except Exception:  # a gauge must never take the controller down
+            log.exception("domain_free_metrics_failed")
+        return time.perf_counter() - started
+
+    async def run(self) -> None:
+        while True:
+            self._dirty.clear()
+            took = self.publish()
+            # Keep the gauges under ~10% of the event loop on very large topologies.
+            pause = max(self.min_interval, 10 * took)
+            await asyncio.sleep(pause)
+            if not self._dirty.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._dirty.wait(), max(self.period - pause, 0.0))

@@ -1,0 +1,54 @@
+"""Free capacity of every domain of a snapshot, per resource: what `/metrics` exports.
+
+Free of a leaf = allocatable minus non-TAS usage minus TAS usage (admitted and assumed
+assignments), never below zero; free of a domain = the sum over its leaves. Amounts are in
+the model's units (cpu in millicores, memory in bytes, ``pods`` a count).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kueue_tas.topology.capacity import Matrix
+from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.tree import TopologyTree, domain_id
+
+# (level key, domain, resource) -> free amount
+DomainFree = dict[tuple[str, str, str], int]
+
+
+def domain_label(tree: TopologyTree, level: int, values: tuple[str, ...]) -> str:
+    """How a domain is named: the hostname for a hostname leaf, else its level values joined
+    with ',' (the whole path, so that rack names repeated across blocks stay apart)."""
+    if level == tree.depth - 1 and tree.lowest_is_hostname:
+        return values[-1]
+    return domain_id(values)
+
+
+def level_free(snap: TopologySnapshot) -> list[Matrix]:
+    """Per level (top first): a (domains x resource columns) matrix of free capacity."""
+    tree, cap = snap.tree, snap.capacity
+    if tree.depth == 0:
+        return []
+    per_level: list[Matrix] = [np.zeros((0, 0), dtype=np.int64)] * tree.depth
+    per_level[-1] = np.maximum(cap.free - cap.tas, 0)
+    for lvl in range(tree.depth - 2, -1, -1):
+        below = per_level[lvl + 1]
+        sums = np.zeros((len(tree.levels[lvl]), below.shape[1]), dtype=np.int64)
+        np.add.at(sums, tree.levels[lvl + 1].parent, below)
+        per_level[lvl] = sums
+    return per_level
+
+
+def domain_free(snap: TopologySnapshot) -> DomainFree:
+    """Free capacity of every domain of every level, for every resource the snapshot knows."""
+    tree = snap.tree
+    columns = sorted(snap.capacity.columns.items(), key=lambda item: item[1])
+    out: DomainFree = {}
+    for lvl, matrix in enumerate(level_free(snap)):
+        level = tree.levels[lvl]
+        names = [domain_label(tree, lvl, values) for values in level.values]
+        for resource, col in columns:
+            amounts = matrix[:, col].tolist() if col < matrix.shape[1] else [0] * len(names)
+            out.update(zip([(level.key, name, resource) for name in names], amounts, strict=True))
+    return out

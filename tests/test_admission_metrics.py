@@ -1,0 +1,148 @@
+"""Free capacity per topology domain and informer lag, as exported on /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from kueue_tas.admission.observe import CapacityGauges, publish_domain_free, publish_informer_lag
+from kueue_tas.cache import informer as inf
+from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity, UsageEntry
+from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo
+
+BLOCK, RACK = "example.com/block", "example.com/rack"
+LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)
+
+
+def node(name: str, rack: str, gpus: int = 8) -> NodeInfo:
+    labels = {BLOCK: rack.split("-")[0], RACK: rack, HOSTNAME_LABEL: name, "pool": "gpu"}
+    return NodeInfo(name, labels, {"cpu": 16000, "pods": 110, "nvidia.com/gpu": gpus})
+
+
+def live() -> LiveCapacity:
+    cap = LiveCapacity()
+    cap.set_flavors({"gpu": FlavorSpec("gpu", "topo", LEVELS, {"pool": "gpu"})})
+    for rack in ("b1-r1", "b1-r2"):
+        for h in (1, 2):
+            cap.upsert_node(node(f"{rack}-h{h}", rack))
+    return cap
+
+
+def assignment(*domains: tuple[str, int]) -> TopologyAssignment:
+    return TopologyAssignment((HOSTNAME_LABEL,), tuple(DomainAssignment((host,), n) for host, n in domains))
+
+
+def test_domain_free_sums_leaves_per_level_minus_all_usage() -> None:
+    cap = live()
+    cap.upsert_pod("kube-system/ds-1", "b1-r1-h1", {"cpu": 500, "nvidia.com/gpu": 1, "pods": 1})
+    cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r1-h1", 3), ("b1-r1-h2", 8)),
+                                               {"nvidia.com/gpu": 1, "cpu": 100}),))
+    cap.assume("ns/b", (UsageEntry("gpu", assignment(("b1-r2-h2", 2)), {"nvidia.com/gpu": 2}),))
+    snap = cap.snapshot("gpu")
+    assert snap is not None
+    free = domain_free(snap)
+    gpu = {(lvl, dom): v for (lvl, dom, res), v in free.items() if res == "nvidia.com/gpu"}
+    assert gpu == {
+        (BLOCK, "b1"): 4 + 0 + 8 + 4,
+        (RACK, "b1,b1-r1"): 4,
+        (RACK, "b1,b1-r2"): 12,
+        (HOSTNAME_LABEL, "b1-r1-h1"): 4,  # 8 - daemon pod 1 - 3 assigned
+        (HOSTNAME_LABEL, "b1-r1-h2"): 0,
+        (HOSTNAME_LABEL, "b1-r2-h1"): 8,
+        (HOSTNAME_LABEL, "b1-r2-h2"): 4,  # 8 - assumed 2 x 2
+    }
+    assert free[(HOSTNAME_LABEL, "b1-r1-h1", "pods")] == 110 - 1 - 3
+    assert free[(HOSTNAME_LABEL, "b1-r1-h1", "cpu")] == 16000 - 500 - 300
+    assert free[(BLOCK, "b1", "cpu")] == 4 * 16000 - 500 - 1100
+
+
+def test_domain_free_never_negative() -> None:
+    cap = live()
+    cap.upsert_pod("x/over", "b1-r2-h1", {"nvidia.com/gpu": 12, "pods": 1})
+    snap = cap.snapshot("gpu")
+    assert snap is not None
+    free = domain_free(snap)
+    assert free[(HOSTNAME_LABEL, "b1-r2-h1", "nvidia.com/gpu")] == 0
+    assert free[(RACK, "b1,b1-r2", "nvidia.com/gpu")] == 8
+
+
+def samples(m: Metrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    body, _ = m.render()
+    return {tuple(sorted(s.labels.items())): s.value
+            for fam in text_string_to_metric_families(body.decode()) for s in fam.samples if s.name == name}
+
+
+def test_publish_follows_the_model_and_drops_flavors_no_longer_governed() -> None:
+    cap, m = live(), Metrics()
+    publish_domain_free(m, cap)
+    got = samples(m, "kueue_tas_domain_free")
+    key = (("domain", "b1,b1-r1"), ("flavor", "gpu"), ("level", RACK), ("resource", "nvidia.com/gpu"),
+           ("topology", "topo"))
+    assert got[key] == 16
+    cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r1-h1", 5)), {"nvidia.com/gpu": 1}),))
+    publish_domain_free(m, cap)
+    assert samples(m, "kueue_tas_domain_free")[key] == 11
+    cap.set_flavors({})
+    publish_domain_free(m, cap)
+    assert samples(m, "kueue_tas_domain_free") == {}
+
+
+class FakeInformer:
+    def __init__(self, resource: inf.Resource, lag: float | None) -> None:
+        self.resource = resource
+        self.lag_seconds = lag
+
+
+def test_informer_lag_per_resource_read_at_scrape() -> None:
+    m = Metrics()
+    pods, nodes = FakeInformer(inf.PODS, 1.5), FakeInformer(inf.NODES, None)
+    informers: list[Any] = [pods, nodes, FakeInformer(inf.WORKLOADS, 0.25)]
+    publish_informer_lag(m, informers)
+    got = samples(m, "kueue_tas_informer_lag_seconds")
+    assert got == {(("resource", "pods"),): 1.5, (("resource", "workloads.kueue.x-k8s.io"),): 0.25}
+
+    CapacityGauges(m, live(), informers)  # registers the scrape-time hook
+    pods.lag_seconds = 7.0
+    assert samples(m, "kueue_tas_informer_lag_seconds")[(("resource", "pods"),)] == 7.0
+
+
+def test_gauges_publish_after_touch_and_periodically() -> None:
+    async def go() -> None:
+        cap, m = live(), Metrics()
+        gauges = CapacityGauges(m, cap, [], period=30.0, min_interval=0.01)
+        task = asyncio.create_task(gauges.run())
+        await asyncio.sleep(0.05)
+        key = (("domain", "b1-r2-h1"), ("flavor", "gpu"), ("level", HOSTNAME_LABEL),
+               ("resource", "nvidia.com/gpu"), ("topology", "topo"))
+        assert samples(m, "kueue_tas_domain_free")[key] == 8
+        cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r2-h1", 6)), {"nvidia.com/gpu": 1}),))
+        gauges.touch()
+        await asyncio.sleep(0.05)
+        assert samples(m, "kueue_tas_domain_free")[key] == 2
+        task.cancel()
+
+    asyncio.run(go())
+
+
+def test_metric_numbers_are_the_capacity_commands_numbers() -> None:
+    from kueue_tas.cli.capacity import flavor_capacity
+
+    cap = live()
+    cap.upsert_pod("kube-system/ds-1", "b1-r1-h1", {"cpu": 500, "nvidia.com/gpu": 1, "pods": 1})
+    cap.upsert_pod("x/over", "b1-r2-h1", {"nvidia.com/gpu": 12, "pods": 1})
+    cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r1-h2", 5)), {"nvidia.com/gpu": 1}),))
+    snap = cap.snapshot("gpu")
+    assert snap is not None
+    free = domain_free(snap)
+    command = flavor_capacity("gpu", {"pool": "gpu"}, snap)
+    expected = {}
+    for lvl in command.levels:
+        for d in lvl.domains:
+            name = d.values[-1] if lvl.key == HOSTNAME_LABEL else ",".join(d.values)
+            expected.update({(lvl.key, name, res): v for res, v in d.free.items()})
+    assert free == expected

@@ -1,0 +1,313 @@
+"""``kueue-tas capacity``: the per-domain view and its rendering, from plain objects (no cluster).
+
+Cluster: Topology ``topo`` = block / rack / hostname, flavor ``gpu`` (nodes labelled
+``pool=a``) governed by our AdmissionCheck ``tas``; 1 block x 2 racks x 2 hosts of 8 GPUs,
+32 cpu, 110 pods. A DaemonSet-like pod takes 2 GPUs on ``h11``; a Workload our check admitted
+holds 4 one-GPU pods on ``h21``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+
+from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
+from kueue_tas.cache.capacity_feed import capacity_from_lists, flavor_specs, our_checks, pod_charge, workload_usage
+from kueue_tas.cache.slim import slim_node, slim_pod
+from kueue_tas.cli import capacity as cap
+from kueue_tas.cli.main import main
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.codec import encode_assignment_annotation
+
+BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
+GPU = "nvidia.com/gpu"
+CONTROLLER = "kueue-tas.io/topology"
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """``main`` configures logging onto the captured stderr; later tests must not inherit that."""
+    yield
+    structlog.reset_defaults()
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if h.get_name() == "kueue-tas":
+            root.removeHandler(h)
+    root.setLevel(logging.WARNING)
+
+
+def node(name: str, block: str, rack: str, *, gpu: str = "8", ready: bool = True, pool: str = "a") -> dict[str, Any]:
+    alloc = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+    if gpu != "0":
+        alloc[GPU] = gpu
+    return {
+        "metadata": {"name": name, "labels": {BLOCK: block, RACK: rack, HOST: name, "pool": pool}},
+        "status": {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def pod(name: str, node_name: str, gpu: int, *, phase: str = "Running", labels: dict[str, str] | None = None,
+        cpu: str = "1") -> dict[str, Any]:
+    requests: dict[str, Any] = {"cpu": cpu}
+    if gpu:
+        requests[GPU] = str(gpu)
+    return {
+        "metadata": {"name": name, "namespace": "ns", "labels": labels or {}},
+        "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {"requests": requests}}]},
+        "status": {"phase": phase},
+    }
+
+
+def config(controller: str = CONTROLLER) -> tuple[dict[str, Topology], dict[str, ResourceFlavor],
+                                                  list[AdmissionCheck], list[ClusterQueue]]:
+    topo = Topology.model_validate({"metadata": {"name": "topo"},
+                                    "spec": {"levels": [{"nodeLabel": lv} for lv in (BLOCK, RACK, HOST)]}})
+    rf = ResourceFlavor.model_validate({"metadata": {"name": "gpu"}, "spec": {"nodeLabels": {"pool": "a"}}})
+    ac = AdmissionCheck.model_validate({"metadata": {"name": "tas"}, "spec": {
+        "controllerName": controller, "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology",
+                                                     "name": "topo"}}})
+    cq = ClusterQueue.model_validate({"metadata": {"name": "cq"}, "spec": {
+        "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "gpu", "resources": []}]}],
+        "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]}}})
+    return {"topo": topo}, {"gpu": rf}, [ac], [cq]
+
+
+def admitted_workload(name: str, domains: list[tuple[str, int]], *, state: str = "Ready", check: str = "tas",
+                      gpu: int = 1, finished: bool = False) -> Workload:
+    assignment = TopologyAssignment((HOST,), tuple(DomainAssignment((h,), n) for h, n in domains))
+    conditions = [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]
+    if finished:
+        conditions.append({"type": "Finished", "status": "True"})
+    return Workload.model_validate({
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
+                     "annotations": {"kueue-tas.io/topology-assignment":
+                                     encode_assignment_annotation([("main", assignment)])}},
+        "spec": {"podSets": [{"name": "main", "count": sum(n for _, n in domains), "template": {"spec": {
+            "containers": [{"name": "c", "resources": {"requests": {GPU: str(gpu)}}}]}}}]},
+        "status": {
+            "conditions": conditions,
+            "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "flavors": {GPU: "gpu"}}]},
+            "admissionChecks": [{"name": check, "state": state, "message": ""}],
+        },
+    })
+
+
+NODES = [node("h11", "b1", "b1-r1"), node("h12", "b1", "b1-r1"), node("h21", "b1", "b1-r2"),
+         node("h22", "b1", "b1-r2")]
+
+
+def flavor_view(nodes: list[dict[str, Any]] | None = None, pods: list[dict[str, Any]] | None = None,
+                workloads: list[Workload] | None = None, controller: str = CONTROLLER,
+                resource: str | None = None) -> cap.FlavorCapacity:
+    topologies, flavors, checks, queues = config()
+    ours = our_checks(checks, controller)
+    specs, _ = flavor_specs(ours, queues, topologies.get, flavors.get, controller)
+    model = capacity_from_lists(
+        specs, ours, [slim_node(n) for n in (NODES if nodes is None else nodes)],
+        [slim_pod(p) for p in (pods if pods is not None else [pod("ds-1", "h11", 2)])],
+        workloads if workloads is not None else [admitted_workload("wl", [("h21", 4)])],
+    )
+    snap = model.snapshot("gpu")
+    assert snap is not None
+    return cap.flavor_capacity("gpu", specs["gpu"].node_labels, snap, resource)
+
+
+def by_values(fc: cap.FlavorCapacity) -> dict[tuple[str, ...], cap.DomainCapacity]:
+    return {d.values: d for lvl in fc.levels for d in lvl.domains}
+
+
+# --- the numbers ------------------------------------------------------------------------------
+
+
+def test_free_is_allocatable_minus_other_pods_minus_admitted_assignments() -> None:
+    fc = flavor_view()
+    d = by_values(fc)
+    assert fc.resource == GPU and fc.nodes == 4
+    assert [lvl.key for lvl in fc.levels] == [BLOCK, RACK, HOST]
+    assert {v: (x.free[GPU], x.allocatable[GPU]) for v, x in d.items()} == {
+        ("b1",): (26, 32),
+        ("b1", "b1-r1"): (14, 16),
+        ("b1", "b1-r1", "h11"): (6, 8),
+        ("b1", "b1-r1", "h12"): (8, 8),
+        ("b1", "b1-r2"): (12, 16),
+        ("b1", "b1-r2", "h21"): (4, 8),
+        ("b1", "b1-r2", "h22"): (8, 8),
+    }
+    # One pod on h11 and four assigned on h21, each a "pods" slot too.
+    assert d[("b1", "b1-r1", "h11")].free["pods"] == 109
+    assert d[("b1", "b1-r2", "h21")].free["pods"] == 106
+    assert d[("b1",)].free["cpu"] == 4 * 32_000 - 1000  # millicores; the assignment asked no cpu
+    assert {v: x.nodes for v, x in d.items() if len(v) < 3} == {("b1",): 4, ("b1", "b1-r1"): 2, ("b1", "b1-r2"): 2}
+
+
+def test_largest_free_domain_is_marked_once_per_level_first_in_name_order_on_ties() -> None:
+    fc = flavor_view()
+    marked = [(lvl.key, [d.values for d in lvl.domains if d.largest]) for lvl in fc.levels]
+    assert marked == [(BLOCK, [("b1",)]), (RACK, [("b1", "b1-r1")]), (HOST, [("b1", "b1-r1", "h12")])]
+
+
+def test_pods_that_hold_nothing_outside_assignments_are_not_charged() -> None:
+    pods = [
+        pod("done", "h11", 8, phase="Succeeded"),
+        pod("failed", "h11", 8, phase="Failed"),
+        pod("unbound", "", 8),
+        # Our own pods: their Workload's assignment holds their capacity.
+        pod("ours", "h12", 8, labels={"kueue-tas.io/workload": "uid-wl"}),
+    ]
+    d = by_values(flavor_view(pods=pods, workloads=[]))
+    assert all(x.free[GPU] == x.allocatable[GPU] for x in d.values())
+    assert pod_charge(slim_pod(pod("ds", "h11", 2))) == ("h11", {"cpu": 1000, GPU: 2, "pods": 1})
+
+
+@pytest.mark.parametrize("wl", [
+    admitted_workload("retry", [("h21", 4)], state="Retry"),
+    admitted_workload("pending", [("h21", 4)], state="Pending"),
+    admitted_workload("other-check", [("h21", 4)], check="someone-elses"),
+    admitted_workload("finished", [("h21", 4)], finished=True),
+])
+def test_assignments_count_only_while_our_check_is_ready(wl: Workload) -> None:
+    d = by_values(flavor_view(pods=[], workloads=[wl]))
+    assert d[("b1", "b1-r2", "h21")].free[GPU] == 8
+    assert workload_usage(wl, {"tas"}, {"gpu"}) is None
+
+
+def test_checks_of_another_controller_name_put_no_flavor_on_a_topology() -> None:
+    topologies, flavors, checks, queues = config(controller="kueue-tas.io/e2e-abc")
+    assert flavor_specs(our_checks(checks, CONTROLLER), queues, topologies.get, flavors.get, CONTROLLER)[0] == {}
+    ours = our_checks(checks, "kueue-tas.io/e2e-abc")
+    specs, per_check = flavor_specs(ours, queues, topologies.get, flavors.get, "kueue-tas.io/e2e-abc")
+    assert list(specs) == ["gpu"] and per_check == {"tas": {"gpu"}}
+
+
+def test_not_ready_nodes_and_nodes_of_other_pools_are_not_in_the_tree() -> None:
+    nodes = [*NODES, node("h23", "b1", "b1-r2", ready=False), node("x1", "b9", "b9-r1", pool="b")]
+    fc = flavor_view(nodes=nodes)
+    assert fc.nodes == 4
+    assert [d.values for d in fc.levels[0].domains] == [("b1",)]
+
+
+def test_cpu_is_the_bar_resource_without_gpus_and_resource_can_be_forced() -> None:
+    cpu_nodes = [node("h11", "b1", "b1-r1", gpu="0"), node("h12", "b1", "b1-r1", gpu="0")]
+    assert flavor_view(nodes=cpu_nodes, pods=[], workloads=[]).resource == "cpu"
+    fc = flavor_view(resource="pods")
+    assert fc.resource == "pods"
+    # h11 and h12 tie at first glance, but h11 lost a pod slot to the DaemonSet pod.
+    assert [d.values[-1] for d in fc.levels[2].domains if d.largest] == ["h12"]
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+
+def test_bar_shows_the_free_share_and_never_rounds_away_the_extremes() -> None:
+    assert cap.bar(8, 8, width=10) == "[##########]"
+    assert cap.bar(0, 8, width=10) == "[..........]"
+    assert cap.bar(4, 8, width=10) == "[#####.....]"
+    assert cap.bar(1, 1000, width=10) == "[#.........]"  # some free: at least one mark
+    assert cap.bar(999, 1000, width=10) == "[#########.]"  # not all free: never a full bar
+    assert cap.bar(-3, 8, width=10) == "[..........]"  # overcommitted
+    assert cap.bar(0, 0, width=4) == "[    ]"  # nothing to show
+
+
+TEXT = """\
+Topology topo: example.com/block > example.com/rack > kubernetes.io/hostname
+  Flavor gpu: 4 node(s), node labels pool=a; bars: free/allocatable nvidia.com/gpu, * = most free nvidia.com/gpu on its level
+    example.com/block=b1            [################....]  nvidia.com/gpu 26/32  pods 435/440  *
+      example.com/rack=b1-r1        [##################..]  nvidia.com/gpu 14/16  pods 219/220  *
+        kubernetes.io/hostname=h11  [###############.....]  nvidia.com/gpu 6/8    pods 109/110
+        kubernetes.io/hostname=h12  [####################]  nvidia.com/gpu 8/8    pods 110/110  *
+      example.com/rack=b1-r2        [###############.....]  nvidia.com/gpu 12/16  pods 216/220
+        kubernetes.io/hostname=h21  [##########..........]  nvidia.com/gpu 4/8    pods 106/110
+        kubernetes.io/hostname=h22  [####################]  nvidia.com/gpu 8/8    pods 110/110
+"""  # noqa: E501
+
+
+def test_text_is_a_tree_level_by_level_with_bars_and_the_largest_marked() -> None:
+    topo = cap.TopologyCapacity("topo", (BLOCK, RACK, HOST), (flavor_view(),))
+    assert cap.render_text([topo]) == TEXT
+
+
+def test_color_makes_the_largest_lines_bold() -> None:
+    topo = cap.TopologyCapacity("topo", (BLOCK, RACK, HOST), (flavor_view(),))
+    lines = cap.render_text([topo], color=True).splitlines()
+    bold = [ln for ln in lines if ln.startswith(cap.BOLD)]
+    assert len(bold) == 3 and all(ln.endswith("*" + cap.RESET) for ln in bold)
+    assert "h12" in bold[2]
+
+
+def test_topology_without_flavor_and_flavor_without_nodes_say_so() -> None:
+    empty = flavor_view(nodes=[], pods=[], workloads=[])
+    text = cap.render_text([
+        cap.TopologyCapacity("lonely", (RACK,), (), "no flavor: no ClusterQueue lists ..."),
+        cap.TopologyCapacity("topo", (BLOCK, RACK, HOST), (empty,)),
+    ])
+    assert text.splitlines() == [
+        "Topology lonely: example.com/rack",
+        "  no flavor: no ClusterQueue lists ...",
+        "Topology topo: example.com/block > example.com/rack > kubernetes.io/hostname",
+        "  Flavor gpu: 0 node(s), node labels pool=a; bars: free/allocatable cpu, * = most free cpu on its level",
+        "    no eligible node (Ready, schedulable, with the flavor's node labels and every level label)",
+    ]
+
+
+def test_json_keys_and_values() -> None:
+    topo = cap.TopologyCapacity("topo", (BLOCK, RACK, HOST), (flavor_view(),))
+    out = json.loads(json.dumps(cap.capacity_json([topo])))
+    (t,) = out["topologies"]
+    assert set(t) == {"name", "levels", "message", "flavors"}
+    (f,) = t["flavors"]
+    assert set(f) == {"name", "nodeLabels", "nodes", "resource", "levels"}
+    assert (f["name"], f["nodeLabels"], f["nodes"], f["resource"]) == ("gpu", {"pool": "a"}, 4, GPU)
+    assert [lvl["key"] for lvl in f["levels"]] == [BLOCK, RACK, HOST]
+    rack = f["levels"][1]["domains"][0]
+    assert set(rack) == {"values", "nodes", "allocatable", "free", "largest"}
+    assert rack["values"] == ["b1", "b1-r1"] and rack["largest"] is True and rack["nodes"] == 2
+    assert rack["free"][GPU] == 14 and rack["allocatable"]["memory"] == 2 * 256 * 2**30
+
+
+# --- the command's error path -----------------------------------------------------------------
+
+
+def test_unreachable_cluster_is_one_line_and_exit_1(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    assert main(["capacity", "--kubeconfig", str(kubeconfig)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("error: cannot reach the Kubernetes API server at https://127.0.0.1:1: ")
+    assert "Traceback" not in err
+
+
+def test_bad_config_file_is_an_error_not_a_traceback(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("no_such_setting: 1\n")
+    assert main(["capacity", "--config", str(cfg)]) == 1
+    assert "unknown setting(s) no_such_setting" in capsys.readouterr().err
+
+
+
+def test_an_overcommitted_host_shows_zero_and_takes_nothing_from_its_siblings() -> None:
+    d = by_values(flavor_view(pods=[pod("big", "h11", 10)], workloads=[]))
+    assert d[("b1", "b1-r1", "h11")].free[GPU] == 0
+    assert d[("b1", "b1-r1")].free[GPU] == 8
+    assert d[("b1",)].free[GPU] == 24
+
+
+def test_depth_shows_only_the_top_levels() -> None:
+    topo = cap.TopologyCapacity("topo", (BLOCK, RACK, HOST), (flavor_view(),))
+    lines = cap.render_text([topo], depth=2).splitlines()
+    assert [ln.split()[0] for ln in lines[2:]] == ["example.com/block=b1", "example.com/rack=b1-r1",
+                                                   "example.com/rack=b1-r2"]
+    (f,) = cap.capacity_json([topo], depth=1)["topologies"][0]["flavors"]
+    assert [lvl["key"] for lvl in f["levels"]] == [BLOCK]
+    with pytest.raises(SystemExit):
+        main(["capacity", "--depth", "0"])
