@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         wl = _workload_of(rest, names.namespace, kind, name)
         if wl is not None:
             show(state, ["describe", "workload", wl["metadata"]["name"], "-n", names.namespace])
-    show(state, ["capacity", "--topology", names.topology])
+    show(state, ["capacity", "--topology", names.topology, "--depth", "2"])
     print(usage_text(state, DEMO_POOL, names))
     return 0
 

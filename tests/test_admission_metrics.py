@@ -146,3 +146,13 @@ def test_metric_numbers_are_the_capacity_commands_numbers() -> None:
             name = d.values[-1] if lvl.key == HOSTNAME_LABEL else ",".join(d.values)
             expected.update({(lvl.key, name, res): v for res, v in d.free.items()})
     assert free == expected
+
+
+def test_domain_free_can_leave_out_the_lower_levels() -> None:
+    m = Metrics()
+    publish_domain_free(m, live(), max_levels=2)
+    levels = {dict(k)["level"] for k in samples(m, "kueue_tas_domain_free")}
+    assert levels == {BLOCK, RACK}
+    publish_domain_free(m, live())
+    levels = {dict(k)["level"] for k in samples(m, "kueue_tas_domain_free")}
+    assert levels == {BLOCK, RACK, HOSTNAME_LABEL}

@@ -9,12 +9,9 @@ holds 4 one-GPU pods on ``h21``.
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import structlog
 
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
 from kueue_tas.cache.capacity_feed import capacity_from_lists, flavor_specs, our_checks, pod_charge, workload_usage
@@ -28,17 +25,6 @@ BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/host
 GPU = "nvidia.com/gpu"
 CONTROLLER = "kueue-tas.io/topology"
 
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """``main`` configures logging onto the captured stderr; later tests must not inherit that."""
-    yield
-    structlog.reset_defaults()
-    root = logging.getLogger()
-    for h in list(root.handlers):
-        if h.get_name() == "kueue-tas":
-            root.removeHandler(h)
-    root.setLevel(logging.WARNING)
 
 
 def node(name: str, block: str, rack: str, *, gpu: str = "8", ready: bool = True, pool: str = "a") -> dict[str, Any]:

@@ -9,12 +9,9 @@ only, as Kueue writes it for a hostname-lowest Topology).
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import structlog
 
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, Condition, ResourceFlavor, Topology, Workload
 from kueue_tas.cache.slim import SlimPod, slim_node, slim_pod
@@ -30,17 +27,6 @@ GPU = "nvidia.com/gpu"
 GATE = "kueue-tas.io/topology"
 UID = "0f0e-uid"
 
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """``main`` configures logging onto the captured stderr; later tests must not inherit that."""
-    yield
-    structlog.reset_defaults()
-    root = logging.getLogger()
-    for h in list(root.handlers):
-        if h.get_name() == "kueue-tas":
-            root.removeHandler(h)
-    root.setLevel(logging.WARNING)
 
 
 def kueue(controller: str = "kueue-tas.io/topology", levels: tuple[str, ...] = (BLOCK, RACK, HOST)) -> TasConfig:

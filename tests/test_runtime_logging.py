@@ -4,23 +4,10 @@ import io
 import json
 import logging
 import re
-from collections.abc import Iterator
 
 import pytest
-import structlog
 
 from kueue_tas.runtime.logging import configure_logging, get_logger
-
-
-@pytest.fixture(autouse=True)
-def _reset() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
-    root = logging.getLogger()
-    for h in list(root.handlers):
-        if h.get_name() == "kueue-tas":
-            root.removeHandler(h)
-    root.setLevel(logging.WARNING)
 
 
 def lines(buf: io.StringIO) -> list[dict[str, object]]:

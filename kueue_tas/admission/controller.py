@@ -75,7 +75,8 @@ class Admitter:
         self.informers: list[inf.Informer[Any]] = [
             self.nodes, self.pods, self.topologies, self.flavors, self.checks, self.queues, self.workloads,
         ]
-        self.gauges = CapacityGauges(metrics, self.capacity, self.informers)
+        self.gauges = CapacityGauges(metrics, self.capacity, self.informers,
+                                     max_levels=settings.metrics_domain_levels)
 
     # --- wiring -------------------------------------------------------------------------------
 

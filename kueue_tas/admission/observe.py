@@ -24,15 +24,20 @@ from kueue_tas.topology.free import domain_free
 log = structlog.get_logger(__name__)
 
 
-def publish_domain_free(metrics: Metrics, capacity: LiveCapacity) -> None:
+def publish_domain_free(metrics: Metrics, capacity: LiveCapacity, max_levels: int = 0) -> None:
     """Replace the free-capacity series with those of the flavors the model governs now;
-    flavors (or topologies) no longer governed lose theirs."""
+    flavors (or topologies) no longer governed lose theirs. ``max_levels`` > 0 keeps only the
+    top levels (the hostname level of a 10,000-node topology alone is ~40,000 series)."""
     published: set[tuple[str, str]] = set()
     for flavor, spec in capacity.flavors().items():
         snap = capacity.snapshot(flavor)
         if snap is None:
             continue
-        metrics.set_domain_free(spec.topology, flavor, domain_free(snap))
+        free = domain_free(snap)
+        if max_levels > 0:
+            kept = set(snap.levels[:max_levels])
+            free = {key: v for key, v in free.items() if key[0] in kept}
+        metrics.set_domain_free(spec.topology, flavor, free)
         published.add((spec.topology, flavor))
     for topology, flavor in metrics.domain_free_keys() - published:
         metrics.set_domain_free(topology, flavor, {})
@@ -56,12 +61,14 @@ class CapacityGauges:
         *,
         period: float = 10.0,
         min_interval: float = 1.0,
+        max_levels: int = 0,
     ) -> None:
         self.metrics = metrics
         self.capacity = capacity
         self.informers = list(informers)
         self.period = period
         self.min_interval = min_interval
+        self.max_levels = max_levels
         self._dirty = asyncio.Event()
         metrics.set_collect_hook("informer_lag", lambda: publish_informer_lag(metrics, self.informers))
 
@@ -72,7 +79,7 @@ class CapacityGauges:
         """Publish now; returns how long it took."""
         started = time.perf_counter()
         try:
-            publish_domain_free(self.metrics, self.capacity)
+            publish_domain_free(self.metrics, self.capacity, self.max_levels)
         except Exception:  # a gauge must never take the controller down
             log.exception("domain_free_metrics_failed")
         return time.perf_counter() - started

@@ -106,6 +106,8 @@ class Settings(BaseSettings):
     retry_period_seconds: float = Field(default=2, gt=0)
 
     # serving and logging
+    # kueue_tas_domain_free for the top N topology levels only (0: every level, hosts included).
+    metrics_domain_levels: int = Field(default=0, ge=0)
     health_bind: str = ":8081"
     metrics_bind: str = ":8080"
     log_level: LogLevel = "info"

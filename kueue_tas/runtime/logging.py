@@ -103,6 +103,16 @@ def configure_logging(
         logging.getLogger(noisy).setLevel(logging.WARNING if numeric < logging.WARNING else numeric)
 
 
+def reset_logging() -> None:
+    """Undo ``configure_logging`` (structlog defaults, our root handler removed)."""
+    structlog.reset_defaults()
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if old.get_name() == _HANDLER_NAME:
+            root.removeHandler(old)
+    root.setLevel(logging.WARNING)
+
+
 def get_logger(name: str | None = None, **initial: Any) -> Any:
     """A structlog logger bound with ``logger=name`` (if given) and ``initial`` fields."""
     if name:
