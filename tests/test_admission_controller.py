@@ -7,6 +7,7 @@ count its own assumed capacity against it (and overwrite Ready with Retry).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -63,7 +64,7 @@ class Writes:
 
 
 @pytest.fixture
-async def admitter(monkeypatch: pytest.MonkeyPatch) -> tuple[ac.Admitter, Writes]:
+async def admitter(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[ac.Admitter, Writes]]:
     writes = Writes()
     for name in ("inject_gates", "write_annotation", "write_check"):
         monkeypatch.setattr(ac, name, getattr(writes, name))
@@ -88,7 +89,8 @@ async def admitter(monkeypatch: pytest.MonkeyPatch) -> tuple[ac.Admitter, Writes
             {"name": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "100"}]}]}],
         "admissionChecksStrategy": {"admissionChecks": [{"name": CHECK, "onFlavors": ["gpu"]}]}}})
     a._config_changed()
-    return a, writes
+    yield a, writes
+    await a.events._events.api_client.close()
 
 
 async def test_stale_pending_after_our_annotation_write_is_not_decided_again(

@@ -7,6 +7,7 @@ replaced by recorders, so every test sees exactly which pods would be patched an
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -94,6 +95,9 @@ class Harness:
         monkeypatch.setattr(self.ungater.events, "emit_event", emit_event)
         self.ungater.wire()
 
+    async def close(self) -> None:
+        await self.ungater.events._events.api_client.close()
+
     def workload(self, ta: TopologyAssignment | None, state: str = "Ready") -> None:
         self.workloads.handle_event("ADDED", workload_raw(ta, state))
 
@@ -113,8 +117,10 @@ class Harness:
 
 
 @pytest_asyncio.fixture
-async def h(monkeypatch: pytest.MonkeyPatch) -> Harness:
-    return Harness(monkeypatch)  # async: the Event client needs a running loop
+async def h(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Harness]:
+    harness = Harness(monkeypatch)  # async: the Event client needs a running loop
+    yield harness
+    await harness.close()
 
 
 async def test_one_patch_per_pod_removes_only_our_gate_and_pins_the_domain(h: Harness) -> None:
@@ -216,6 +222,8 @@ async def test_restart_rebuilds_from_the_list_and_releases_only_what_is_left(
     final = {**{k: v[HOST] for k, v in done.items()}, **second.rec.selectors()}
     assert sorted(final.values()) == ["n1", "n1", "n1", "n2", "n2", "n2"]
     assert set(second.rec.selectors()) == {"p4", "p5"}
+    await first.close()
+    await second.close()
 
 
 async def test_conflict_releases_the_expectation_and_asks_for_another_pass(h: Harness) -> None:
