@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,17 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
+from e2e import procs
 
 LEASE_NAMESPACE = "kueue-tas-system"
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _http_status(url: str) -> int | None:
@@ -168,7 +161,7 @@ class ControllerGroup:
     def add_process(self) -> ControllerProcess:
         i = len(self.processes)
         identity = f"e2e-{self.group_id}-{i}"
-        health, metrics = free_port(), free_port()
+        health, metrics = procs.free_port(), procs.free_port()
         p = ControllerProcess(identity, self._env(identity, health, metrics), self.log_dir / f"{identity}.log",
                               health, metrics)
         self.processes.append(p)
@@ -198,29 +191,6 @@ class ControllerGroup:
         for p in self.processes:
             p.kill()
 
-    async def holder(self, api: client.ApiClient) -> str | None:
-        """The Lease's holderIdentity, or None (no Lease yet / election off)."""
-        coord = client.CoordinationV1Api(api)
-        try:
-            lease = await coord.read_namespaced_lease(self.lease_name, LEASE_NAMESPACE)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-        return str(lease.spec.holder_identity) if lease.spec and lease.spec.holder_identity else None
-
-    def process_of(self, holder: str | None) -> ControllerProcess | None:
-        if holder is None:
-            return None
-        return next((p for p in self.processes if holder.startswith(p.identity_prefix + "_")), None)
-
-    async def leader(self, api: client.ApiClient | None = None) -> ControllerProcess | None:
-        """The process that currently leads (the one whose log says it was elected, when no client)."""
-        if api is not None:
-            return self.process_of(await self.holder(api))
-        leading = [p for p in self.processes if p.alive and _leads(p)]
-        return leading[0] if len(leading) == 1 else None
-
     async def wait_leader(self, timeout: float = 30) -> ControllerProcess:
         deadline = time.monotonic() + timeout
         while True:
@@ -230,8 +200,7 @@ class ControllerGroup:
             if len(leading) == 1:
                 return leading[0]
             if time.monotonic() > deadline:
-                logs = "\n".join(f"--- {p.identity_prefix}\n{p.log_text()[-2000:]}" for p in self.processes)
-                raise TimeoutError(f"no single leader among {len(self.processes)} controllers\n{logs}")
+                raise TimeoutError(f"no single leader among {len(self.processes)} controllers\n{self.logs()[-8000:]}")
             await asyncio.sleep(0.2)
 
     def logs(self) -> str:
@@ -248,8 +217,6 @@ def _leads(p: ControllerProcess) -> bool:
 
 def log_events(text: str, event: str) -> list[dict[str, Any]]:
     """The JSON log lines of one structlog event name."""
-    import json
-
     out = []
     for line in text.splitlines():
         if f'"{event}"' not in line:

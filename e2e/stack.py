@@ -25,14 +25,15 @@ from e2e.kube import (
 )
 from e2e.manifests import POD_COMPLETE_DELAY_ANNOTATION
 from e2e.nodes import GPU, HOSTNAME_LABEL, POOL_LABEL, NodePool, is_ready
+from kueue_tas.api import constants as kc
 
-PREFIX = "kueue-tas.io/"
-REQUIRED = PREFIX + "podset-required-topology"
-PREFERRED = PREFIX + "podset-preferred-topology"
-ASSIGNMENT_ANNOTATION = "kueue-tas.io/topology-assignment"
-GATE = "kueue-tas.io/topology"
-WORKLOAD_LABEL = "kueue-tas.io/workload"
-PODSET_LABEL = "kueue-tas.io/podset"
+PREFIX = kc.DEFAULT_ANNOTATION_PREFIX
+REQUIRED = PREFIX + kc.SUFFIX_REQUIRED_TOPOLOGY
+PREFERRED = PREFIX + kc.SUFFIX_PREFERRED_TOPOLOGY
+ASSIGNMENT_ANNOTATION = kc.TOPOLOGY_ASSIGNMENT_ANNOTATION
+GATE = kc.SCHEDULING_GATE
+WORKLOAD_LABEL = kc.WORKLOAD_LABEL
+PODSET_LABEL = kc.PODSET_LABEL
 
 
 @dataclass(frozen=True)

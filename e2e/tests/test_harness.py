@@ -23,6 +23,7 @@ from e2e.kube import (
 )
 from e2e.manifests import POD_COMPLETE_DELAY_ANNOTATION
 from e2e.nodes import GPU, HOSTNAME_LABEL, POOL_LABEL, NodePool
+from e2e.stack import workload_of
 
 QUOTA = {"cpu": "8", "memory": "32Gi", GPU: "16"}
 
@@ -60,14 +61,6 @@ def _job(name: str, parallelism: int, cpu: str, *, delay: str = "2s", queue: str
     }
 
 
-async def _workload_for(kube: Kube, namespace: str, owner_kind: str, owner_name: str) -> dict[str, Any] | None:
-    for wl in await kube.workloads(namespace):
-        for ref in wl["metadata"].get("ownerReferences") or []:
-            if ref["kind"] == owner_kind and ref["name"] == owner_name:
-                return wl
-    return None
-
-
 async def test_job_is_admitted_by_kueue_and_completes(kube: Kube, namespace: str, unique: str) -> None:
     pool, flavor = await _queue_setup(kube, namespace, unique)
     await kube.batch.create_namespaced_job(namespace, _job("fits", parallelism=2, cpu="2"))
@@ -75,7 +68,7 @@ async def test_job_is_admitted_by_kueue_and_completes(kube: Kube, namespace: str
     await kube.batch.create_namespaced_job(namespace, _job("too-big", parallelism=3, cpu="4"))
 
     async def admitted() -> dict[str, Any] | None:
-        wl = await _workload_for(kube, namespace, "Job", "fits")
+        wl = await workload_of(kube, namespace, "fits", "Job")
         return wl if wl and condition_true(wl, "Admitted") else None
 
     wl = await eventually("Workload of Job 'fits' Admitted", admitted, 60)
@@ -102,7 +95,7 @@ async def test_job_is_admitted_by_kueue_and_completes(kube: Kube, namespace: str
 
     big = await kube.batch.read_namespaced_job("too-big", namespace)
     assert big.spec.suspend is True
-    big_wl = await _workload_for(kube, namespace, "Job", "too-big")
+    big_wl = await workload_of(kube, namespace, "too-big", "Job")
     assert big_wl is not None and not condition_true(big_wl, "QuotaReserved")
     assert not (await kube.core.list_namespaced_pod(namespace, label_selector="job-name=too-big")).items
 
@@ -129,7 +122,7 @@ async def test_jobset_is_admitted_and_its_pods_run(kube: Kube, namespace: str, u
     await kube.custom.create_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, namespace, "jobsets", jobset)
 
     async def admitted() -> dict[str, Any] | None:
-        wl = await _workload_for(kube, namespace, "JobSet", "js")
+        wl = await workload_of(kube, namespace, "js", "JobSet")
         return wl if wl and condition_true(wl, "Admitted") else None
 
     wl = await eventually("Workload of JobSet 'js' Admitted", admitted, 60)
@@ -247,7 +240,7 @@ async def test_admission_check_protocol_gates_admission(kube: Kube, namespace: s
     await kube.batch.create_namespaced_job(namespace, _job("checked", parallelism=2, cpu="1"))
 
     async def pending_check() -> dict[str, Any] | None:
-        wl = await _workload_for(kube, namespace, "Job", "checked")
+        wl = await workload_of(kube, namespace, "checked", "Job")
         if not wl or not condition_true(wl, "QuotaReserved"):
             return None
         states = {c["name"]: c["state"] for c in wl["status"].get("admissionChecks") or []}
@@ -257,7 +250,7 @@ async def test_admission_check_protocol_gates_admission(kube: Kube, namespace: s
 
     async def still_suspended() -> bool:
         job = await kube.batch.read_namespaced_job("checked", namespace)
-        cur = await _workload_for(kube, namespace, "Job", "checked")
+        cur = await workload_of(kube, namespace, "checked", "Job")
         return bool(job.spec.suspend) and cur is not None and not condition_true(cur, "Admitted")
 
     await consistently("Job stays suspended while the check is Pending", still_suspended, 3)

@@ -75,19 +75,24 @@ def feed_pod(capacity: LiveCapacity, pod: SlimPod) -> None:
         capacity.upsert_pod(pod.key, *charge)
 
 
+def assignment_trusted(wl: Workload, checks: Container[str]) -> bool:
+    """Our assignment annotation counts: the Workload runs and one of ``checks`` (ours) is Ready
+    on it. Kueue resets the entry on eviction, so an assignment left from an earlier admission
+    is never trusted."""
+    return (
+        not wl.is_finished
+        and c.TOPOLOGY_ASSIGNMENT_ANNOTATION in wl.metadata.annotations
+        and any(st.name in checks and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks)
+    )
+
+
 def workload_usage(
     wl: Workload, checks: Container[str], tas_flavors: Container[str]
 ) -> tuple[UsageEntry, ...] | None:
-    """What an admitted Workload holds; None unless one of ``checks`` (ours) is Ready on it.
-
-    The annotation is trusted only while our entry is Ready: Kueue resets the entry on
-    eviction, so an assignment left from an earlier admission is never counted.
-    """
-    text = wl.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
-    if text is None or wl.is_finished:
+    """What an admitted Workload holds; None unless its assignment is trusted (``assignment_trusted``)."""
+    if not assignment_trusted(wl, checks):
         return None
-    if not any(st.name in checks and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks):
-        return None
+    text = wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
     try:
         decoded = decode_assignment_annotation(text)
     except ValueError as exc:

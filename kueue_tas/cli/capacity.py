@@ -34,6 +34,7 @@ import numpy as np
 from kueue_tas.cache.capacity_feed import capacity_from_lists
 from kueue_tas.cli.cluster_read import ClusterReadError, load_settings, read_for_capacity, run_read, tas_config
 from kueue_tas.cli.render import format_amount
+from kueue_tas.topology.free import leaf_free, level_sums
 from kueue_tas.topology.model import PODS
 from kueue_tas.topology.snapshot import TopologySnapshot
 
@@ -90,26 +91,13 @@ def flavor_capacity(
     columns = sorted(cap.columns, key=cap.columns.__getitem__)
     n_leaves = len(tree.leaves) if tree.depth else 0
     alloc_rows = cap.alloc.reshape(n_leaves, len(columns))
-    # An overcommitted leaf (usage above allocatable, e.g. a node that shrank) has nothing to
-    # give, but must not take from its siblings' free capacity in the sums above it.
-    free_rows = np.maximum(cap.free - cap.tas, 0).reshape(n_leaves, len(columns))
+    free_rows = leaf_free(snap).reshape(n_leaves, len(columns))
     node_counts = np.asarray([len(nodes) for nodes in tree.leaf_nodes], dtype=np.int64).reshape(n_leaves, 1)
-    # Children of a domain are one contiguous range of the level below, so every domain covers
-    # one contiguous range of leaves; cumulative sums then give each domain's total directly.
-    start = np.arange(n_leaves, dtype=np.int64)
-    end = start + 1
-    ranges: list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]] = [(start, end)]
-    for level in reversed(tree.levels[:-1]):
-        start = ranges[0][0][level.child_start]
-        end = ranges[0][1][level.child_end - 1]
-        ranges.insert(0, (start, end))
-    stacked = np.hstack([alloc_rows, free_rows, node_counts])
-    sums = np.vstack([np.zeros((1, stacked.shape[1]), dtype=np.int64), np.cumsum(stacked, axis=0)])
+    per_level = level_sums(tree, np.hstack([alloc_rows, free_rows, node_counts]))
     total_alloc = dict(zip(columns, (int(v) for v in alloc_rows.sum(axis=0)), strict=True))
     bar = resource or main_resource(total_alloc)
     levels = []
-    for level, (lo, hi) in zip(tree.levels, ranges, strict=True):
-        totals = sums[hi] - sums[lo]
+    for level, totals in zip(tree.levels, per_level, strict=True):
         domains = [
             DomainCapacity(
                 values=values,

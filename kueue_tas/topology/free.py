@@ -25,19 +25,30 @@ def domain_label(tree: TopologyTree, level: int, values: tuple[str, ...]) -> str
     return domain_id(values)
 
 
-def level_free(snap: TopologySnapshot) -> list[Matrix]:
-    """Per level (top first): a (domains x resource columns) matrix of free capacity."""
-    tree, cap = snap.tree, snap.capacity
+def leaf_free(snap: TopologySnapshot) -> Matrix:
+    """(leaves x resource columns) free capacity. An overcommitted leaf (usage above allocatable,
+    e.g. a node that shrank) has nothing to give, but must not take from its siblings' free
+    capacity in the sums above it."""
+    free: Matrix = np.maximum(snap.capacity.free - snap.capacity.tas, 0)
+    return free
+
+
+def level_sums(tree: TopologyTree, per_leaf: Matrix) -> list[Matrix]:
+    """Per level (top first): each domain's sum of the per-leaf rows below it."""
     if tree.depth == 0:
         return []
-    per_level: list[Matrix] = [np.zeros((0, 0), dtype=np.int64)] * tree.depth
-    per_level[-1] = np.maximum(cap.free - cap.tas, 0)
+    per_level: list[Matrix] = [per_leaf] * tree.depth
     for lvl in range(tree.depth - 2, -1, -1):
         below = per_level[lvl + 1]
         sums = np.zeros((len(tree.levels[lvl]), below.shape[1]), dtype=np.int64)
         np.add.at(sums, tree.levels[lvl + 1].parent, below)
         per_level[lvl] = sums
     return per_level
+
+
+def level_free(snap: TopologySnapshot) -> list[Matrix]:
+    """Per level (top first): a (domains x resource columns) matrix of free capacity."""
+    return level_sums(snap.tree, leaf_free(snap))
 
 
 def domain_free(snap: TopologySnapshot) -> DomainFree:

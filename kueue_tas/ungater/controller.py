@@ -33,6 +33,7 @@ from kubernetes_asyncio import client as k8s
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import Workload
 from kueue_tas.cache import informer as inf
+from kueue_tas.cache.capacity_feed import assignment_trusted
 from kueue_tas.cache.slim import SlimPod
 from kueue_tas.cache.stores import PodStore
 from kueue_tas.runtime.client import ApiError, Conflict, EventRecorder, NotFound, ObjectRef, patch_pod
@@ -151,11 +152,7 @@ class Ungater:
         self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
 
     def _releasable(self, wl: Workload) -> bool:
-        """Our entry is Ready (so the annotation is trusted) and the Workload is still running."""
-        if wl.is_finished or c.TOPOLOGY_ASSIGNMENT_ANNOTATION not in wl.metadata.annotations:
-            return False
-        ours = self.our_checks()
-        return any(st.name in ours and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks)
+        return assignment_trusted(wl, self.our_checks())
 
     # --- a pass -------------------------------------------------------------------------------
 
@@ -174,13 +171,13 @@ class Ungater:
         pods = self.pod_store.of_workload(wl.namespace or "", wl.metadata.uid)
         if not any(p.gated for p in pods):
             return None
-        releases: list[tuple[str, Release]] = []
+        releases: list[tuple[tuple[str, ...], Release]] = []
         for podset, ta in decoded:
-            releases.extend((podset, r) for r in self._plan(key, podset, ta, pods))
+            releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods))
         if not releases:
             return None
         started = time.perf_counter()
-        results = await asyncio.gather(*(self._release(wl, key, ta_levels(decoded, ps), r) for ps, r in releases))
+        results = await asyncio.gather(*(self._release(wl, key, levels, r) for levels, r in releases))
         retry = any(r == "retry" for r in results)
         log.info("pods_ungated", workload=key, released=sum(r == "ok" for r in results),
                  failed=sum(r != "ok" for r in results), seconds=round(time.perf_counter() - started, 3))
@@ -255,6 +252,3 @@ class Ungater:
         log.info("ungater_started", batch_period_seconds=self.settings.ungate_batch_period_seconds)
         await self.queue.run(workers, self.reconcile)
 
-
-def ta_levels(decoded: list[tuple[str, TopologyAssignment]], podset: str) -> tuple[str, ...]:
-    return next(ta.levels for name, ta in decoded if name == podset)
