@@ -111,8 +111,10 @@ def main() -> None:
         return
     print(f"nodes={out['nodes']} build_s={out['build_s']}")
     for r in rows:
-        print(f"{r['mode']:>13} pods={r['pods']:>5} level={r['level']:<18} fits={r['fits']!s:<5} "
-              f"p50={r['p50_ms']:>8.3f} ms  p99={r['p99_ms']:>8.3f} ms")
+        print(
+            f"{r['mode']:>13} pods={r['pods']:>5} level={r['level']:<18} fits={r['fits']!s:<5} "
+            f"p50={r['p50_ms']:>8.3f} ms  p99={r['p99_ms']:>8.3f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -113,8 +113,9 @@ def pool_for(pods: int, pods_per_node: int) -> NodePool:
     per_rack = min(hosts, 5)
     racks = math.ceil(hosts / per_rack)
     alloc = default_allocatable() | {"pods": str(pods_per_node), "cpu": "1000"}
-    return NodePool(name=f"bu{uuid.uuid4().hex[:6]}", blocks=1, racks_per_block=racks, hosts_per_rack=per_rack,
-                    allocatable=alloc)
+    return NodePool(
+        name=f"bu{uuid.uuid4().hex[:6]}", blocks=1, racks_per_block=racks, hosts_per_rack=per_rack, allocatable=alloc
+    )
 
 
 def _cpu_seconds(proc: ControllerProcess) -> float:
@@ -139,33 +140,44 @@ def histogram(tl: Timeline, start: float, passes: list[dict[str, Any]]) -> list[
             return sum(1 for t in ts.values() if lo <= t < hi)
 
         released = sum(int(p.get("released") or 0) for p in passes if lo <= _log_time(p) < hi)
-        rows.append(f"  {sec:>3}s  created {within(tl.seen):>5}  ungated {within(tl.ungated):>5}"
-                    f"  bound {within(tl.bound):>5}  (passes released {released})")
+        rows.append(
+            f"  {sec:>3}s  created {within(tl.seen):>5}  ungated {within(tl.ungated):>5}"
+            f"  bound {within(tl.bound):>5}  (passes released {released})"
+        )
     return rows
 
 
 async def reference_patches(api: Any, namespace: str, concurrency: int) -> dict[str, float]:
     """What the apiserver gives any client: one small strategic-merge patch per pod of the namespace
     (an annotation), ``concurrency`` at a time, through the product's client, on the now quiet cluster."""
-    names = [p["metadata"]["name"] for p in (await call_json(
-        k8s.CoreV1Api(api).list_namespaced_pod(namespace, **raw_kwargs(60))))["items"]]
+    names = [
+        p["metadata"]["name"]
+        for p in (await call_json(k8s.CoreV1Api(api).list_namespaced_pod(namespace, **raw_kwargs(60))))["items"]
+    ]
     slots = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
 
     async def one(name: str) -> None:
         async with slots:
             t = time.perf_counter()
-            await patch_pod(api, namespace=namespace, name=name, strategy="strategic",
-                            patch={"metadata": {"annotations": {"bench.kueue-tas.io/touched": "1"}}})
+            await patch_pod(
+                api,
+                namespace=namespace,
+                name=name,
+                strategy="strategic",
+                patch={"metadata": {"annotations": {"bench.kueue-tas.io/touched": "1"}}},
+            )
             latencies.append(time.perf_counter() - t)
 
     t0 = time.perf_counter()
     await asyncio.gather(*(one(n) for n in names))
     elapsed = time.perf_counter() - t0
     latencies.sort()
-    return {"reference_patches_per_s": round(len(names) / elapsed, 1),
-            "reference_patch_p50_ms": round(1000 * latencies[len(latencies) // 2], 1),
-            "reference_patch_p95_ms": round(1000 * latencies[int(len(latencies) * 0.95)], 1)}
+    return {
+        "reference_patches_per_s": round(len(names) / elapsed, 1),
+        "reference_patch_p50_ms": round(1000 * latencies[len(latencies) // 2], 1),
+        "reference_patch_p95_ms": round(1000 * latencies[int(len(latencies) * 0.95)], 1),
+    }
 
 
 def _metric(text: str, name: str) -> float | None:
@@ -199,8 +211,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "KUEUE_TAS_UNGATE_BATCH_PERIOD_SECONDS": str(args.batch_period),
         "KUEUE_TAS_LOG_LEVEL": "info",
     }
-    group = ControllerGroup(state.kubeconfig, Path(state.log_dir) / "kueue-tas-bench", replicas=1,
-                            leader_election=False, extra_env=env)
+    group = ControllerGroup(
+        state.kubeconfig, Path(state.log_dir) / "kueue-tas-bench", replicas=1, leader_election=False, extra_env=env
+    )
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     pool = pool_for(args.pods, args.pods_per_node)
     informers: list[inf.Informer[Any]] = []
@@ -213,8 +226,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
         pods: inf.Informer[PodState] = inf.Informer(api, inf.PODS, pod_state, namespace=namespace, name="bench-pods")
         pods.add_handler(lambda p: record_pod(tl, p), lambda _o, p: record_pod(tl, p))
-        wls: inf.Informer[WorkloadState] = inf.Informer(api, inf.WORKLOADS, workload_state(s.check),
-                                                        namespace=namespace, name="bench-workloads")
+        wls: inf.Informer[WorkloadState] = inf.Informer(
+            api, inf.WORKLOADS, workload_state(s.check), namespace=namespace, name="bench-workloads"
+        )
         wls.add_handler(lambda w: record_workload(tl, w), lambda _o, w: record_workload(tl, w))
         informers = [pods, wls]
         for i in informers:
@@ -269,8 +283,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "controller_cpu_s": round(cpu_used, 2),
         "controller_cpu_share": round(cpu_used / max(last_bound - tl.submitted, 1e-9), 2),
         **reference,
-        "ungater_passes": [{"at_s": round(_log_time(p) - ready, 3), "released": p.get("released"),
-                            "failed": p.get("failed"), "seconds": p.get("seconds")} for p in passes],
+        "ungater_passes": [
+            {
+                "at_s": round(_log_time(p) - ready, 3),
+                "released": p.get("released"),
+                "failed": p.get("failed"),
+                "seconds": p.get("seconds"),
+            }
+            for p in passes
+        ],
         "per_second_after_ready": histogram(tl, ready, passes),
         "ungated_pods_total": _metric(metrics, "kueue_tas_ungated_pods_total"),
         "ungate_errors_total": _metric(metrics, "kueue_tas_ungate_errors_total"),
@@ -285,8 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-period", type=float, default=1.0, help="KUEUE_TAS_UNGATE_BATCH_PERIOD_SECONDS")
     p.add_argument("--indexed", action="store_true", help="an Indexed Job (rank mode) instead of greedy mode")
     p.add_argument("--timeout", type=float, default=180)
-    p.add_argument("--no-reference", dest="reference", action="store_false",
-                   help="skip the reference run (plain annotation patches of the same pods at the same concurrency)")
+    p.add_argument(
+        "--no-reference",
+        dest="reference",
+        action="store_false",
+        help="skip the reference run (plain annotation patches of the same pods at the same concurrency)",
+    )
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     configure_logging("warning", "console", stream=sys.stderr)
@@ -298,8 +323,10 @@ def main(argv: list[str] | None = None) -> int:
     width = max(len(k) for k in out)
     for k, v in out.items():
         print(f"{k:<{width}}  {v}")
-    print("ungater passes (ended s after Ready: pods released in s): "
-          + ", ".join(f"{x['at_s']:.2f}: {x['released']} in {x['seconds']}" for x in passes))
+    print(
+        "ungater passes (ended s after Ready: pods released in s): "
+        + ", ".join(f"{x['at_s']:.2f}: {x['released']} in {x['seconds']}" for x in passes)
+    )
     print("per second after Ready:")
     print("\n".join(rows))
     return 0

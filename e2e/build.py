@@ -47,8 +47,16 @@ class Component:
 
     def stamp_key(self, go_version: str) -> str:
         blob = json.dumps(
-            [self.module, self.version, self.packages, self.outputs, self.ldflags, self.replaces,
-             self.godebug, go_version],
+            [
+                self.module,
+                self.version,
+                self.packages,
+                self.outputs,
+                self.ldflags,
+                self.replaces,
+                self.godebug,
+                go_version,
+            ],
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()
@@ -78,7 +86,12 @@ def module_dir(module_at_version: str) -> Path:
     """Directory of a module in the module cache (downloads it if needed)."""
     out = subprocess.run(
         ["go", "mod", "download", "-json", module_at_version],
-        capture_output=True, text=True, check=True, env=go_env(), cwd=cache_dir(), timeout=_GET_TIMEOUT_S,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=go_env(),
+        cwd=cache_dir(),
+        timeout=_GET_TIMEOUT_S,
     )
     return Path(json.loads(out.stdout)["Dir"])
 
@@ -86,7 +99,12 @@ def module_dir(module_at_version: str) -> Path:
 def module_gomod(module_at_version: str) -> str:
     out = subprocess.run(
         ["go", "mod", "download", "-json", module_at_version],
-        capture_output=True, text=True, check=True, env=go_env(), cwd=cache_dir(), timeout=_GET_TIMEOUT_S,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=go_env(),
+        cwd=cache_dir(),
+        timeout=_GET_TIMEOUT_S,
     )
     return Path(json.loads(out.stdout)["GoMod"]).read_text()
 
@@ -232,8 +250,7 @@ def _run_timed(cmd: Sequence[str], cwd: Path, logf: Path, timeout: float) -> int
     with logf.open("a") as out:
         out.write(f"\n$ {' '.join(cmd)}\n")
         out.flush()
-        subprocess.run(full, cwd=cwd, env=go_env(), stdout=out, stderr=subprocess.STDOUT, check=True,
-                       timeout=timeout)
+        subprocess.run(full, cwd=cwd, env=go_env(), stdout=out, stderr=subprocess.STDOUT, check=True, timeout=timeout)
     if not timev:
         # Largest RSS among all children waited for so far (KiB on Linux): an upper bound.
         return int(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)

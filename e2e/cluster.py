@@ -63,20 +63,31 @@ class State:
         return Layout(Path(self.run_dir))
 
     def to_json(self) -> str:
-        return json.dumps({
-            "run_dir": self.run_dir, "kubeconfig": self.kubeconfig, "log_dir": self.log_dir,
-            "ports": self.ports, "procs": [p.to_dict() for p in self.procs],
-            "started_at": self.started_at, "ready_after_s": self.ready_after_s, "versions": self.versions,
-        }, indent=2)
+        return json.dumps(
+            {
+                "run_dir": self.run_dir,
+                "kubeconfig": self.kubeconfig,
+                "log_dir": self.log_dir,
+                "ports": self.ports,
+                "procs": [p.to_dict() for p in self.procs],
+                "started_at": self.started_at,
+                "ready_after_s": self.ready_after_s,
+                "versions": self.versions,
+            },
+            indent=2,
+        )
 
     @staticmethod
     def from_json(text: str) -> State:
         d = json.loads(text)
         return State(
-            run_dir=d["run_dir"], kubeconfig=d["kubeconfig"], log_dir=d["log_dir"],
+            run_dir=d["run_dir"],
+            kubeconfig=d["kubeconfig"],
+            log_dir=d["log_dir"],
             ports={k: int(v) for k, v in d["ports"].items()},
             procs=[ProcInfo.from_dict(p) for p in d.get("procs", [])],
-            started_at=float(d.get("started_at", 0.0)), ready_after_s=d.get("ready_after_s"),
+            started_at=float(d.get("started_at", 0.0)),
+            ready_after_s=d.get("ready_after_s"),
             versions=dict(d.get("versions", {})),
         )
 
@@ -91,8 +102,13 @@ class State:
 
 
 def pinned_versions() -> dict[str, str]:
-    return {"kubernetes": versions.KUBERNETES, "etcd": versions.ETCD, "kwok": versions.KWOK,
-            "kueue": versions.KUEUE, "jobset": versions.JOBSET}
+    return {
+        "kubernetes": versions.KUBERNETES,
+        "etcd": versions.ETCD,
+        "kwok": versions.KWOK,
+        "kueue": versions.KUEUE,
+        "jobset": versions.JOBSET,
+    }
 
 
 def load_state(rdir: Path | None = None) -> State | None:
@@ -195,6 +211,7 @@ def _wait_component(state: State, name: str, check: Any, timeout: float, what: s
 
 # ------------------------------------------------------------------ bootstrap objects
 
+
 def install_crds(rest: Rest, crds: list[dict[str, Any]]) -> None:
     for crd in crds:
         rest.apply(resource_path(crd, "customresourcedefinitions"), crd)
@@ -227,20 +244,37 @@ def ensure_namespace(rest: Rest, name: str) -> None:
 
 def _probe_job() -> dict[str, Any]:
     return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "e2e-webhook-probe", "namespace": PROBE_NAMESPACE,
-                     "labels": {"kueue.x-k8s.io/queue-name": "e2e-probe"}},
-        "spec": {"template": {"spec": {"restartPolicy": "Never",
-                                       "containers": [{"name": "c", "image": "probe"}]}}},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "e2e-webhook-probe",
+            "namespace": PROBE_NAMESPACE,
+            "labels": {"kueue.x-k8s.io/queue-name": "e2e-probe"},
+        },
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "probe"}]}}},
     }
 
 
 def _probe_jobset() -> dict[str, Any]:
     return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
         "metadata": {"name": "e2e-webhook-probe", "namespace": PROBE_NAMESPACE},
-        "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {"template": {
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "probe"}]}}}}}]},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "w",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "template": {
+                                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "probe"}]}
+                            }
+                        }
+                    },
+                }
+            ]
+        },
     }
 
 
@@ -266,6 +300,7 @@ def jobset_webhook_works(rest: Rest) -> bool:
 
 # ------------------------------------------------------------------ nodes
 
+
 def create_nodes(rest: Rest, pool: NodePool, timeout_s: float = T_NODES) -> list[str]:
     """Create (or update) the pool's nodes and wait until kwok reports them Ready."""
     names = []
@@ -277,10 +312,18 @@ def create_nodes(rest: Rest, pool: NodePool, timeout_s: float = T_NODES) -> list
         except ApiError as e:
             if e.status != 409:
                 raise
-            rest.request("PATCH", f"/api/v1/nodes/{name}", {"metadata": {"labels": node["metadata"]["labels"]}},
-                         content_type="application/merge-patch+json")
-            rest.request("PATCH", f"/api/v1/nodes/{name}/status", {"status": node["status"]},
-                         content_type="application/merge-patch+json")
+            rest.request(
+                "PATCH",
+                f"/api/v1/nodes/{name}",
+                {"metadata": {"labels": node["metadata"]["labels"]}},
+                content_type="application/merge-patch+json",
+            )
+            rest.request(
+                "PATCH",
+                f"/api/v1/nodes/{name}/status",
+                {"status": node["status"]},
+                content_type="application/merge-patch+json",
+            )
 
     wanted = set(names)
 
@@ -294,6 +337,7 @@ def create_nodes(rest: Rest, pool: NodePool, timeout_s: float = T_NODES) -> list
 
 
 # ------------------------------------------------------------------ up / down
+
 
 def _write_kueue_metrics_certs(p: pki.Pki) -> None:
     """Kueue (certs managed outside) insists on /etc/kueue/metrics/certs/tls.{crt,key}."""
@@ -351,7 +395,10 @@ def _fresh_up(rdir: Path, pool: NodePool | None, rebuild_check: bool) -> State:
     ports = procs.free_ports(components.PORT_NAMES)
     kubeconfig = components.write_kubeconfig(layout, p, ports["apiserver"])
     state = State(
-        run_dir=str(rdir), kubeconfig=str(kubeconfig), log_dir=str(layout.logs), ports=ports,
+        run_dir=str(rdir),
+        kubeconfig=str(kubeconfig),
+        log_dir=str(layout.logs),
+        ports=ports,
         started_at=time.time(),
         versions=pinned_versions(),
     )
@@ -408,10 +455,16 @@ def _start_all(state: State, layout: Layout, p: pki.Pki) -> None:
     urls = health_urls(ports)
     for name in ("kube-controller-manager", "kube-scheduler", "kwok", "jobset", "kueue"):
         _wait_component(state, name, lambda u=urls[name]: _http_ok(u), T_COMPONENT)
-    _wait_component(state, "jobset", lambda: jobset_webhook_works(rest), T_WEBHOOK_PROBE,
-                    "webhooks answer (dry-run JobSet defaulted)")
-    _wait_component(state, "kueue", lambda: kueue_webhook_works(rest), T_WEBHOOK_PROBE,
-                    "webhooks answer (dry-run Job suspended)")
+    _wait_component(
+        state,
+        "jobset",
+        lambda: jobset_webhook_works(rest),
+        T_WEBHOOK_PROBE,
+        "webhooks answer (dry-run JobSet defaulted)",
+    )
+    _wait_component(
+        state, "kueue", lambda: kueue_webhook_works(rest), T_WEBHOOK_PROBE, "webhooks answer (dry-run Job suspended)"
+    )
 
 
 _STOP_PHASES = (
@@ -474,8 +527,9 @@ def _parse_nodes(spec: str) -> NodePool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m e2e.cluster", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     p_up = sub.add_parser("up", help="build (once) and start the cluster, or reuse a healthy one")
     p_up.add_argument("--nodes", metavar="BxRxH", help="also create kwok nodes, e.g. 2x4x8")

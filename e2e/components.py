@@ -13,8 +13,16 @@ from e2e.paths import bin_dir
 from e2e.pki import Pki
 
 PORT_NAMES = (
-    "etcd", "etcd_peer", "apiserver", "kcm", "scheduler", "kwok",
-    "kueue_webhook", "kueue_health", "jobset_webhook", "jobset_health",
+    "etcd",
+    "etcd_peer",
+    "apiserver",
+    "kcm",
+    "scheduler",
+    "kwok",
+    "kueue_webhook",
+    "kueue_health",
+    "jobset_webhook",
+    "jobset_health",
 )
 
 # Controllers Jobs and JobSets need (canonical 1.36 names). No node-lifecycle controller: kwok
@@ -78,10 +86,15 @@ def write_kubeconfig(layout: Layout, pki: Pki, api_port: int) -> Path:
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "kueue-tas-e2e", "cluster": {
-            "server": f"https://127.0.0.1:{api_port}", "certificate-authority": str(pki.ca_crt)}}],
-        "users": [{"name": "admin", "user": {
-            "client-certificate": str(pki.admin_crt), "client-key": str(pki.admin_key)}}],
+        "clusters": [
+            {
+                "name": "kueue-tas-e2e",
+                "cluster": {"server": f"https://127.0.0.1:{api_port}", "certificate-authority": str(pki.ca_crt)},
+            }
+        ],
+        "users": [
+            {"name": "admin", "user": {"client-certificate": str(pki.admin_crt), "client-key": str(pki.admin_key)}}
+        ],
         "contexts": [{"name": "kueue-tas-e2e", "context": {"cluster": "kueue-tas-e2e", "user": "admin"}}],
         "current-context": "kueue-tas-e2e",
     }
@@ -94,11 +107,18 @@ def etcd_argv(layout: Layout, ports: dict[str, int]) -> list[str]:
     client = f"http://127.0.0.1:{ports['etcd']}"
     peer = f"http://127.0.0.1:{ports['etcd_peer']}"
     return [
-        _bin("etcd"), "--name=e2e", f"--data-dir={layout.etcd_data}",
-        f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
-        f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
-        f"--initial-cluster=e2e={peer}", "--listen-metrics-urls=",
-        "--unsafe-no-fsync", "--auto-compaction-retention=1", "--quota-backend-bytes=8589934592",
+        _bin("etcd"),
+        "--name=e2e",
+        f"--data-dir={layout.etcd_data}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=e2e={peer}",
+        "--listen-metrics-urls=",
+        "--unsafe-no-fsync",
+        "--auto-compaction-retention=1",
+        "--quota-backend-bytes=8589934592",
         "--log-level=warn",
     ]
 
@@ -107,16 +127,22 @@ def apiserver_argv(pki: Pki, ports: dict[str, int]) -> list[str]:
     return [
         _bin("kube-apiserver"),
         f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
-        "--bind-address=127.0.0.1", f"--secure-port={ports['apiserver']}", "--advertise-address=127.0.0.1",
-        f"--tls-cert-file={pki.apiserver_crt}", f"--tls-private-key-file={pki.apiserver_key}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports['apiserver']}",
+        "--advertise-address=127.0.0.1",
+        f"--tls-cert-file={pki.apiserver_crt}",
+        f"--tls-private-key-file={pki.apiserver_key}",
         f"--client-ca-file={pki.ca_crt}",
         # Published in kube-system/extension-apiserver-authentication for delegated authn (kcm,
         # scheduler); also what an aggregated API server would need.
-        f"--requestheader-client-ca-file={pki.ca_crt}", "--requestheader-allowed-names=front-proxy-client",
-        "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+        f"--requestheader-client-ca-file={pki.ca_crt}",
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
         "--requestheader-extra-headers-prefix=X-Remote-Extra-",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
+        f"--service-account-key-file={pki.sa_pub}",
+        f"--service-account-signing-key-file={pki.sa_key}",
         "--authorization-mode=RBAC",
         "--endpoint-reconciler-type=none",
         "--service-cluster-ip-range=10.0.0.0/24",
@@ -124,7 +150,8 @@ def apiserver_argv(pki: Pki, ports: dict[str, int]) -> list[str]:
         # untainted (no node-lifecycle controller runs to clear the not-ready taint).
         "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
         "--allow-privileged=true",
-        "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
+        "--max-requests-inflight=2000",
+        "--max-mutating-requests-inflight=1000",
         "--profiling=false",
     ]
 
@@ -133,13 +160,17 @@ def kcm_argv(pki: Pki, kubeconfig: Path, ports: dict[str, int]) -> list[str]:
     return [
         _bin("kube-controller-manager"),
         f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
         "--leader-elect=false",
-        "--bind-address=127.0.0.1", f"--secure-port={ports['kcm']}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports['kcm']}",
         f"--controllers={','.join(KCM_CONTROLLERS)}",
-        f"--service-account-private-key-file={pki.sa_key}", f"--root-ca-file={pki.ca_crt}",
+        f"--service-account-private-key-file={pki.sa_key}",
+        f"--root-ca-file={pki.ca_crt}",
         "--use-service-account-credentials=false",
-        "--kube-api-qps=200", "--kube-api-burst=400",
+        "--kube-api-qps=200",
+        "--kube-api-burst=400",
         "--concurrent-job-syncs=10",
         "--profiling=false",
     ]
@@ -155,9 +186,12 @@ def scheduler_argv(layout: Layout, kubeconfig: Path, ports: dict[str, int]) -> l
     path = layout.config / "scheduler.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return [
-        _bin("kube-scheduler"), f"--config={path}",
-        f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1", f"--secure-port={ports['scheduler']}",
+        _bin("kube-scheduler"),
+        f"--config={path}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports['scheduler']}",
         "--profiling=false",
     ]
 
@@ -174,7 +208,9 @@ def kwok_argv(layout: Layout, kubeconfig: Path, ports: dict[str, int], complete_
     path = layout.config / "kwok.yaml"
     path.write_text(manifests.dump_yaml_docs(docs))
     return [
-        _bin("kwok"), f"--kubeconfig={kubeconfig}", f"--config={path}",
+        _bin("kwok"),
+        f"--kubeconfig={kubeconfig}",
+        f"--config={path}",
         "--manage-all-nodes=false",
         f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
         "--node-lease-duration-seconds=0",

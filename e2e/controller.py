@@ -62,7 +62,11 @@ class ControllerProcess:
         out = self.log_path.open("ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kueue_tas.cli.main", "run"],
-            env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True,
+            env=self.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            start_new_session=True,
         )
         out.close()
 
@@ -134,24 +138,26 @@ class ControllerGroup:
 
     def _env(self, identity: str, health: int, metrics: int) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUEUE_TAS_")}
-        env.update({
-            "PYTHONPATH": str(REPO_ROOT),
-            "POD_NAME": identity,
-            "KUEUE_TAS_KUBECONFIG": self.kubeconfig,
-            "KUEUE_TAS_CONTROLLER_NAME": self.controller_name,
-            "KUEUE_TAS_LEADER_ELECTION": "true" if self.leader_election else "false",
-            "KUEUE_TAS_LEASE_NAME": self.lease_name,
-            "KUEUE_TAS_LEASE_NAMESPACE": LEASE_NAMESPACE,
-            # Short timings keep fail-over tests quick; client-go's ratios are kept.
-            "KUEUE_TAS_LEASE_DURATION_SECONDS": "6",
-            "KUEUE_TAS_RENEW_DEADLINE_SECONDS": "4",
-            "KUEUE_TAS_RETRY_PERIOD_SECONDS": "1",
-            "KUEUE_TAS_RETRY_BACKOFF_BASE_SECONDS": "2",
-            "KUEUE_TAS_RETRY_BACKOFF_MAX_SECONDS": "8",
-            "KUEUE_TAS_HEALTH_BIND": f"127.0.0.1:{health}",
-            "KUEUE_TAS_METRICS_BIND": f"127.0.0.1:{metrics}",
-            "KUEUE_TAS_LOG_LEVEL": "debug",
-        })
+        env.update(
+            {
+                "PYTHONPATH": str(REPO_ROOT),
+                "POD_NAME": identity,
+                "KUEUE_TAS_KUBECONFIG": self.kubeconfig,
+                "KUEUE_TAS_CONTROLLER_NAME": self.controller_name,
+                "KUEUE_TAS_LEADER_ELECTION": "true" if self.leader_election else "false",
+                "KUEUE_TAS_LEASE_NAME": self.lease_name,
+                "KUEUE_TAS_LEASE_NAMESPACE": LEASE_NAMESPACE,
+                # Short timings keep fail-over tests quick; client-go's ratios are kept.
+                "KUEUE_TAS_LEASE_DURATION_SECONDS": "6",
+                "KUEUE_TAS_RENEW_DEADLINE_SECONDS": "4",
+                "KUEUE_TAS_RETRY_PERIOD_SECONDS": "1",
+                "KUEUE_TAS_RETRY_BACKOFF_BASE_SECONDS": "2",
+                "KUEUE_TAS_RETRY_BACKOFF_MAX_SECONDS": "8",
+                "KUEUE_TAS_HEALTH_BIND": f"127.0.0.1:{health}",
+                "KUEUE_TAS_METRICS_BIND": f"127.0.0.1:{metrics}",
+                "KUEUE_TAS_LOG_LEVEL": "debug",
+            }
+        )
         for var in ("NO_PROXY", "no_proxy"):
             hosts = [h for h in env.get(var, "").split(",") if h]
             env[var] = ",".join(dict.fromkeys([*hosts, "127.0.0.1", "localhost"]))
@@ -162,8 +168,9 @@ class ControllerGroup:
         i = len(self.processes)
         identity = f"e2e-{self.group_id}-{i}"
         health, metrics = procs.free_port(), procs.free_port()
-        p = ControllerProcess(identity, self._env(identity, health, metrics), self.log_dir / f"{identity}.log",
-                              health, metrics)
+        p = ControllerProcess(
+            identity, self._env(identity, health, metrics), self.log_dir / f"{identity}.log", health, metrics
+        )
         self.processes.append(p)
         return p
 

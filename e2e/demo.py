@@ -35,8 +35,15 @@ DEMO_POOL = NodePool(
 )
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "manifests" / "samples"
-PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "AdmissionCheck": "admissionchecks",
-           "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues", "Job": "jobs", "JobSet": "jobsets"}
+PLURALS = {
+    "Topology": "topologies",
+    "ResourceFlavor": "resourceflavors",
+    "AdmissionCheck": "admissionchecks",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+    "Job": "jobs",
+    "JobSet": "jobsets",
+}
 WORKLOAD_KINDS = ("Job", "JobSet")
 CONTROLLER_PROC = "kueue-tas"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -103,14 +110,16 @@ def start_kueue_tas_controller(state: cluster.State, rest: Rest, names: DemoObje
             state.procs.remove(current)
         health, metrics = procs.free_port(), procs.free_port()
         env = dict(os.environ)
-        env.update({
-            "KUEUE_TAS_KUBECONFIG": _controller_kubeconfig(state),
-            "KUEUE_TAS_HEALTH_BIND": f"127.0.0.1:{health}",
-            "KUEUE_TAS_METRICS_BIND": f"127.0.0.1:{metrics}",
-            "POD_NAME": "kueue-tas-demo",
-            "NO_PROXY": "127.0.0.1,localhost",
-            "PYTHONPATH": str(REPO),
-        })
+        env.update(
+            {
+                "KUEUE_TAS_KUBECONFIG": _controller_kubeconfig(state),
+                "KUEUE_TAS_HEALTH_BIND": f"127.0.0.1:{health}",
+                "KUEUE_TAS_METRICS_BIND": f"127.0.0.1:{metrics}",
+                "POD_NAME": "kueue-tas-demo",
+                "NO_PROXY": "127.0.0.1,localhost",
+                "PYTHONPATH": str(REPO),
+            }
+        )
         argv = [sys.executable, "-m", "kueue_tas.cli.main", "run"]
         current = procs.start(CONTROLLER_PROC, argv, Path(state.log_dir), env=env, cwd=REPO)
         state.procs.append(current)
@@ -146,19 +155,28 @@ def placement_report(rest: Rest, wl: dict[str, Any]) -> tuple[bool, list[str]]:
     text = (wl["metadata"].get("annotations") or {}).get(TOPOLOGY_ASSIGNMENT_ANNOTATION)
     if not text:
         return False, ["no assignment yet"]
-    pods = rest.request(
-        "GET", f"/api/v1/namespaces/{ns}/pods", query={"labelSelector": f"{WORKLOAD_LABEL}={uid}"})["items"]
-    nodes = {n["metadata"]["name"]: n["metadata"].get("labels") or {}
-             for n in rest.request("GET", "/api/v1/nodes", query={"labelSelector": f"{POOL_LABEL}={DEMO_POOL.name}"})[
-                 "items"]}
+    pods = rest.request("GET", f"/api/v1/namespaces/{ns}/pods", query={"labelSelector": f"{WORKLOAD_LABEL}={uid}"})[
+        "items"
+    ]
+    nodes = {
+        n["metadata"]["name"]: n["metadata"].get("labels") or {}
+        for n in rest.request("GET", "/api/v1/nodes", query={"labelSelector": f"{POOL_LABEL}={DEMO_POOL.name}"})[
+            "items"
+        ]
+    }
     ok, lines = True, []
     for podset, ta in decode_assignment_annotation(text):
-        mine = [p for p in pods if (p["metadata"].get("labels") or {}).get(PODSET_LABEL) == podset
-                and p["status"].get("phase") not in ("Succeeded", "Failed")]
+        mine = [
+            p
+            for p in pods
+            if (p["metadata"].get("labels") or {}).get(PODSET_LABEL) == podset
+            and p["status"].get("phase") not in ("Succeeded", "Failed")
+        ]
         bound = [p for p in mine if p["spec"].get("nodeName")]
         for d in ta.domains:
-            here = sum(1 for p in bound
-                       if tuple(nodes.get(p["spec"]["nodeName"], {}).get(k) for k in ta.levels) == d.values)
+            here = sum(
+                1 for p in bound if tuple(nodes.get(p["spec"]["nodeName"], {}).get(k) for k in ta.levels) == d.values
+            )
             ok &= here == d.count
             lines.append(f"  {podset} {'/'.join(d.values)}: assigned {d.count}, bound {here}")
         ok &= len(bound) == ta.total
@@ -192,8 +210,12 @@ def show(state: cluster.State, argv: list[str]) -> None:
     """Print a ``kueue-tas`` CLI command and its output against the demo cluster."""
     print(f"$ kueue-tas {' '.join(argv)}", flush=True)
     env = dict(os.environ, NO_PROXY="127.0.0.1,localhost")
-    subprocess.run([sys.executable, "-m", "kueue_tas.cli.main", *argv, "--kubeconfig", state.kubeconfig],
-                   env=env, cwd=REPO, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "kueue_tas.cli.main", *argv, "--kubeconfig", state.kubeconfig],
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
 
 
 def usage_text(state: cluster.State, pool: NodePool, names: DemoObjects) -> str:
@@ -217,8 +239,9 @@ Status: python -m e2e.cluster status          Stop everything: make down
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m e2e.demo", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m e2e.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--no-samples", action="store_true", help="do not submit the sample Job and JobSet")
     args = ap.parse_args(argv)
     names = DemoObjects()

@@ -117,15 +117,20 @@ class Kube:
 
     # -------------------------------------------------------------- Kueue objects
 
-    async def create_resource_flavor(self, name: str, node_labels: dict[str, str] | None = None,
-                                     topology_name: str | None = None) -> Any:
+    async def create_resource_flavor(
+        self, name: str, node_labels: dict[str, str] | None = None, topology_name: str | None = None
+    ) -> Any:
         spec: dict[str, Any] = {}
         if node_labels:
             spec["nodeLabels"] = node_labels
         if topology_name:
             spec["topologyName"] = topology_name
-        body = {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "ResourceFlavor",
-                "metadata": {"name": name}, "spec": spec}
+        body = {
+            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
         return await self.create_cluster_object(KUEUE_GROUP, KUEUE_VERSION, "resourceflavors", body)
 
     async def create_cluster_queue(
@@ -140,50 +145,77 @@ class Kube:
         resources = sorted({r for q in flavor_quotas.values() for r in q})
         spec: dict[str, Any] = {
             "namespaceSelector": namespace_selector if namespace_selector is not None else {},
-            "resourceGroups": [{
-                "coveredResources": resources,
-                "flavors": [
-                    {"name": f, "resources": [{"name": r, "nominalQuota": q.get(r, "0")} for r in resources]}
-                    for f, q in flavor_quotas.items()
-                ],
-            }],
+            "resourceGroups": [
+                {
+                    "coveredResources": resources,
+                    "flavors": [
+                        {"name": f, "resources": [{"name": r, "nominalQuota": q.get(r, "0")} for r in resources]}
+                        for f, q in flavor_quotas.items()
+                    ],
+                }
+            ],
         }
         if admission_checks:
             spec["admissionChecksStrategy"] = {"admissionChecks": admission_checks}
-        body = {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "ClusterQueue",
-                "metadata": {"name": name}, "spec": spec}
+        body = {
+            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
         return await self.create_cluster_object(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", body)
 
     async def create_local_queue(self, namespace: str, name: str, cluster_queue: str) -> Any:
-        body = {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "LocalQueue",
-                "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": cluster_queue}}
-        return await self.custom.create_namespaced_custom_object(KUEUE_GROUP, KUEUE_VERSION, namespace,
-                                                                 "localqueues", body)
+        body = {
+            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+            "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterQueue": cluster_queue},
+        }
+        return await self.custom.create_namespaced_custom_object(
+            KUEUE_GROUP, KUEUE_VERSION, namespace, "localqueues", body
+        )
 
     async def create_topology(self, name: str, levels: list[str]) -> Any:
-        body = {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "Topology",
-                "metadata": {"name": name}, "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}
+        body = {
+            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+            "kind": "Topology",
+            "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": lv} for lv in levels]},
+        }
         return await self.create_cluster_object(KUEUE_GROUP, KUEUE_VERSION, "topologies", body)
 
-    async def create_admission_check(self, name: str, controller_name: str,
-                                     parameters: dict[str, str] | None = None) -> Any:
+    async def create_admission_check(
+        self, name: str, controller_name: str, parameters: dict[str, str] | None = None
+    ) -> Any:
         spec: dict[str, Any] = {"controllerName": controller_name}
         if parameters:
             spec["parameters"] = parameters
-        body = {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "AdmissionCheck",
-                "metadata": {"name": name}, "spec": spec}
+        body = {
+            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+            "kind": "AdmissionCheck",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
         return await self.create_cluster_object(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", body)
 
     async def set_admission_check_active(self, name: str, active: bool = True) -> Any:
         """Play an AdmissionCheck controller: set the ``Active`` condition (merge patch on status)."""
         ac = await self.get_cluster_object(KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", name)
         cond = {
-            "type": "Active", "status": "True" if active else "False", "reason": "Active" if active else "Inactive",
-            "message": "set by the e2e harness", "observedGeneration": ac["metadata"]["generation"],
+            "type": "Active",
+            "status": "True" if active else "False",
+            "reason": "Active" if active else "Inactive",
+            "message": "set by the e2e harness",
+            "observedGeneration": ac["metadata"]["generation"],
             "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         return await self.custom.patch_cluster_custom_object_status(
-            KUEUE_GROUP, KUEUE_VERSION, "admissionchecks", name, {"status": {"conditions": [cond]}},
+            KUEUE_GROUP,
+            KUEUE_VERSION,
+            "admissionchecks",
+            name,
+            {"status": {"conditions": [cond]}},
             _content_type=MERGE_PATCH,
         )
 
@@ -242,17 +274,27 @@ async def set_workload_check_state(
 ) -> Any:
     """Play an AdmissionCheck controller: server-side apply one check entry on ``workloads/status``."""
     entry: dict[str, Any] = {
-        "name": check, "state": state, "message": message,
+        "name": check,
+        "state": state,
+        "message": message,
         "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if pod_set_updates is not None:
         entry["podSetUpdates"] = pod_set_updates
     body = {
-        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "Workload",
+        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+        "kind": "Workload",
         "metadata": {"name": workload, "namespace": namespace},
         "status": {"admissionChecks": [entry]},
     }
     return await kube.custom.patch_namespaced_custom_object_status(
-        KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", workload, body,
-        field_manager=field_manager, force=True, _content_type="application/apply-patch+yaml",
+        KUEUE_GROUP,
+        KUEUE_VERSION,
+        namespace,
+        "workloads",
+        workload,
+        body,
+        field_manager=field_manager,
+        force=True,
+        _content_type="application/apply-patch+yaml",
     )

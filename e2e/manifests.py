@@ -31,7 +31,12 @@ def module_dir(module: str, version: str) -> Path:
     cache_dir().mkdir(parents=True, exist_ok=True)
     out = subprocess.run(
         ["go", "mod", "download", "-json", f"{module}@{version}"],
-        capture_output=True, text=True, check=True, env=go_env(), cwd=cache_dir(), timeout=600,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=go_env(),
+        cwd=cache_dir(),
+        timeout=600,
     )
     return Path(json.loads(out.stdout)["Dir"])
 

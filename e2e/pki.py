@@ -111,9 +111,15 @@ def _make_ca() -> tuple[x509.Certificate, rsa.RSAPrivateKey]:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -152,17 +158,21 @@ def _make_leaf(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=True,
-                data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
-                encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=True,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
     )
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
     sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
@@ -179,8 +189,7 @@ def generate(pki_dir: Path, webhook_servers: tuple[str, ...]) -> Pki:
     _write_cert(ca_cert, pki.ca_crt)
     _write_key(ca_key, pki.ca_key)
 
-    cert, key = _make_leaf(ca_cert, ca_key, "kube-apiserver", server=True, dns=_API_DNS,
-                           ips=("127.0.0.1", "10.0.0.1"))
+    cert, key = _make_leaf(ca_cert, ca_key, "kube-apiserver", server=True, dns=_API_DNS, ips=("127.0.0.1", "10.0.0.1"))
     _write_cert(cert, pki.apiserver_crt)
     _write_key(key, pki.apiserver_key)
 
@@ -204,8 +213,7 @@ def write_serving_cert(pki: Pki, name: str) -> Path:
     ca_cert = x509.load_pem_x509_certificate(pki.ca_crt.read_bytes())
     ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
     assert isinstance(ca_key, rsa.RSAPrivateKey)
-    cert, key = _make_leaf(ca_cert, ca_key, f"{name}-webhook", server=True, dns=("localhost",),
-                           ips=("127.0.0.1",))
+    cert, key = _make_leaf(ca_cert, ca_key, f"{name}-webhook", server=True, dns=("localhost",), ips=("127.0.0.1",))
     d = pki.serving_dir(name)
     d.mkdir(parents=True, exist_ok=True)
     _write_cert(cert, d / "tls.crt")

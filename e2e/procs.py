@@ -69,8 +69,9 @@ def _raise_nofile() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
-def start(name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str] | None = None,
-          cwd: Path | None = None) -> ProcInfo:
+def start(
+    name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> ProcInfo:
     """Start ``argv`` in a new session (its own process group), output appended to ``<log_dir>/<name>.log``."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}.log"
@@ -78,8 +79,14 @@ def start(name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str] | N
         out.write(f"\n==== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {' '.join(argv)}\n".encode())
         out.flush()
         p = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True, env=env, cwd=cwd, preexec_fn=_raise_nofile,
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            cwd=cwd,
+            preexec_fn=_raise_nofile,
         )
     _CHILDREN[p.pid] = p
     ticks = _start_ticks(p.pid) or 0

@@ -74,7 +74,10 @@ class Rest:
     def apply(self, path: str, obj: dict[str, Any], manager: str = "kueue-tas-e2e") -> Any:
         """Server-side apply of ``obj`` at ``path`` (the object URL including its name)."""
         return self.request(
-            "PATCH", path, obj, content_type="application/apply-patch+yaml",
+            "PATCH",
+            path,
+            obj,
+            content_type="application/apply-patch+yaml",
             query={"fieldManager": manager, "force": "true"},
         )
 
@@ -93,7 +96,10 @@ class Rest:
 
 
 def wait_for(
-    what: str, check: Callable[[], bool], timeout_s: float, interval_s: float = 0.25,
+    what: str,
+    check: Callable[[], bool],
+    timeout_s: float,
+    interval_s: float = 0.25,
     on_timeout: Callable[[], str] | None = None,
 ) -> float:
     """Poll ``check`` until it returns True; return the seconds waited. Raises TimeoutError."""
@@ -109,8 +115,10 @@ def wait_for(
             last_exc = e
         if time.monotonic() - t0 > timeout_s:
             extra = on_timeout() if on_timeout else ""
-            raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}; last error: {last_exc}"
-                               f"{chr(10) + extra if extra else ''}")
+            raise TimeoutError(
+                f"timed out after {timeout_s:.0f}s waiting for {what}; last error: {last_exc}"
+                f"{chr(10) + extra if extra else ''}"
+            )
         time.sleep(interval_s)
 
 

@@ -73,7 +73,8 @@ async def tas_stack(
     )
     quota = {"cpu": "100000", "memory": "1000Ti", GPU: "100000"}
     await kube.create_cluster_queue(
-        stack.cluster_queue, {stack.flavor: quota},
+        stack.cluster_queue,
+        {stack.flavor: quota},
         admission_checks=[{"name": stack.check, "onFlavors": [stack.flavor]}],
     )
     await kube.wait_cluster_queue_active(stack.cluster_queue, timeout_s=60)
@@ -91,8 +92,12 @@ def container(gpu: int = 1, cpu: str = "100m") -> dict[str, Any]:
 
 
 def pod_template(
-    *, gpu: int = 1, required: str | None = None, preferred: str | None = None,
-    annotations: dict[str, str] | None = None, run_for: str = "1h",
+    *,
+    gpu: int = 1,
+    required: str | None = None,
+    preferred: str | None = None,
+    annotations: dict[str, str] | None = None,
+    run_for: str = "1h",
 ) -> dict[str, Any]:
     ann = {POD_COMPLETE_DELAY_ANNOTATION: run_for}
     if required:
@@ -104,31 +109,57 @@ def pod_template(
 
 
 def job(
-    name: str, parallelism: int, *, gpu: int = 1, required: str | None = None, preferred: str | None = None,
-    annotations: dict[str, str] | None = None, queue: str = "lq", indexed: bool = True, run_for: str = "1h",
+    name: str,
+    parallelism: int,
+    *,
+    gpu: int = 1,
+    required: str | None = None,
+    preferred: str | None = None,
+    annotations: dict[str, str] | None = None,
+    queue: str = "lq",
+    indexed: bool = True,
+    run_for: str = "1h",
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "suspend": True, "parallelism": parallelism, "completions": parallelism,
-        "template": pod_template(gpu=gpu, required=required, preferred=preferred, annotations=annotations,
-                                 run_for=run_for),
+        "suspend": True,
+        "parallelism": parallelism,
+        "completions": parallelism,
+        "template": pod_template(
+            gpu=gpu, required=required, preferred=preferred, annotations=annotations, run_for=run_for
+        ),
     }
     if indexed:
         spec["completionMode"] = "Indexed"
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": {QUEUE_LABEL: queue}},
-            "spec": spec}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": {QUEUE_LABEL: queue}},
+        "spec": spec,
+    }
 
 
 def jobset(name: str, replicated: list[tuple[str, int, int, dict[str, Any]]], *, queue: str = "lq") -> dict[str, Any]:
     """``replicated``: (name, replicas, parallelism, pod template) per replicated job."""
     return {
-        "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}", "kind": "JobSet",
+        "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
+        "kind": "JobSet",
         "metadata": {"name": name, "labels": {QUEUE_LABEL: queue}},
         "spec": {
             "suspend": True,
             "replicatedJobs": [
-                {"name": rj, "replicas": replicas, "template": {"spec": {
-                    "parallelism": par, "completions": par, "completionMode": "Indexed", "backoffLimit": 0,
-                    "template": tmpl}}}
+                {
+                    "name": rj,
+                    "replicas": replicas,
+                    "template": {
+                        "spec": {
+                            "parallelism": par,
+                            "completions": par,
+                            "completionMode": "Indexed",
+                            "backoffLimit": 0,
+                            "template": tmpl,
+                        }
+                    },
+                }
                 for rj, replicas, par, tmpl in replicated
             ],
         },
@@ -159,7 +190,12 @@ def check_entry(wl: dict[str, Any], check: str) -> dict[str, Any] | None:
 
 
 async def wait_check(
-    kube: Kube, stack: TasStack, owner_name: str, states: tuple[str, ...], *, owner_kind: str = "Job",
+    kube: Kube,
+    stack: TasStack,
+    owner_name: str,
+    states: tuple[str, ...],
+    *,
+    owner_kind: str = "Job",
     timeout_s: float = 60,
 ) -> dict[str, Any]:
     """The Workload once our check entry is in one of ``states``."""
@@ -179,16 +215,21 @@ async def workloads_summary(kube: Kube, namespace: str) -> str:
     """One line per Workload: conditions and check entries (for failure messages)."""
     lines = []
     for wl in await kube.workloads(namespace):
-        conds = ",".join(f"{c['type']}={c['status']}({c.get('reason', '')})"
-                         for c in (wl.get("status") or {}).get("conditions") or [])
-        checks = "; ".join(f"{e['name']}={e.get('state')}: {e.get('message', '')}"
-                           for e in (wl.get("status") or {}).get("admissionChecks") or [])
+        conds = ",".join(
+            f"{c['type']}={c['status']}({c.get('reason', '')})"
+            for c in (wl.get("status") or {}).get("conditions") or []
+        )
+        checks = "; ".join(
+            f"{e['name']}={e.get('state')}: {e.get('message', '')}"
+            for e in (wl.get("status") or {}).get("admissionChecks") or []
+        )
         lines.append(f"  {wl['metadata']['name']}: {conds} | {checks}")
     return "workloads:\n" + "\n".join(lines)
 
 
-async def wait_admitted(kube: Kube, stack: TasStack, owner_name: str, *, owner_kind: str = "Job",
-                        timeout_s: float = 60) -> dict[str, Any]:
+async def wait_admitted(
+    kube: Kube, stack: TasStack, owner_name: str, *, owner_kind: str = "Job", timeout_s: float = 60
+) -> dict[str, Any]:
     async def admitted() -> dict[str, Any] | None:
         wl = await workload_of(kube, stack.namespace, owner_name, owner_kind)
         return wl if wl and condition_true(wl, "Admitted") else None
@@ -218,14 +259,16 @@ def domain_counts(wl: dict[str, Any], podset: str) -> dict[tuple[str, ...], int]
 async def events_for(kube: Kube, namespace: str, name: str, kind: str = "Workload") -> list[dict[str, Any]]:
     """events.k8s.io Events regarding one object."""
     res = await kube.custom.list_namespaced_custom_object("events.k8s.io", "v1", namespace, "events")
-    return [e for e in res.get("items", [])
-            if (e.get("regarding") or {}).get("name") == name and (e.get("regarding") or {}).get("kind") == kind]
+    return [
+        e
+        for e in res.get("items", [])
+        if (e.get("regarding") or {}).get("name") == name and (e.get("regarding") or {}).get("kind") == kind
+    ]
 
 
 async def pods_of(kube: Kube, namespace: str, selector: str) -> list[dict[str, Any]]:
     res = await kube.core.list_namespaced_pod(namespace, label_selector=selector)
     return [kube.api.sanitize_for_serialization(p) for p in res.items]
-
 
 
 # --- pods of ungated workloads (used by test_ungater.py and benchmarks/ungater.py) ------------------
@@ -243,8 +286,10 @@ async def pods_raw(kube: Kube, namespace: str, selector: str = "") -> list[dict[
 
 def is_live(pod: dict[str, Any]) -> bool:
     """Not terminating and not terminal: the pod holds a slot of its domain."""
-    return (not pod["metadata"].get("deletionTimestamp")
-            and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+    return not pod["metadata"].get("deletionTimestamp") and (pod.get("status") or {}).get("phase") not in (
+        "Succeeded",
+        "Failed",
+    )
 
 
 def is_gated(pod: dict[str, Any], gate: str = GATE) -> bool:
@@ -280,8 +325,9 @@ SLICE_SIZE = PREFIX + "podset-slice-size"
 
 def host_racks(pool: NodePool) -> dict[str, str]:
     """Hostname -> rack label value, for the pool's nodes."""
-    return {n["metadata"]["labels"][HOSTNAME_LABEL]: n["metadata"]["labels"][pool.rack_label]
-            for n in pool.node_objects()}
+    return {
+        n["metadata"]["labels"][HOSTNAME_LABEL]: n["metadata"]["labels"][pool.rack_label] for n in pool.node_objects()
+    }
 
 
 def racks_of(wl: dict[str, Any], podset: str, racks: dict[str, str]) -> dict[str, int]:
@@ -309,13 +355,17 @@ async def add_node(kube: Kube, pool: NodePool, block: int, rack: int, host: int,
     return name
 
 
-async def create_bound_pod(kube: Kube, namespace: str, name: str, node: str, *, gpu: int = 1,
-                           cpu: str = "100m") -> None:
+async def create_bound_pod(
+    kube: Kube, namespace: str, name: str, node: str, *, gpu: int = 1, cpu: str = "100m"
+) -> None:
     """A pod outside any queue, bound to ``node`` by ``spec.nodeName`` (like a DaemonSet's), that
     kwok keeps running."""
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"nodeName": node, "containers": [container(gpu, cpu)],
-                     "tolerations": [{"operator": "Exists"}]}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [container(gpu, cpu)], "tolerations": [{"operator": "Exists"}]},
+    }
     await kube.core.create_namespaced_pod(namespace, body)
 
     async def running() -> bool:
@@ -329,8 +379,9 @@ async def delete_job(kube: Kube, namespace: str, name: str) -> None:
     await kube.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
 
 
-async def wait_workload_gone(kube: Kube, namespace: str, owner_name: str, owner_kind: str = "Job",
-                             timeout_s: float = 60) -> None:
+async def wait_workload_gone(
+    kube: Kube, namespace: str, owner_name: str, owner_kind: str = "Job", timeout_s: float = 60
+) -> None:
     async def gone() -> bool:
         return await workload_of(kube, namespace, owner_name, owner_kind) is None
 
@@ -346,8 +397,10 @@ async def job_gates(kube: Kube, namespace: str, name: str) -> list[str]:
 async def jobset_gates(kube: Kube, namespace: str, name: str) -> dict[str, list[str]]:
     """Replicated job name -> scheduling gates of its pod template."""
     js = await kube.custom.get_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, namespace, "jobsets", name)
-    return {rj["name"]: [g["name"] for g in rj["template"]["spec"]["template"]["spec"].get("schedulingGates") or []]
-            for rj in js["spec"]["replicatedJobs"]}
+    return {
+        rj["name"]: [g["name"] for g in rj["template"]["spec"]["template"]["spec"].get("schedulingGates") or []]
+        for rj in js["spec"]["replicatedJobs"]
+    }
 
 
 def pod_set_updates(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -362,8 +415,9 @@ def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
     return [(s.name, dict(s.labels), s.value) for fam in text_string_to_metric_families(text) for s in fam.samples]
 
 
-async def wait_rejected(kube: Kube, stack: TasStack, owner_name: str, *, owner_kind: str = "Job",
-                        timeout_s: float = 60) -> tuple[dict[str, Any], str]:
+async def wait_rejected(
+    kube: Kube, stack: TasStack, owner_name: str, *, owner_kind: str = "Job", timeout_s: float = 60
+) -> tuple[dict[str, Any], str]:
     """(Workload, message) once our check Rejected it. Kueue deactivates a rejected Workload at
     once and resets the entry to Pending ("... Previously: Rejected"), so either form counts;
     the message is the entry's, or the one Kueue copied into the Evicted condition."""
@@ -376,8 +430,11 @@ async def wait_rejected(kube: Kube, stack: TasStack, owner_name: str, *, owner_k
         if entry.get("state") == "Rejected":
             return wl, str(entry.get("message", ""))
         evicted = condition(wl, "Evicted") or {}
-        if (wl["spec"].get("active") is False and evicted.get("reason") == "DeactivatedDueToAdmissionCheck"
-                and "Previously: Rejected" in str(entry.get("message", ""))):
+        if (
+            wl["spec"].get("active") is False
+            and evicted.get("reason") == "DeactivatedDueToAdmissionCheck"
+            and "Previously: Rejected" in str(entry.get("message", ""))
+        ):
             return wl, str(evicted.get("message", ""))
         return None
 

@@ -85,9 +85,7 @@ def cluster_queue(
                 }
             ],
             "admissionChecksStrategy": {
-                "admissionChecks": [
-                    {"name": n, **({"onFlavors": on} if on else {})} for n, on in rules.items()
-                ]
+                "admissionChecks": [{"name": n, **({"onFlavors": on} if on else {})} for n, on in rules.items()]
             },
         },
     }
@@ -153,9 +151,7 @@ def cluster(**grid: Any) -> list[Obj]:
     return [*kueue_objects(), *grid_nodes(**grid)]
 
 
-def pod_template(
-    annotations: dict[str, str] | None = None, gpus: int = 1, cpu: str | None = None, **spec: Any
-) -> Obj:
+def pod_template(annotations: dict[str, str] | None = None, gpus: int = 1, cpu: str | None = None, **spec: Any) -> Obj:
     requests: dict[str, str] = {GPU: str(gpus)} if gpus else {}
     if cpu is not None:
         requests["cpu"] = cpu

@@ -23,25 +23,54 @@ CHECK = "tas"
 
 
 def node(name: str, rack: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": "1", "labels": {RACK: rack, HOST: name, "pool": "gpu"}},
-            "spec": {}, "status": {"allocatable": {"cpu": "16", "pods": "110", "nvidia.com/gpu": "8"},
-                                   "conditions": [{"type": "Ready", "status": "True"}]}}
+    return {
+        "metadata": {"name": name, "resourceVersion": "1", "labels": {RACK: rack, HOST: name, "pool": "gpu"}},
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "16", "pods": "110", "nvidia.com/gpu": "8"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
 
 
 def workload(state: str = "Pending", annotations: dict[str, str] | None = None, rv: str = "5") -> dict[str, Any]:
     return {
-        "metadata": {"name": "wl", "namespace": "ns", "uid": "u1", "resourceVersion": rv,
-                     "annotations": annotations or {}},
-        "spec": {"podSets": [{"name": "main", "count": 8, "template": {
-            "metadata": {"annotations": {"kueue-tas.io/podset-required-topology": RACK}},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]}}}]},
+        "metadata": {
+            "name": "wl",
+            "namespace": "ns",
+            "uid": "u1",
+            "resourceVersion": rv,
+            "annotations": annotations or {},
+        },
+        "spec": {
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 8,
+                    "template": {
+                        "metadata": {"annotations": {"kueue-tas.io/podset-required-topology": RACK}},
+                        "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+                    },
+                }
+            ]
+        },
         "status": {
-            "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-            "admission": {"clusterQueue": "cq", "podSetAssignments": [
-                {"name": "main", "flavors": {"nvidia.com/gpu": "gpu"}, "count": 8}]},
-            "admissionChecks": [{"name": CHECK, "state": state, "message": "",
-                                 "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "True",
+                    "reason": "QuotaReserved",
+                    "message": "",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [{"name": "main", "flavors": {"nvidia.com/gpu": "gpu"}, "count": 8}],
+            },
+            "admissionChecks": [
+                {"name": CHECK, "state": state, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+            ],
         },
     }
 
@@ -77,17 +106,41 @@ async def admitter(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[ac.Ad
     a._wire()
     for n, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")):
         a.nodes.handle_event("ADDED", node(n, rack))
-    a.topologies.handle_event("ADDED", {"metadata": {"name": "topo", "resourceVersion": "1"},
-                                        "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": HOST}]}})
-    a.flavors.handle_event("ADDED", {"metadata": {"name": "gpu", "resourceVersion": "1"},
-                                     "spec": {"nodeLabels": {"pool": "gpu"}}})
-    a.checks.handle_event("ADDED", {"metadata": {"name": CHECK, "resourceVersion": "1"}, "spec": {
-        "controllerName": c.CONTROLLER_NAME,
-        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"}}})
-    a.queues.handle_event("ADDED", {"metadata": {"name": "cq", "resourceVersion": "1"}, "spec": {
-        "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-            {"name": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "100"}]}]}],
-        "admissionChecksStrategy": {"admissionChecks": [{"name": CHECK, "onFlavors": ["gpu"]}]}}})
+    a.topologies.handle_event(
+        "ADDED",
+        {
+            "metadata": {"name": "topo", "resourceVersion": "1"},
+            "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": HOST}]},
+        },
+    )
+    a.flavors.handle_event(
+        "ADDED", {"metadata": {"name": "gpu", "resourceVersion": "1"}, "spec": {"nodeLabels": {"pool": "gpu"}}}
+    )
+    a.checks.handle_event(
+        "ADDED",
+        {
+            "metadata": {"name": CHECK, "resourceVersion": "1"},
+            "spec": {
+                "controllerName": c.CONTROLLER_NAME,
+                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
+            },
+        },
+    )
+    a.queues.handle_event(
+        "ADDED",
+        {
+            "metadata": {"name": "cq", "resourceVersion": "1"},
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [{"name": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "100"}]}],
+                    }
+                ],
+                "admissionChecksStrategy": {"admissionChecks": [{"name": CHECK, "onFlavors": ["gpu"]}]},
+            },
+        },
+    )
     a._config_changed()
     yield a, writes
     await a.events._events.api_client.close()
@@ -101,14 +154,16 @@ async def test_stale_pending_after_our_annotation_write_is_not_decided_again(
     assert await a.reconcile("ns/wl") is None
     assert [e["state"] for e in writes.checks] == ["Ready"]
     # The annotation write comes back first: still Pending in the cache.
-    a.workloads.handle_event("MODIFIED", workload(annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: writes.annotations[0]},
-                                                  rv="6"))
+    a.workloads.handle_event(
+        "MODIFIED", workload(annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: writes.annotations[0]}, rv="6")
+    )
     delay = await a.reconcile("ns/wl")
     assert delay is not None and delay > 0
     assert [e["state"] for e in writes.checks] == ["Ready"], "decided twice on a stale view"
     # Then our Ready entry: the assumption becomes committed usage, and one rack is full.
-    a.workloads.handle_event("MODIFIED", workload("Ready", {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: writes.annotations[0]},
-                                                  rv="7"))
+    a.workloads.handle_event(
+        "MODIFIED", workload("Ready", {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: writes.annotations[0]}, rv="7")
+    )
     assert a.awaiting_write == {}
     snap = a.capacity.snapshot("gpu")
     assert snap is not None
@@ -130,7 +185,8 @@ async def test_kueue_resetting_the_entry_to_pending_is_decided_again_from_scratc
 
 
 async def test_a_write_that_never_comes_back_is_retried_after_the_timeout(
-    admitter: tuple[ac.Admitter, Writes], monkeypatch: pytest.MonkeyPatch,
+    admitter: tuple[ac.Admitter, Writes],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     a, writes = admitter
     a.workloads.handle_event("ADDED", workload())

@@ -40,8 +40,9 @@ def assignment(*domains: tuple[str, int]) -> TopologyAssignment:
 def test_domain_free_sums_leaves_per_level_minus_all_usage() -> None:
     cap = live()
     cap.upsert_pod("kube-system/ds-1", "b1-r1-h1", {"cpu": 500, "nvidia.com/gpu": 1, "pods": 1})
-    cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r1-h1", 3), ("b1-r1-h2", 8)),
-                                               {"nvidia.com/gpu": 1, "cpu": 100}),))
+    cap.set_workload_usage(
+        "ns/a", (UsageEntry("gpu", assignment(("b1-r1-h1", 3), ("b1-r1-h2", 8)), {"nvidia.com/gpu": 1, "cpu": 100}),)
+    )
     cap.assume("ns/b", (UsageEntry("gpu", assignment(("b1-r2-h2", 2)), {"nvidia.com/gpu": 2}),))
     snap = cap.snapshot("gpu")
     assert snap is not None
@@ -73,16 +74,25 @@ def test_domain_free_never_negative() -> None:
 
 def samples(m: Metrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:
     body, _ = m.render()
-    return {tuple(sorted(s.labels.items())): s.value
-            for fam in text_string_to_metric_families(body.decode()) for s in fam.samples if s.name == name}
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for fam in text_string_to_metric_families(body.decode())
+        for s in fam.samples
+        if s.name == name
+    }
 
 
 def test_publish_follows_the_model_and_drops_flavors_no_longer_governed() -> None:
     cap, m = live(), Metrics()
     publish_domain_free(m, cap)
     got = samples(m, "kueue_tas_domain_free")
-    key = (("domain", "b1,b1-r1"), ("flavor", "gpu"), ("level", RACK), ("resource", "nvidia.com/gpu"),
-           ("topology", "topo"))
+    key = (
+        ("domain", "b1,b1-r1"),
+        ("flavor", "gpu"),
+        ("level", RACK),
+        ("resource", "nvidia.com/gpu"),
+        ("topology", "topo"),
+    )
     assert got[key] == 16
     cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r1-h1", 5)), {"nvidia.com/gpu": 1}),))
     publish_domain_free(m, cap)
@@ -117,8 +127,13 @@ def test_gauges_publish_after_touch_and_periodically() -> None:
         gauges = CapacityGauges(m, cap, [], period=30.0, min_interval=0.01)
         task = asyncio.create_task(gauges.run())
         await asyncio.sleep(0.05)
-        key = (("domain", "b1-r2-h1"), ("flavor", "gpu"), ("level", HOSTNAME_LABEL),
-               ("resource", "nvidia.com/gpu"), ("topology", "topo"))
+        key = (
+            ("domain", "b1-r2-h1"),
+            ("flavor", "gpu"),
+            ("level", HOSTNAME_LABEL),
+            ("resource", "nvidia.com/gpu"),
+            ("topology", "topo"),
+        )
         assert samples(m, "kueue_tas_domain_free")[key] == 8
         cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r2-h1", 6)), {"nvidia.com/gpu": 1}),))
         gauges.touch()

@@ -26,7 +26,6 @@ GPU = "nvidia.com/gpu"
 CONTROLLER = "kueue-tas.io/topology"
 
 
-
 def node(name: str, block: str, rack: str, *, gpu: str = "8", ready: bool = True, pool: str = "a") -> dict[str, Any]:
     alloc = {"cpu": "32", "memory": "256Gi", "pods": "110"}
     if gpu != "0":
@@ -37,8 +36,9 @@ def node(name: str, block: str, rack: str, *, gpu: str = "8", ready: bool = True
     }
 
 
-def pod(name: str, node_name: str, gpu: int, *, phase: str = "Running", labels: dict[str, str] | None = None,
-        cpu: str = "1") -> dict[str, Any]:
+def pod(
+    name: str, node_name: str, gpu: int, *, phase: str = "Running", labels: dict[str, str] | None = None, cpu: str = "1"
+) -> dict[str, Any]:
     requests: dict[str, Any] = {"cpu": cpu}
     if gpu:
         requests[GPU] = str(gpu)
@@ -49,52 +49,94 @@ def pod(name: str, node_name: str, gpu: int, *, phase: str = "Running", labels: 
     }
 
 
-def config(controller: str = CONTROLLER) -> tuple[dict[str, Topology], dict[str, ResourceFlavor],
-                                                  list[AdmissionCheck], list[ClusterQueue]]:
-    topo = Topology.model_validate({"metadata": {"name": "topo"},
-                                    "spec": {"levels": [{"nodeLabel": lv} for lv in (BLOCK, RACK, HOST)]}})
+def config(
+    controller: str = CONTROLLER,
+) -> tuple[dict[str, Topology], dict[str, ResourceFlavor], list[AdmissionCheck], list[ClusterQueue]]:
+    topo = Topology.model_validate(
+        {"metadata": {"name": "topo"}, "spec": {"levels": [{"nodeLabel": lv} for lv in (BLOCK, RACK, HOST)]}}
+    )
     rf = ResourceFlavor.model_validate({"metadata": {"name": "gpu"}, "spec": {"nodeLabels": {"pool": "a"}}})
-    ac = AdmissionCheck.model_validate({"metadata": {"name": "tas"}, "spec": {
-        "controllerName": controller, "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology",
-                                                     "name": "topo"}}})
-    cq = ClusterQueue.model_validate({"metadata": {"name": "cq"}, "spec": {
-        "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "gpu", "resources": []}]}],
-        "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]}}})
+    ac = AdmissionCheck.model_validate(
+        {
+            "metadata": {"name": "tas"},
+            "spec": {
+                "controllerName": controller,
+                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
+            },
+        }
+    )
+    cq = ClusterQueue.model_validate(
+        {
+            "metadata": {"name": "cq"},
+            "spec": {
+                "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "gpu", "resources": []}]}],
+                "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]},
+            },
+        }
+    )
     return {"topo": topo}, {"gpu": rf}, [ac], [cq]
 
 
-def admitted_workload(name: str, domains: list[tuple[str, int]], *, state: str = "Ready", check: str = "tas",
-                      gpu: int = 1, finished: bool = False) -> Workload:
+def admitted_workload(
+    name: str,
+    domains: list[tuple[str, int]],
+    *,
+    state: str = "Ready",
+    check: str = "tas",
+    gpu: int = 1,
+    finished: bool = False,
+) -> Workload:
     assignment = TopologyAssignment((HOST,), tuple(DomainAssignment((h,), n) for h, n in domains))
     conditions = [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]
     if finished:
         conditions.append({"type": "Finished", "status": "True"})
-    return Workload.model_validate({
-        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}",
-                     "annotations": {"kueue-tas.io/topology-assignment":
-                                     encode_assignment_annotation([("main", assignment)])}},
-        "spec": {"podSets": [{"name": "main", "count": sum(n for _, n in domains), "template": {"spec": {
-            "containers": [{"name": "c", "resources": {"requests": {GPU: str(gpu)}}}]}}}]},
-        "status": {
-            "conditions": conditions,
-            "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "flavors": {GPU: "gpu"}}]},
-            "admissionChecks": [{"name": check, "state": state, "message": ""}],
-        },
-    })
+    return Workload.model_validate(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "uid": f"uid-{name}",
+                "annotations": {
+                    "kueue-tas.io/topology-assignment": encode_assignment_annotation([("main", assignment)])
+                },
+            },
+            "spec": {
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": sum(n for _, n in domains),
+                        "template": {
+                            "spec": {"containers": [{"name": "c", "resources": {"requests": {GPU: str(gpu)}}}]}
+                        },
+                    }
+                ]
+            },
+            "status": {
+                "conditions": conditions,
+                "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "flavors": {GPU: "gpu"}}]},
+                "admissionChecks": [{"name": check, "state": state, "message": ""}],
+            },
+        }
+    )
 
 
-NODES = [node("h11", "b1", "b1-r1"), node("h12", "b1", "b1-r1"), node("h21", "b1", "b1-r2"),
-         node("h22", "b1", "b1-r2")]
+NODES = [node("h11", "b1", "b1-r1"), node("h12", "b1", "b1-r1"), node("h21", "b1", "b1-r2"), node("h22", "b1", "b1-r2")]
 
 
-def flavor_view(nodes: list[dict[str, Any]] | None = None, pods: list[dict[str, Any]] | None = None,
-                workloads: list[Workload] | None = None, controller: str = CONTROLLER,
-                resource: str | None = None) -> cap.FlavorCapacity:
+def flavor_view(
+    nodes: list[dict[str, Any]] | None = None,
+    pods: list[dict[str, Any]] | None = None,
+    workloads: list[Workload] | None = None,
+    controller: str = CONTROLLER,
+    resource: str | None = None,
+) -> cap.FlavorCapacity:
     topologies, flavors, checks, queues = config()
     ours = our_checks(checks, controller)
     specs, _ = flavor_specs(ours, queues, topologies.get, flavors.get, controller)
     model = capacity_from_lists(
-        specs, ours, [slim_node(n) for n in (NODES if nodes is None else nodes)],
+        specs,
+        ours,
+        [slim_node(n) for n in (NODES if nodes is None else nodes)],
         [slim_pod(p) for p in (pods if pods is not None else [pod("ds-1", "h11", 2)])],
         workloads if workloads is not None else [admitted_workload("wl", [("h21", 4)])],
     )
@@ -150,12 +192,15 @@ def test_pods_that_hold_nothing_outside_assignments_are_not_charged() -> None:
     assert pod_charge(slim_pod(pod("ds", "h11", 2))) == ("h11", {"cpu": 1000, GPU: 2, "pods": 1})
 
 
-@pytest.mark.parametrize("wl", [
-    admitted_workload("retry", [("h21", 4)], state="Retry"),
-    admitted_workload("pending", [("h21", 4)], state="Pending"),
-    admitted_workload("other-check", [("h21", 4)], check="someone-elses"),
-    admitted_workload("finished", [("h21", 4)], finished=True),
-])
+@pytest.mark.parametrize(
+    "wl",
+    [
+        admitted_workload("retry", [("h21", 4)], state="Retry"),
+        admitted_workload("pending", [("h21", 4)], state="Pending"),
+        admitted_workload("other-check", [("h21", 4)], check="someone-elses"),
+        admitted_workload("finished", [("h21", 4)], finished=True),
+    ],
+)
 def test_assignments_count_only_while_our_check_is_ready(wl: Workload) -> None:
     d = by_values(flavor_view(pods=[], workloads=[wl]))
     assert d[("b1", "b1-r2", "h21")].free[GPU] == 8
@@ -227,10 +272,12 @@ def test_color_makes_the_largest_lines_bold() -> None:
 
 def test_topology_without_flavor_and_flavor_without_nodes_say_so() -> None:
     empty = flavor_view(nodes=[], pods=[], workloads=[])
-    text = cap.render_text([
-        cap.TopologyCapacity("lonely", (RACK,), (), "no flavor: no ClusterQueue lists ..."),
-        cap.TopologyCapacity("topo", (BLOCK, RACK, HOST), (empty,)),
-    ])
+    text = cap.render_text(
+        [
+            cap.TopologyCapacity("lonely", (RACK,), (), "no flavor: no ClusterQueue lists ..."),
+            cap.TopologyCapacity("topo", (BLOCK, RACK, HOST), (empty,)),
+        ]
+    )
     assert text.splitlines() == [
         "Topology lonely: example.com/rack",
         "  no flavor: no ClusterQueue lists ...",
@@ -280,7 +327,6 @@ def test_bad_config_file_is_an_error_not_a_traceback(tmp_path: Any, capsys: pyte
     assert "unknown setting(s) no_such_setting" in capsys.readouterr().err
 
 
-
 def test_an_overcommitted_host_shows_zero_and_takes_nothing_from_its_siblings() -> None:
     d = by_values(flavor_view(pods=[pod("big", "h11", 10)], workloads=[]))
     assert d[("b1", "b1-r1", "h11")].free[GPU] == 0
@@ -291,8 +337,11 @@ def test_an_overcommitted_host_shows_zero_and_takes_nothing_from_its_siblings() 
 def test_depth_shows_only_the_top_levels() -> None:
     topo = cap.TopologyCapacity("topo", (BLOCK, RACK, HOST), (flavor_view(),))
     lines = cap.render_text([topo], depth=2).splitlines()
-    assert [ln.split()[0] for ln in lines[2:]] == ["example.com/block=b1", "example.com/rack=b1-r1",
-                                                   "example.com/rack=b1-r2"]
+    assert [ln.split()[0] for ln in lines[2:]] == [
+        "example.com/block=b1",
+        "example.com/rack=b1-r1",
+        "example.com/rack=b1-r2",
+    ]
     (f,) = cap.capacity_json([topo], depth=1)["topologies"][0]["flavors"]
     assert [lvl["key"] for lvl in f["levels"]] == [BLOCK]
     with pytest.raises(SystemExit):

@@ -28,20 +28,44 @@ GATE = "kueue-tas.io/topology"
 UID = "0f0e-uid"
 
 
-
 def kueue(controller: str = "kueue-tas.io/topology", levels: tuple[str, ...] = (BLOCK, RACK, HOST)) -> TasConfig:
     cfg = KueueConfig(
-        topologies={"topo": Topology.model_validate(
-            {"metadata": {"name": "topo"}, "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}})},
-        flavors={"gpu": ResourceFlavor.model_validate({"metadata": {"name": "gpu"}}),
-                 "cpu": ResourceFlavor.model_validate({"metadata": {"name": "cpu"}})},
-        checks={"tas": AdmissionCheck.model_validate({"metadata": {"name": "tas"}, "spec": {
-            "controllerName": controller,
-            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"}}})},
-        queues=[ClusterQueue.model_validate({"metadata": {"name": "cq"}, "spec": {
-            "resourceGroups": [{"coveredResources": [GPU, "cpu"],
-                                "flavors": [{"name": "gpu", "resources": []}, {"name": "cpu", "resources": []}]}],
-            "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]}}})],
+        topologies={
+            "topo": Topology.model_validate(
+                {"metadata": {"name": "topo"}, "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}
+            )
+        },
+        flavors={
+            "gpu": ResourceFlavor.model_validate({"metadata": {"name": "gpu"}}),
+            "cpu": ResourceFlavor.model_validate({"metadata": {"name": "cpu"}}),
+        },
+        checks={
+            "tas": AdmissionCheck.model_validate(
+                {
+                    "metadata": {"name": "tas"},
+                    "spec": {
+                        "controllerName": controller,
+                        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
+                    },
+                }
+            )
+        },
+        queues=[
+            ClusterQueue.model_validate(
+                {
+                    "metadata": {"name": "cq"},
+                    "spec": {
+                        "resourceGroups": [
+                            {
+                                "coveredResources": [GPU, "cpu"],
+                                "flavors": [{"name": "gpu", "resources": []}, {"name": "cpu", "resources": []}],
+                            }
+                        ],
+                        "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]},
+                    },
+                }
+            )
+        ],
     )
     return tas_config(cfg, "kueue-tas.io/topology")
 
@@ -49,50 +73,95 @@ def kueue(controller: str = "kueue-tas.io/topology", levels: tuple[str, ...] = (
 def nodes() -> list[NodeInfo]:
     out = []
     for name, rack in (("h11", "b1-r1"), ("h12", "b1-r1"), ("h21", "b1-r2"), ("h22", "b1-r2")):
-        out.append(slim_node({"metadata": {"name": f"node-{name}", "labels": {BLOCK: "b1", RACK: rack, HOST: name}},
-                              "status": {"allocatable": {GPU: "8"}, "conditions": [{"type": "Ready",
-                                                                                    "status": "True"}]}}))
+        out.append(
+            slim_node(
+                {
+                    "metadata": {"name": f"node-{name}", "labels": {BLOCK: "b1", RACK: rack, HOST: name}},
+                    "status": {"allocatable": {GPU: "8"}, "conditions": [{"type": "Ready", "status": "True"}]},
+                }
+            )
+        )
     return out
 
 
-ASSIGNMENT = TopologyAssignment((HOST,), (DomainAssignment(("h11",), 2), DomainAssignment(("h12",), 2),
-                                          DomainAssignment(("h21",), 2)))
+ASSIGNMENT = TopologyAssignment(
+    (HOST,), (DomainAssignment(("h11",), 2), DomainAssignment(("h12",), 2), DomainAssignment(("h21",), 2))
+)
 
 
-def workload(*, state: str = "Ready", message: str = "topology assignment: main: 6 pods in 3 domain(s)",
-             assignment: TopologyAssignment | None = ASSIGNMENT, quota: bool = True, admitted: bool = True,
-             annotations: dict[str, str] | None = None, flavor: str = "gpu", check: str = "tas",
-             template_annotations: dict[str, str] | None = None) -> Workload:
+def workload(
+    *,
+    state: str = "Ready",
+    message: str = "topology assignment: main: 6 pods in 3 domain(s)",
+    assignment: TopologyAssignment | None = ASSIGNMENT,
+    quota: bool = True,
+    admitted: bool = True,
+    annotations: dict[str, str] | None = None,
+    flavor: str = "gpu",
+    check: str = "tas",
+    template_annotations: dict[str, str] | None = None,
+) -> Workload:
     ann = dict(annotations or {})
     if assignment is not None:
         ann["kueue-tas.io/topology-assignment"] = encode_assignment_annotation([("main", assignment)])
     conditions = [
-        {"type": "QuotaReserved", "status": "True" if quota else "False",
-         "reason": "QuotaReserved" if quota else "Pending",
-         "message": "Quota reserved in ClusterQueue cq" if quota else "couldn't assign flavors to pod set main"},
-        {"type": "Admitted", "status": "True" if admitted else "False",
-         "reason": "Admitted" if admitted else "NoReservation",
-         "message": "The workload is admitted" if admitted else "The workload has no reservation"},
+        {
+            "type": "QuotaReserved",
+            "status": "True" if quota else "False",
+            "reason": "QuotaReserved" if quota else "Pending",
+            "message": "Quota reserved in ClusterQueue cq" if quota else "couldn't assign flavors to pod set main",
+        },
+        {
+            "type": "Admitted",
+            "status": "True" if admitted else "False",
+            "reason": "Admitted" if admitted else "NoReservation",
+            "message": "The workload is admitted" if admitted else "The workload has no reservation",
+        },
     ]
-    status: dict[str, Any] = {"conditions": conditions,
-                              "admissionChecks": [{"name": check, "state": state, "message": message,
-                                                   "lastTransitionTime": "2026-01-02T03:04:05Z"}]}
+    status: dict[str, Any] = {
+        "conditions": conditions,
+        "admissionChecks": [
+            {"name": check, "state": state, "message": message, "lastTransitionTime": "2026-01-02T03:04:05Z"}
+        ],
+    }
     if quota:
-        status["admission"] = {"clusterQueue": "cq",
-                               "podSetAssignments": [{"name": "main", "flavors": {GPU: flavor}, "count": 6}]}
-    tmpl_ann = template_annotations if template_annotations is not None else {
-        "kueue-tas.io/podset-required-topology": BLOCK}
-    return Workload.model_validate({
-        "metadata": {"name": "train", "namespace": "ns", "uid": UID, "annotations": ann},
-        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 6, "template": {
-            "metadata": {"annotations": tmpl_ann},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {GPU: "4"}}}]}}}]},
-        "status": status,
-    })
+        status["admission"] = {
+            "clusterQueue": "cq",
+            "podSetAssignments": [{"name": "main", "flavors": {GPU: flavor}, "count": 6}],
+        }
+    tmpl_ann = (
+        template_annotations if template_annotations is not None else {"kueue-tas.io/podset-required-topology": BLOCK}
+    )
+    return Workload.model_validate(
+        {
+            "metadata": {"name": "train", "namespace": "ns", "uid": UID, "annotations": ann},
+            "spec": {
+                "queueName": "lq",
+                "podSets": [
+                    {
+                        "name": "main",
+                        "count": 6,
+                        "template": {
+                            "metadata": {"annotations": tmpl_ann},
+                            "spec": {"containers": [{"name": "c", "resources": {"requests": {GPU: "4"}}}]},
+                        },
+                    }
+                ],
+            },
+            "status": status,
+        }
+    )
 
 
-def pod(name: str, *, node: str = "", gated: bool = False, selector: dict[str, str] | None = None,
-        phase: str = "Pending", podset: str = "main") -> SlimPod:
+def pod(
+    name: str,
+    *,
+    node: str = "",
+    gated: bool = False,
+    selector: dict[str, str] | None = None,
+    phase: str = "Pending",
+    podset: str = "main",
+) -> SlimPod:
     spec: dict[str, Any] = {"containers": [{"name": "c"}]}
     if node:
         spec["nodeName"] = node
@@ -100,9 +169,17 @@ def pod(name: str, *, node: str = "", gated: bool = False, selector: dict[str, s
         spec["schedulingGates"] = [{"name": GATE}]
     if selector:
         spec["nodeSelector"] = selector
-    return slim_pod({"metadata": {"name": name, "namespace": "ns",
-                                  "labels": {"kueue-tas.io/workload": UID, "kueue-tas.io/podset": podset}},
-                     "spec": spec, "status": {"phase": phase}})
+    return slim_pod(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "labels": {"kueue-tas.io/workload": UID, "kueue-tas.io/podset": podset},
+            },
+            "spec": spec,
+            "status": {"phase": phase},
+        }
+    )
 
 
 PODS = [
@@ -132,10 +209,15 @@ Workload ns/train
 """
 
 
-def describe(wl: Workload | None = None, tas: TasConfig | None = None, pods: list[SlimPod] | None = None,
-             node_list: list[NodeInfo] | None = None) -> d.WorkloadDescription:
-    return d.describe_workload(wl or workload(), tas or kueue(), nodes() if node_list is None else node_list,
-                               PODS if pods is None else pods)
+def describe(
+    wl: Workload | None = None,
+    tas: TasConfig | None = None,
+    pods: list[SlimPod] | None = None,
+    node_list: list[NodeInfo] | None = None,
+) -> d.WorkloadDescription:
+    return d.describe_workload(
+        wl or workload(), tas or kueue(), nodes() if node_list is None else node_list, PODS if pods is None else pods
+    )
 
 
 def test_admitted_workload_tree_with_bound_pending_and_gated_pods() -> None:
@@ -167,8 +249,11 @@ def test_pods_of_other_podsets_are_not_counted() -> None:
 def test_full_path_assignment_needs_no_node_lookup() -> None:
     full = TopologyAssignment((BLOCK, RACK), (DomainAssignment(("b1", "b1-r2"), 6),))
     tas = kueue(levels=(BLOCK, RACK))
-    desc = describe(workload(assignment=full), tas, pods=[pod("a", node="node-h21", phase="Running"),
-                                                           pod("b", selector={BLOCK: "b1", RACK: "b1-r2"})])
+    desc = describe(
+        workload(assignment=full),
+        tas,
+        pods=[pod("a", node="node-h21", phase="Running"), pod("b", selector={BLOCK: "b1", RACK: "b1-r2"})],
+    )
     lines = d.render_text(desc).splitlines()
     assert lines[-3:] == [
         "    pods: 2 (1 bound, 1 pending, 0 gated)",
@@ -193,41 +278,67 @@ def test_retry_shows_the_check_message_instead_of_a_tree() -> None:
     desc = describe(workload(state="Retry", message=msg, assignment=None, admitted=False), pods=[])
     lines = d.render_text(desc).splitlines()
     assert lines[4] == f"  Check tas:     Retry   {msg}"
-    assert lines[-2:] == ["    pods: 0 (0 bound, 0 pending, 0 gated)",
-                          f"    not placed: check tas is Retry: {msg}"]
+    assert lines[-2:] == ["    pods: 0 (0 bound, 0 pending, 0 gated)", f"    not placed: check tas is Retry: {msg}"]
     assert describe_json(desc)["podSets"][0]["domains"] is None
 
 
 def test_pending_check_and_a_stale_assignment_from_an_earlier_admission() -> None:
     (ps,) = describe(workload(state="Pending", message="", admitted=False)).podsets
     assert ps.domains is None
-    assert ps.message == ("no assignment yet: check tas is Pending (an earlier assignment is recorded but not "
-                          "in force while the check is Pending)")
+    assert ps.message == (
+        "no assignment yet: check tas is Pending (an earlier assignment is recorded but not "
+        "in force while the check is Pending)"
+    )
 
 
 def test_eviction_after_a_rejection_is_explained_from_the_evicted_condition() -> None:
     # What Kueue leaves after our check said Rejected: deactivated, evicted, our entry reset.
-    why = ('The workload is deactivated due to AdmissionCheck in Rejected state: "tas" (PodSet "main" can never '
-           'fit, even on an empty cluster: topology "topo" allows to fit only 16 out of 20 pod(s))')
-    wl = workload(state="Pending", message="Reset to Pending after eviction. Previously: Rejected", assignment=None,
-                  admitted=False, quota=False)
+    why = (
+        'The workload is deactivated due to AdmissionCheck in Rejected state: "tas" (PodSet "main" can never '
+        'fit, even on an empty cluster: topology "topo" allows to fit only 16 out of 20 pod(s))'
+    )
+    wl = workload(
+        state="Pending",
+        message="Reset to Pending after eviction. Previously: Rejected",
+        assignment=None,
+        admitted=False,
+        quota=False,
+    )
     wl.spec.active = False
-    wl.status.conditions.append(Condition(type="Evicted", status="True", reason="DeactivatedDueToAdmissionCheck",
-                                          message=why))
+    wl.status.conditions.append(
+        Condition(type="Evicted", status="True", reason="DeactivatedDueToAdmissionCheck", message=why)
+    )
     desc = describe(wl, pods=[])
     assert desc.podsets[0].message == (
         f"not placed: the Workload was evicted and deactivated (spec.active=false): DeactivatedDueToAdmissionCheck: "
-        f"{why}")
+        f"{why}"
+    )
     assert f"  Evicted:       True    DeactivatedDueToAdmissionCheck: {why}" in d.render_text(desc).splitlines()
 
 
 EVENTS: list[dict[str, Any]] = [
-    {"type": "Warning", "reason": "TopologyRequestRejected", "message": "can never fit",
-     "reportingComponent": "kueue-tas.io/topology", "eventTime": "2026-11-21T04:39:19.958535Z"},
-    {"type": "Normal", "reason": "QuotaReserved", "message": "Quota reserved in ClusterQueue cq",
-     "reportingComponent": "kueue-admission", "eventTime": "2026-11-21T04:39:19.935981Z"},
-    {"type": "Warning", "reason": "TopologyNotFitting", "message": "only 4 out of 6",
-     "source": {"component": "old-style"}, "lastTimestamp": "2026-11-21T04:41:00Z", "count": 3},
+    {
+        "type": "Warning",
+        "reason": "TopologyRequestRejected",
+        "message": "can never fit",
+        "reportingComponent": "kueue-tas.io/topology",
+        "eventTime": "2026-11-21T04:39:19.958535Z",
+    },
+    {
+        "type": "Normal",
+        "reason": "QuotaReserved",
+        "message": "Quota reserved in ClusterQueue cq",
+        "reportingComponent": "kueue-admission",
+        "eventTime": "2026-11-21T04:39:19.935981Z",
+    },
+    {
+        "type": "Warning",
+        "reason": "TopologyNotFitting",
+        "message": "only 4 out of 6",
+        "source": {"component": "old-style"},
+        "lastTimestamp": "2026-11-21T04:41:00Z",
+        "count": 3,
+    },
 ]
 
 
@@ -240,19 +351,27 @@ def test_events_oldest_first_in_text_and_json() -> None:
         "    2026-11-21T04:39:19Z  Warning TopologyRequestRejected from kueue-tas.io/topology: can never fit",
         "    2026-11-21T04:41:00Z  Warning TopologyNotFitting from old-style (x3): only 4 out of 6",
     ]
-    assert describe_json(desc)["events"][2] == {"time": "2026-11-21T04:41:00Z", "type": "Warning",
-                                                "reason": "TopologyNotFitting", "from": "old-style",
-                                                "message": "only 4 out of 6", "count": 3}
+    assert describe_json(desc)["events"][2] == {
+        "time": "2026-11-21T04:41:00Z",
+        "type": "Warning",
+        "reason": "TopologyNotFitting",
+        "from": "old-style",
+        "message": "only 4 out of 6",
+        "count": 3,
+    }
     many = [dict(EVENTS[0], eventTime=f"2026-11-21T05:00:{i:02d}.000001Z") for i in range(15)]
     assert [e.time for e in d.describe_workload(workload(), kueue(), nodes(), [], events=many).events] == [
-        f"2026-11-21T05:00:{i:02d}Z" for i in range(5, 15)]
+        f"2026-11-21T05:00:{i:02d}Z" for i in range(5, 15)
+    ]
 
 
 def test_no_quota_yet() -> None:
     desc = describe(workload(state="Pending", message="", assignment=None, quota=False, admitted=False), pods=[])
     (ps,) = desc.podsets
     assert (ps.flavor, ps.message) == (
-        None, "no assignment yet: waiting for Kueue to reserve quota: couldn't assign flavors to pod set main")
+        None,
+        "no assignment yet: waiting for Kueue to reserve quota: couldn't assign flavors to pod set main",
+    )
     lines = d.render_text(desc).splitlines()
     assert lines[1] == "  Queue:         lq"
     assert lines[2] == "  QuotaReserved: False   Pending: couldn't assign flavors to pod set main"
@@ -274,16 +393,20 @@ def test_checks_of_another_controller_are_not_ours() -> None:
 def test_implied_and_invalid_topology_requests() -> None:
     (ps,) = describe(workload(template_annotations={})).podsets
     assert ps.request == {"implied": True}
-    assert "no topology annotation (placed as unconstrained)" in d.render_text(describe(workload(
-        template_annotations={})))
+    assert "no topology annotation (placed as unconstrained)" in d.render_text(
+        describe(workload(template_annotations={}))
+    )
     bad = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-preferred-topology": RACK}
     (ps,) = describe(workload(template_annotations=bad)).podsets
     assert ps.request is None and ps.message.startswith("invalid topology annotations: ")
 
 
 def test_slices_request_text() -> None:
-    ann = {"kueue-tas.io/podset-required-topology": BLOCK,
-           "kueue-tas.io/podset-slice-required-topology": RACK, "kueue-tas.io/podset-slice-size": "2"}
+    ann = {
+        "kueue-tas.io/podset-required-topology": BLOCK,
+        "kueue-tas.io/podset-slice-required-topology": RACK,
+        "kueue-tas.io/podset-slice-size": "2",
+    }
     (ps,) = describe(workload(template_annotations=ann)).podsets
     assert ps.request == {"required": BLOCK, "sliceLevel": RACK, "sliceSize": 2}
     assert d._request_text(ps.request) == f"required {BLOCK}, slices of 2 in one {RACK}"
@@ -301,27 +424,74 @@ def describe_json(desc: d.WorkloadDescription) -> dict[str, Any]:
 
 def test_json_keys_and_values() -> None:
     out = describe_json(describe())
-    assert set(out) == {"namespace", "name", "uid", "queue", "clusterQueue", "conditions", "checks", "podSets",
-                        "events"}
+    assert set(out) == {
+        "namespace",
+        "name",
+        "uid",
+        "queue",
+        "clusterQueue",
+        "conditions",
+        "checks",
+        "podSets",
+        "events",
+    }
     assert out["events"] == []
     assert (out["namespace"], out["name"], out["uid"], out["queue"], out["clusterQueue"]) == (
-        "ns", "train", UID, "lq", "cq")
+        "ns",
+        "train",
+        UID,
+        "lq",
+        "cq",
+    )
     assert out["conditions"] == {
         "QuotaReserved": {"status": "True", "reason": "QuotaReserved", "message": "Quota reserved in ClusterQueue cq"},
         "Admitted": {"status": "True", "reason": "Admitted", "message": "The workload is admitted"},
     }
-    assert out["checks"] == [{"name": "tas", "state": "Ready", "lastTransitionTime": "2026-01-02T03:04:05Z",
-                              "message": "topology assignment: main: 6 pods in 3 domain(s)"}]
+    assert out["checks"] == [
+        {
+            "name": "tas",
+            "state": "Ready",
+            "lastTransitionTime": "2026-01-02T03:04:05Z",
+            "message": "topology assignment: main: 6 pods in 3 domain(s)",
+        }
+    ]
     (ps,) = out["podSets"]
-    assert set(ps) == {"name", "count", "flavor", "topology", "request", "topologyLevels", "levels", "domains",
-                       "pods", "message"}
+    assert set(ps) == {
+        "name",
+        "count",
+        "flavor",
+        "topology",
+        "request",
+        "topologyLevels",
+        "levels",
+        "domains",
+        "pods",
+        "message",
+    }
     assert (ps["name"], ps["count"], ps["flavor"], ps["topology"], ps["request"]) == (
-        "main", 6, "gpu", "topo", {"required": BLOCK})
+        "main",
+        6,
+        "gpu",
+        "topo",
+        {"required": BLOCK},
+    )
     assert ps["topologyLevels"] == [BLOCK, RACK, HOST] and ps["levels"] == [HOST]
-    assert ps["domains"][1] == {"values": ["h12"], "path": ["b1", "b1-r1", "h12"], "assigned": 2, "bound": 1,
-                                "pending": 1}
-    assert ps["pods"] == {"total": 7, "bound": 3, "pending": 1, "gated": 1, "finished": 1, "boundElsewhere": 1,
-                          "unplaced": 0}
+    assert ps["domains"][1] == {
+        "values": ["h12"],
+        "path": ["b1", "b1-r1", "h12"],
+        "assigned": 2,
+        "bound": 1,
+        "pending": 1,
+    }
+    assert ps["pods"] == {
+        "total": 7,
+        "bound": 3,
+        "pending": 1,
+        "gated": 1,
+        "finished": 1,
+        "boundElsewhere": 1,
+        "unplaced": 0,
+    }
     assert ps["message"] == ""
 
 

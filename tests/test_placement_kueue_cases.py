@@ -169,13 +169,10 @@ NOT_TRANSCRIBED: frozenset[str] = frozenset(
         "find topology assignment for two podsets with the same group with domains that can tightly fit "
         "leader and workers",
         "find topology assignment for grouped podsets skips domain where only workers fit without leader",
-        "find topology assignment for grouped podsets skips domain where mixed-size workers only fit "
-        "without leader",
-        "find topology assignment for grouped podsets keeps tight domain when leader and workers fit "
-        "together",
+        "find topology assignment for grouped podsets skips domain where mixed-size workers only fit without leader",
+        "find topology assignment for grouped podsets keeps tight domain when leader and workers fit together",
         "find topology assignment for two podsets with the same group - no fit",
-        "find topology assignment for two podsets with the same group - optimizes domain for both leader "
-        "and workers",
+        "find topology assignment for two podsets with the same group - optimizes domain for both leader and workers",
         "BestFit: podset group workers spread across hosts",
         "find topology assignment for two podsets with the same group - leader does not fit anywhere",
         "find topology assignment for two podsets with the same group - multiple hosts",

@@ -75,7 +75,10 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Result:
 
 
 def plan(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], objects: list[dict[str, Any]], *args: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    objects: list[dict[str, Any]],
+    *args: str,
     output: str = "json",
 ) -> Result:
     path = pf.write_yaml(tmp_path / f"input-{len(list(tmp_path.iterdir()))}.yaml", objects)
@@ -217,9 +220,7 @@ def test_on_flavors_governs_only_the_named_flavor(tmp_path: Path, capsys: pytest
     assert res.ps("b")["flavor"] == "h100"
 
 
-def test_empty_on_flavors_governs_every_flavor_of_the_queue(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_empty_on_flavors_governs_every_flavor_of_the_queue(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     objs = two_flavor_objects([])
     res = plan(tmp_path, capsys, [*objs, pf.job("a", 16, pf.required(pf.RACK))], "--flavor", "h100")
     assert res.code == 0, res.err
@@ -238,9 +239,7 @@ def test_two_governed_flavors_without_flavor_choice_is_invalid(
     assert_invalid(res, "Job/team-a/a", "spec.template", "cannot tell the flavor")
 
 
-def test_admission_check_of_another_controller_is_ignored(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_admission_check_of_another_controller_is_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     objs = [
         pf.topology(),
         pf.flavor("gpu"),
@@ -269,9 +268,7 @@ def test_check_wins_over_flavor_topology_name(tmp_path: Path, capsys: pytest.Cap
     assert res.ps("a")["topology"] == "topo"
 
 
-def test_flavor_topology_name_used_when_no_check_governs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_flavor_topology_name_used_when_no_check_governs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     objs = [pf.topology(), pf.flavor("gpu", topologyName="topo"), *pf.grid_nodes()]
     res = plan(tmp_path, capsys, [*objs, pf.job("a", 8, pf.required(pf.RACK))])
     assert res.code == 0, res.err
@@ -556,9 +553,7 @@ def admitted(state: str, hosts_: dict[str, int] | None = None, annotation: str |
     hosts_ = hosts_ or {"b0-r0-h0": 4}
     assignment = TopologyAssignment((pf.HOST,), tuple(DomainAssignment((h,), n) for h, n in hosts_.items()))
     text = encode_assignment_annotation([("main", assignment)]) if annotation is None else annotation
-    return pf.workload(
-        "running", sum(hosts_.values()), admitted_flavor="gpu", check_state=state, assignment=text
-    )
+    return pf.workload("running", sum(hosts_.values()), admitted_flavor="gpu", check_state=state, assignment=text)
 
 
 def test_ready_workload_with_assignment_holds_capacity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -568,9 +563,7 @@ def test_ready_workload_with_assignment_holds_capacity(tmp_path: Path, capsys: p
     assert res.ps("new")["message"] == 'topology "topo" allows to fit only 4 out of 8 pod(s)' + ONE_HOST_FULL
 
 
-def test_ready_workload_listed_first_also_holds_capacity(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_ready_workload_listed_first_also_holds_capacity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = plan(tmp_path, capsys, [*small_cluster(), admitted("Ready"), pf.job("new", 4, pf.required(pf.RACK))])
     assert res.code == 0, res.err
     assert hosts(res.ps("new")) == {"b0-r0-h1": 4}
@@ -617,9 +610,7 @@ def test_ready_workload_of_another_check_not_trusted(tmp_path: Path, capsys: pyt
         pytest.param(pf.pod("w-0", "b0-r0-h0", 4, labels={pf.WORKLOAD_LABEL: "x"}), 8, id="kueue-tas-pod"),
     ],
 )
-def test_non_tas_pods(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: dict[str, Any], fit: int
-) -> None:
+def test_non_tas_pods(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: dict[str, Any], fit: int) -> None:
     res = plan(tmp_path, capsys, [*small_cluster(), extra, pf.job("new", 8, pf.required(pf.RACK))])
     assert res.code == 0, res.err
     if fit == 8:
@@ -781,8 +772,12 @@ def test_unknown_topology_level(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_unknown_slice_level_in_workload(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ann = {pf.REQUIRED: pf.BLOCK, pf.SLICE_LEVEL: "example.com/zone", pf.SLICE_SIZE: "2"}
     res = plan(tmp_path, capsys, [*pf.cluster(), pf.workload("w", 4, ann)])
-    assert_invalid(res, "Workload/team-a/w", f"spec.podSets[0].template.metadata.annotations[{pf.SLICE_LEVEL}]",
-                   "unknown topology level")
+    assert_invalid(
+        res,
+        "Workload/team-a/w",
+        f"spec.podSets[0].template.metadata.annotations[{pf.SLICE_LEVEL}]",
+        "unknown topology level",
+    )
 
 
 def test_malformed_quantity_in_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -986,9 +981,7 @@ def test_annotation_prefix_option(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert res.wl("a")["fits"] is True
 
 
-def test_annotation_prefix_without_slash_is_a_clean_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_annotation_prefix_without_slash_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     objs = [*pf.cluster(), pf.job("a", 1, pf.required(pf.RACK))]
     path = pf.write_yaml(tmp_path / "in.yaml", objs)
     try:

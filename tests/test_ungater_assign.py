@@ -80,9 +80,7 @@ def test_rank_collision_falls_back_to_greedy() -> None:
 def test_never_more_pods_than_a_domain_holds(
     counts: list[int], states: list[tuple[bool, int]], with_rank: bool
 ) -> None:
-    assignment = TopologyAssignment(
-        (H,), tuple(DomainAssignment((f"x{i}",), c) for i, c in enumerate(counts))
-    )
+    assignment = TopologyAssignment((H,), tuple(DomainAssignment((f"x{i}",), c) for i, c in enumerate(counts)))
     total = sum(counts)
     pods = []
     for i, (is_gated, host) in enumerate(states):

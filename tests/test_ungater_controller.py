@@ -39,24 +39,44 @@ def workload_raw(ta: TopologyAssignment | None, state: str = "Ready", rv: str = 
     return {
         "metadata": {"name": "wl", "namespace": "ns", "uid": UID, "resourceVersion": rv, "annotations": ann},
         "spec": {"podSets": [{"name": "main", "count": 4, "template": {"spec": {"containers": []}}}]},
-        "status": {"admissionChecks": [{"name": CHECK, "state": state, "message": "",
-                                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        "status": {
+            "admissionChecks": [
+                {"name": CHECK, "state": state, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+            ]
+        },
     }
 
 
-def pod_raw(name: str, *, uid: str | None = None, rv: str = "1", gated: bool = True, index: int | None = None,
-            selector: dict[str, str] | None = None, phase: str = "Pending", deleting: bool = False,
-            other_gates: tuple[str, ...] = ()) -> dict[str, Any]:
+def pod_raw(
+    name: str,
+    *,
+    uid: str | None = None,
+    rv: str = "1",
+    gated: bool = True,
+    index: int | None = None,
+    selector: dict[str, str] | None = None,
+    phase: str = "Pending",
+    deleting: bool = False,
+    other_gates: tuple[str, ...] = (),
+) -> dict[str, Any]:
     labels = {c.WORKLOAD_LABEL: UID, c.PODSET_LABEL: "main"}
     if index is not None:
         labels[c.JOB_COMPLETION_INDEX_LABEL] = str(index)
     gates = [{"name": g} for g in other_gates] + ([{"name": c.SCHEDULING_GATE}] if gated else [])
-    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": uid or f"uid-{name}", "resourceVersion": rv,
-                            "labels": labels}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "ns",
+        "uid": uid or f"uid-{name}",
+        "resourceVersion": rv,
+        "labels": labels,
+    }
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return {"metadata": meta, "spec": {"schedulingGates": gates, "nodeSelector": selector or {}, "containers": []},
-            "status": {"phase": phase}}
+    return {
+        "metadata": meta,
+        "spec": {"schedulingGates": gates, "nodeSelector": selector or {}, "containers": []},
+        "status": {"phase": phase},
+    }
 
 
 class Recorder:
@@ -65,8 +85,17 @@ class Recorder:
         self.fail: dict[str, Exception] = {}
         self.events: list[tuple[str, str, str]] = []
 
-    async def patch_pod(self, api: Any, *, namespace: str, name: str, patch: dict[str, Any],
-                        resource_version: str | None = None, strategy: str = "merge", **_: Any) -> dict[str, Any]:
+    async def patch_pod(
+        self,
+        api: Any,
+        *,
+        namespace: str,
+        name: str,
+        patch: dict[str, Any],
+        resource_version: str | None = None,
+        strategy: str = "merge",
+        **_: Any,
+    ) -> dict[str, Any]:
         if name in self.fail:
             raise self.fail.pop(name)
         self.patches.append({"name": name, "patch": patch, "rv": resource_version, "strategy": strategy})
@@ -85,8 +114,14 @@ class Harness:
         self.workloads = inf.Informer(None, inf.WORKLOADS, inf.model_transform(Workload))
         self.metrics = Metrics()
         self.checks = {CHECK}
-        self.ungater = uc.Ungater(None, settings, self.metrics, self.pods, self.workloads,  # type: ignore[arg-type]
-                                  lambda: set(self.checks))
+        self.ungater = uc.Ungater(
+            None,
+            settings,
+            self.metrics,
+            self.pods,
+            self.workloads,  # type: ignore[arg-type]
+            lambda: set(self.checks),
+        )
 
         async def emit_event(ref: Any, *, reason: str, message: str, type: str = "Normal", **_: Any) -> bool:
             self.rec.events.append((ref.kind, reason, message))
@@ -109,8 +144,15 @@ class Harness:
         for p in self.rec.patches:
             pod = self.pods.store.get(f"ns/{p['name']}")
             assert pod is not None
-            self.pod(p["name"], "MODIFIED", uid=pod.uid, rv=str(int(pod.resource_version) + 1), gated=False,
-                     index=pod.completion_index, selector=p["patch"]["spec"]["nodeSelector"])
+            self.pod(
+                p["name"],
+                "MODIFIED",
+                uid=pod.uid,
+                rv=str(int(pod.resource_version) + 1),
+                gated=False,
+                index=pod.completion_index,
+                selector=p["patch"]["spec"]["nodeSelector"],
+            )
 
     async def run_pass(self) -> float | None:
         return await self.ungater.reconcile("ns/wl")
@@ -147,8 +189,9 @@ async def test_expectations_stop_a_second_pass_until_observed(h: Harness) -> Non
     await h.run_pass()
     assert h.rec.patches == []
     # Observed: expectations are satisfied and nothing more is released.
-    h.rec.patches = [{"name": f"p{i}", "patch": {"spec": {"nodeSelector": {HOST: "n1" if i < 2 else "n2"}}}}
-                     for i in range(4)]
+    h.rec.patches = [
+        {"name": f"p{i}", "patch": {"spec": {"nodeSelector": {HOST: "n1" if i < 2 else "n2"}}}} for i in range(4)
+    ]
     h.observe_patches()
     h.rec.patches.clear()
     assert len(h.ungater.expectations) == 0
@@ -264,9 +307,17 @@ async def test_nothing_happens_unless_our_entry_is_ready(h: Harness) -> None:
     h.pod("a")
     await h.run_pass()
     assert h.rec.patches == []
-    h.workloads.handle_event("MODIFIED", {**workload_raw(assignment(("n1", 2))),
-                                          "status": {"admissionChecks": [{"name": "someone-else", "state": "Ready",
-                                                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    h.workloads.handle_event(
+        "MODIFIED",
+        {
+            **workload_raw(assignment(("n1", 2))),
+            "status": {
+                "admissionChecks": [
+                    {"name": "someone-else", "state": "Ready", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                ]
+            },
+        },
+    )
     await h.run_pass()
     assert h.rec.patches == []
 
@@ -284,7 +335,8 @@ async def test_pods_of_other_workloads_and_ungated_pods_are_never_patched(h: Har
 async def test_ungate_patch_shape() -> None:
     body = uc.ungate_patch("g/x", {"a": "1"})
     assert json.loads(json.dumps(body)) == {
-        "spec": {"schedulingGates": [{"$patch": "delete", "name": "g/x"}], "nodeSelector": {"a": "1"}}}
+        "spec": {"schedulingGates": [{"$patch": "delete", "name": "g/x"}], "nodeSelector": {"a": "1"}}
+    }
 
 
 async def test_restart_lists_in_any_order_and_resync_finds_the_gated_pods(h: Harness) -> None:

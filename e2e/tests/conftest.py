@@ -142,8 +142,13 @@ async def tas_factory(
     groups: list[ControllerGroup] = []
 
     async def start(replicas: int = 1, leader_election: bool = True, **env: str) -> ControllerGroup:
-        group = ControllerGroup(controller_kubeconfig, _log_dir(cluster_state), replicas=replicas,
-                                leader_election=leader_election, extra_env=dict(env))
+        group = ControllerGroup(
+            controller_kubeconfig,
+            _log_dir(cluster_state),
+            replicas=replicas,
+            leader_election=leader_election,
+            extra_env=dict(env),
+        )
         groups.append(group)
         await group.start()
         return group

@@ -32,8 +32,11 @@ def entry_of(wl: dict[str, Any], s: st.TasStack) -> dict[str, Any]:
 
 
 async def events_of(kube: Kube, wl: dict[str, Any], reason: str) -> list[dict[str, Any]]:
-    return [e for e in await st.events_for(kube, wl["metadata"]["namespace"], wl["metadata"]["name"])
-            if e.get("reason") == reason]
+    return [
+        e
+        for e in await st.events_for(kube, wl["metadata"]["namespace"], wl["metadata"]["name"])
+        if e.get("reason") == reason
+    ]
 
 
 async def wait_event(kube: Kube, wl: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -86,7 +89,7 @@ async def test_required_rack_fits_annotation_entry_gate_event_and_pods(
     small = await st.wait_check(kube, s, "small", DECIDED)
     entry = entry_of(small, s)
     assert entry["state"] == "Ready", entry
-    (host, count), = hosts(small).items()
+    ((host, count),) = hosts(small).items()
     assert count == 4
     update = st.pod_set_updates(entry)["main"]
     assert update["nodeSelector"] == {HOSTNAME_LABEL: host}  # one domain: pinned through podSetUpdates
@@ -108,12 +111,15 @@ async def test_leader_metrics_show_admissions_and_domain_free(
     await st.create_job(kube, namespace, st.job("eight", 8, required=RACK_LABEL))
     wl = await st.wait_check(kube, s, "eight", DECIDED)
     assert entry_of(wl, s)["state"] == "Ready"
-    (host, _), = hosts(wl).items()
+    ((host, _),) = hosts(wl).items()
     leader = await tas.wait_leader()
 
     def ours(samples: list[tuple[str, dict[str, str], float]]) -> dict[tuple[str, str, str], float]:
-        return {(lb["level"], lb["domain"], lb["resource"]): v for name, lb, v in samples
-                if name == "kueue_tas_domain_free" and lb["topology"] == s.topology and lb["flavor"] == s.flavor}
+        return {
+            (lb["level"], lb["domain"], lb["resource"]): v
+            for name, lb, v in samples
+            if name == "kueue_tas_domain_free" and lb["topology"] == s.topology and lb["flavor"] == s.flavor
+        }
 
     async def published() -> list[tuple[str, dict[str, str], float]] | None:
         samples = st.parse_metrics(await asyncio.to_thread(leader.metrics))
@@ -193,10 +199,13 @@ async def test_jobset_two_replicated_jobs_each_placed_gate_only_where_multi_doma
 ) -> None:
     s = await st.tas_stack(kube, namespace, tas.controller_name, small_pool(unique, "d"))
     racks = st.host_racks(s.pool)
-    body = st.jobset("js", [
-        ("leader", 1, 1, st.pod_template(gpu=1, required=RACK_LABEL)),
-        ("workers", 2, 2, st.pod_template(gpu=4, required=RACK_LABEL)),  # 16 GPUs: two hosts of a rack
-    ])
+    body = st.jobset(
+        "js",
+        [
+            ("leader", 1, 1, st.pod_template(gpu=1, required=RACK_LABEL)),
+            ("workers", 2, 2, st.pod_template(gpu=4, required=RACK_LABEL)),  # 16 GPUs: two hosts of a rack
+        ],
+    )
     await st.create_jobset(kube, namespace, body)
     wl = await st.wait_check(kube, s, "js", DECIDED, owner_kind="JobSet")
     entry = entry_of(wl, s)
@@ -340,8 +349,14 @@ async def stale_assignment(kube: Kube, wl: dict[str, Any], hostnames: list[str])
     claim = TopologyAssignment((HOSTNAME_LABEL,), tuple(DomainAssignment((h,), HOST_GPUS) for h in sorted(hostnames)))
     patch = {"metadata": {"annotations": {st.ASSIGNMENT_ANNOTATION: encode_assignment_annotation([("main", claim)])}}}
     await kube.custom.patch_namespaced_custom_object(
-        KUEUE_GROUP, KUEUE_VERSION, wl["metadata"]["namespace"], "workloads", wl["metadata"]["name"], patch,
-        _content_type="application/merge-patch+json")
+        KUEUE_GROUP,
+        KUEUE_VERSION,
+        wl["metadata"]["namespace"],
+        "workloads",
+        wl["metadata"]["name"],
+        patch,
+        _content_type="application/merge-patch+json",
+    )
 
 
 # --- h. malformed annotations: Rejected, the rest unaffected -----------------------------------
@@ -404,8 +419,9 @@ async def test_admission_check_active_follows_its_topology(
     assert cond["reason"] == "Active" and s.topology in cond["message"]
 
     check, topology = f"ac-late-{unique}", f"topo-late-{unique}"
-    await kube.create_admission_check(check, tas.controller_name,
-                                      {"apiGroup": KUEUE_GROUP, "kind": "Topology", "name": topology})
+    await kube.create_admission_check(
+        check, tas.controller_name, {"apiGroup": KUEUE_GROUP, "kind": "Topology", "name": topology}
+    )
     cond = await eventually("check Inactive without its Topology", lambda: active(check, "False"), 20)
     assert cond["reason"] == "TopologyNotFound" and f'"{topology}"' in cond["message"], cond
 

@@ -45,8 +45,14 @@ async def cli(group: ControllerGroup, kubeconfig: str, *args: str, program: list
     env["PYTHONPATH"] = str(REPO_ROOT)
     cmd = program or [sys.executable, "-m", "kueue_tas.cli.main"]
     proc = await asyncio.create_subprocess_exec(
-        *cmd, *args, "--kubeconfig", kubeconfig, env=env, cwd=REPO_ROOT,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        *cmd,
+        *args,
+        "--kubeconfig",
+        kubeconfig,
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
@@ -60,7 +66,8 @@ def pool_of(unique: str) -> NodePool:
 async def other_pod(kube: Kube, namespace: str, node: str, gpu: int) -> None:
     """A pod kueue-tas knows nothing of (as a DaemonSet's), bound straight to a node."""
     body: Any = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": f"other-{node}", "annotations": {POD_COMPLETE_DELAY_ANNOTATION: "1h"}},
         "spec": {"nodeName": node, "containers": [st.container(gpu=gpu)]},
     }
@@ -134,16 +141,23 @@ async def test_capacity_and_describe_of_a_multi_rack_job(
     assert (check["name"], check["state"]) == (s.check, "Ready")
     (ps,) = desc["podSets"]
     assert (ps["flavor"], ps["topology"], ps["request"]) == (s.flavor, s.topology, {"required": BLOCK_LABEL})
-    assert ps["pods"] == {"total": 6, "bound": 6, "pending": 0, "gated": 0, "finished": 0, "boundElsewhere": 0,
-                          "unplaced": 0}
+    assert ps["pods"] == {
+        "total": 6,
+        "bound": 6,
+        "pending": 0,
+        "gated": 0,
+        "finished": 0,
+        "boundElsewhere": 0,
+        "unplaced": 0,
+    }
     assert {dom["values"][-1]: (dom["assigned"], dom["bound"]) for dom in ps["domains"]} == {
-        h: (n, n) for h, n in placed.items()}
+        h: (n, n) for h, n in placed.items()
+    }
     assert all(dom["path"] == ["b1", racks[dom["values"][-1]], dom["values"][-1]] for dom in ps["domains"])
 
     # The kubectl plugin entry point, found by its Job's name.
     plugin = str(Path(sys.executable).parent / "kubectl-kueue_tas")
-    text = await cli(tas, kubeconfig, "describe", "workload", "--for-job", "train", "-n", namespace,
-                     program=[plugin])
+    text = await cli(tas, kubeconfig, "describe", "workload", "--for-job", "train", "-n", namespace, program=[plugin])
     assert text.code == 0, text.err
     lines = text.out.splitlines()
     assert lines[0] == f"Workload {namespace}/{wl['metadata']['name']}"

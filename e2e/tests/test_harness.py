@@ -43,16 +43,23 @@ def _container(cpu: str = "1", gpu: str | None = None) -> dict[str, Any]:
     requests = {"cpu": cpu, "memory": "1Gi"}
     if gpu:
         requests[GPU] = gpu
-    return {"name": "main", "image": "registry.invalid/fake:1", "resources": {"requests": requests, "limits":
-            {GPU: gpu} if gpu else {}}}
+    return {
+        "name": "main",
+        "image": "registry.invalid/fake:1",
+        "resources": {"requests": requests, "limits": {GPU: gpu} if gpu else {}},
+    }
 
 
 def _job(name: str, parallelism: int, cpu: str, *, delay: str = "2s", queue: str = "lq") -> dict[str, Any]:
     return {
-        "apiVersion": "batch/v1", "kind": "Job",
+        "apiVersion": "batch/v1",
+        "kind": "Job",
         "metadata": {"name": name, "labels": {QUEUE_LABEL: queue}},
         "spec": {
-            "suspend": True, "parallelism": parallelism, "completions": parallelism, "completionMode": "Indexed",
+            "suspend": True,
+            "parallelism": parallelism,
+            "completions": parallelism,
+            "completionMode": "Indexed",
             "template": {
                 "metadata": {"annotations": {POD_COMPLETE_DELAY_ANNOTATION: delay}},
                 "spec": {"restartPolicy": "Never", "containers": [_container(cpu)]},
@@ -107,15 +114,22 @@ async def test_jobset_is_admitted_and_its_pods_run(kube: Kube, namespace: str, u
         "spec": {"restartPolicy": "Never", "containers": [_container("1", gpu="2")]},
     }
     jobset = {
-        "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}", "kind": "JobSet",
+        "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
+        "kind": "JobSet",
         "metadata": {"name": "js", "labels": {QUEUE_LABEL: "lq"}},
         "spec": {
             "suspend": True,
             "replicatedJobs": [
-                {"name": "leader", "replicas": 1, "template": {"spec": {
-                    "parallelism": 1, "completions": 1, "template": pod_template}}},
-                {"name": "workers", "replicas": 2, "template": {"spec": {
-                    "parallelism": 2, "completions": 2, "template": pod_template}}},
+                {
+                    "name": "leader",
+                    "replicas": 1,
+                    "template": {"spec": {"parallelism": 1, "completions": 1, "template": pod_template}},
+                },
+                {
+                    "name": "workers",
+                    "replicas": 2,
+                    "template": {"spec": {"parallelism": 2, "completions": 2, "template": pod_template}},
+                },
             ],
         },
     }
@@ -130,8 +144,9 @@ async def test_jobset_is_admitted_and_its_pods_run(kube: Kube, namespace: str, u
     assert {ps["name"]: ps["count"] for ps in wl["spec"]["podSets"]} == {"leader": 1, "workers": 4}
 
     async def all_running() -> list[Any] | None:
-        pods = (await kube.core.list_namespaced_pod(
-            namespace, label_selector="jobset.sigs.k8s.io/jobset-name=js")).items
+        pods = (
+            await kube.core.list_namespaced_pod(namespace, label_selector="jobset.sigs.k8s.io/jobset-name=js")
+        ).items
         running = [p for p in pods if p.status.phase == "Running" and p.spec.node_name]
         return running if len(running) == 5 else None
 
@@ -146,7 +161,8 @@ async def test_jobset_is_admitted_and_its_pods_run(kube: Kube, namespace: str, u
 
 def _gated_pod(name: str, gate: str, cpu: str = "1") -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name},
         "spec": {"schedulingGates": [{"name": gate}], "containers": [_container(cpu)]},
     }
@@ -158,8 +174,12 @@ async def test_gated_pod_waits_then_honours_node_selector(kube: Kube, namespace:
     target_a, target_b = names[1], names[3]
     # Fill the targets so that, left alone, the scheduler would prefer the other (empty) nodes.
     for i, node in enumerate((target_a, target_b)):
-        filler = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"filler-{i}"},
-                  "spec": {"nodeName": node, "containers": [_container("24")]}}
+        filler = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"filler-{i}"},
+            "spec": {"nodeName": node, "containers": [_container("24")]},
+        }
         await kube.core.create_namespaced_pod(namespace, filler)
     gate = "example.com/topology"
     await kube.core.create_namespaced_pod(namespace, _gated_pod("two-step", gate))
@@ -178,12 +198,19 @@ async def test_gated_pod_waits_then_honours_node_selector(kube: Kube, namespace:
     await kube.core.patch_namespaced_pod("two-step", namespace, {"spec": {"nodeSelector": {HOSTNAME_LABEL: target_a}}})
     await consistently("still gated after the nodeSelector patch", lambda: _all(gated, "two-step"), 2)
     await kube.core.patch_namespaced_pod(
-        "two-step", namespace, {"spec": {"schedulingGates": [{"$patch": "delete", "name": gate}]}})
+        "two-step", namespace, {"spec": {"schedulingGates": [{"$patch": "delete", "name": gate}]}}
+    )
     # One-step, as an ungater does it: remove the gate and add the nodeSelector in one patch.
-    await kube.core.patch_namespaced_pod("one-step", namespace, {"spec": {
-        "schedulingGates": [{"$patch": "delete", "name": gate}],
-        "nodeSelector": {HOSTNAME_LABEL: target_b},
-    }})
+    await kube.core.patch_namespaced_pod(
+        "one-step",
+        namespace,
+        {
+            "spec": {
+                "schedulingGates": [{"$patch": "delete", "name": gate}],
+                "nodeSelector": {HOSTNAME_LABEL: target_b},
+            }
+        },
+    )
 
     async def running_on(name: str) -> Any:
         pod = await kube.core.read_namespaced_pod(name, namespace)
@@ -222,11 +249,11 @@ async def test_admission_check_protocol_gates_admission(kube: Kube, namespace: s
     names = await kube.create_nodes(pool)
     topology, check, flavor, cq = f"topo-{unique}", f"ac-{unique}", f"rf-{unique}", f"cq-{unique}"
     await kube.create_topology(topology, pool.level_labels())
-    await kube.create_admission_check(check, f"kueue-tas.io/e2e-{unique}",
-                                      {"apiGroup": KUEUE_GROUP, "kind": "Topology", "name": topology})
+    await kube.create_admission_check(
+        check, f"kueue-tas.io/e2e-{unique}", {"apiGroup": KUEUE_GROUP, "kind": "Topology", "name": topology}
+    )
     await kube.create_resource_flavor(flavor, node_labels={POOL_LABEL: pool.name})
-    await kube.create_cluster_queue(cq, {flavor: QUOTA},
-                                    admission_checks=[{"name": check, "onFlavors": [flavor]}])
+    await kube.create_cluster_queue(cq, {flavor: QUOTA}, admission_checks=[{"name": check, "onFlavors": [flavor]}])
 
     async def cq_inactive_for_check() -> bool:
         obj = await kube.get_cluster_object(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", cq)
@@ -257,7 +284,12 @@ async def test_admission_check_protocol_gates_admission(kube: Kube, namespace: s
 
     target = names[2]
     await set_workload_check_state(
-        kube, namespace, wl["metadata"]["name"], check, "Ready", message="placed by the e2e test",
+        kube,
+        namespace,
+        wl["metadata"]["name"],
+        check,
+        "Ready",
+        message="placed by the e2e test",
         pod_set_updates=[{"name": "main", "nodeSelector": {HOSTNAME_LABEL: target}}],
     )
 

@@ -51,8 +51,9 @@ def test_webhooks_point_at_loopback_with_ca() -> None:
     docs = manifests.kueue_webhooks(12345, b"CA") + manifests.jobset_webhooks(23456, b"CA")
     hooks = [wh for d in docs for wh in d["webhooks"]]
     assert hooks
-    assert all(wh["clientConfig"]["url"].startswith(("https://127.0.0.1:12345/", "https://127.0.0.1:23456/"))
-               for wh in hooks)
+    assert all(
+        wh["clientConfig"]["url"].startswith(("https://127.0.0.1:12345/", "https://127.0.0.1:23456/")) for wh in hooks
+    )
     assert all(wh["clientConfig"]["caBundle"] == "Q0E=" for wh in hooks)
     job_hook = next(wh for wh in hooks if wh["name"] == "mjob.kb.io")
     assert "kueue-system" in job_hook["namespaceSelector"]["matchExpressions"][0]["values"]

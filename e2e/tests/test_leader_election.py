@@ -30,7 +30,11 @@ Factory = Callable[..., Awaitable[ControllerGroup]]
 
 
 async def test_standby_takes_over_within_15s_and_nothing_is_double_booked(
-    kube: Kube, namespace: str, unique: str, tas_factory: Factory, api_client: client.ApiClient,
+    kube: Kube,
+    namespace: str,
+    unique: str,
+    tas_factory: Factory,
+    api_client: client.ApiClient,
 ) -> None:
     group = await tas_factory(replicas=2, **PRODUCTION_TIMINGS)
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=3, hosts_per_rack=2)
@@ -77,7 +81,11 @@ async def test_standby_takes_over_within_15s_and_nothing_is_double_booked(
 
 
 async def test_leader_that_loses_its_lease_stops_acting(
-    kube: Kube, namespace: str, unique: str, tas_factory: Factory, api_client: client.ApiClient,
+    kube: Kube,
+    namespace: str,
+    unique: str,
+    tas_factory: Factory,
+    api_client: client.ApiClient,
 ) -> None:
     group = await tas_factory(replicas=1, **PRODUCTION_TIMINGS)
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=1, hosts_per_rack=2)

@@ -35,8 +35,11 @@ NEEDED: list[tuple[str, str, str, bool]] = [
     *[(v, "", "nodes", False) for v in ("list", "watch")],
     *[(v, "", "pods", False) for v in ("list", "watch")],
     ("patch", "", "pods", True),
-    *[(v, KUEUE_GROUP, r, False) for r in ("topologies", "resourceflavors", "clusterqueues", "admissionchecks")
-      for v in ("list", "watch")],
+    *[
+        (v, KUEUE_GROUP, r, False)
+        for r in ("topologies", "resourceflavors", "clusterqueues", "admissionchecks")
+        for v in ("list", "watch")
+    ],
     ("patch", KUEUE_GROUP, "admissionchecks/status", False),
     *[(v, KUEUE_GROUP, "workloads", False) for v in ("list", "watch")],
     ("patch", KUEUE_GROUP, "workloads", True),
@@ -114,9 +117,7 @@ async def _status(request: Any) -> int:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def sa_kubeconfig(
-    api_client: client.ApiClient, cluster_state: cluster.State, tmp_path: Path
-) -> Path:
+async def sa_kubeconfig(api_client: client.ApiClient, cluster_state: cluster.State, tmp_path: Path) -> Path:
     return await service_account_kubeconfig(api_client, cluster_state.kubeconfig, tmp_path / "sa.kubeconfig")
 
 
@@ -156,8 +157,9 @@ async def test_every_granted_rule_is_needed() -> None:
     """The manifests grant nothing beyond NEEDED (so this list and the ClusterRole stay in step)."""
     needed = {(v, g, r) for v, g, r, _ in NEEDED}
     (role,) = [d for d in base_documents() if d["kind"] == "ClusterRole"]
-    granted = {(v, g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-               for v in rule["verbs"]}
+    granted = {
+        (v, g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
     assert granted == needed
 
 
@@ -177,11 +179,16 @@ async def test_real_requests(sa_api: client.ApiClient, api_client: client.ApiCli
     await client.CustomObjectsApi(sa_api).list_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, "workloads", limit=1)
 
     event: Any = {
-        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
         "metadata": {"name": f"rbac-probe.{uuid.uuid4().hex[:8]}", "namespace": namespace},
         "regarding": {"apiVersion": "v1", "kind": "Pod", "name": "rbac-probe", "namespace": namespace},
-        "reason": "RbacProbe", "note": "e2e RBAC probe", "type": "Normal", "action": "Probe",
-        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "kueue-tas.io/topology",
+        "reason": "RbacProbe",
+        "note": "e2e RBAC probe",
+        "type": "Normal",
+        "action": "Probe",
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "kueue-tas.io/topology",
         "reportingInstance": "e2e",
     }
     events = client.EventsV1Api(sa_api)
@@ -242,18 +249,30 @@ async def _start_controller(
     tmp_path: Path, kubeconfig: Path, controller_name: str, lease_name: str
 ) -> asyncio.subprocess.Process:
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "controller_name": controller_name,
-        "lease_name": lease_name,
-        "health_bind": "127.0.0.1:0",
-        "metrics_bind": "0",
-        "log_format": "json",
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "controller_name": controller_name,
+                "lease_name": lease_name,
+                "health_bind": "127.0.0.1:0",
+                "metrics_bind": "0",
+                "log_format": "json",
+            }
+        )
+    )
     log = (tmp_path / "controller.log").open("wb")
     try:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "kueue_tas.cli.main", "run", "--config", str(config), "--kubeconfig", str(kubeconfig),
-            stdout=log, stderr=asyncio.subprocess.STDOUT,
+            sys.executable,
+            "-m",
+            "kueue_tas.cli.main",
+            "run",
+            "--config",
+            str(config),
+            "--kubeconfig",
+            str(kubeconfig),
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
         )
     finally:
         log.close()
@@ -282,16 +301,25 @@ async def test_controller_admits_under_service_account(
     """Every write path (check Active, gate into a Job and a JobSet, annotation, check entry,
     Events, the ungater's pod patches) succeeds with the manifests' RBAC: a 403 anywhere stalls it."""
     controller_name = f"kueue-tas.io/rbac-{unique}"
-    pool = NodePool(name=f"rbac-{unique}", blocks=1, racks_per_block=2, hosts_per_rack=2,
-                    allocatable={"cpu": "16", "memory": "64Gi", "pods": "110", GPU: "8"})
+    pool = NodePool(
+        name=f"rbac-{unique}",
+        blocks=1,
+        racks_per_block=2,
+        hosts_per_rack=2,
+        allocatable={"cpu": "16", "memory": "64Gi", "pods": "110", GPU: "8"},
+    )
     await kube.create_nodes(pool)
     topo, flavor, check, cq = f"rbac-{unique}", f"rbac-{unique}", f"rbac-{unique}", f"rbac-{unique}"
     await kube.create_topology(topo, pool.level_labels())
     await kube.create_resource_flavor(flavor, {POOL_LABEL: pool.name})
-    await kube.create_admission_check(check, controller_name,
-                                      {"apiGroup": KUEUE_GROUP, "kind": "Topology", "name": topo})
-    await kube.create_cluster_queue(cq, {flavor: {"cpu": "64", "memory": "256Gi", GPU: "32"}},
-                                    admission_checks=[{"name": check, "onFlavors": [flavor]}])
+    await kube.create_admission_check(
+        check, controller_name, {"apiGroup": KUEUE_GROUP, "kind": "Topology", "name": topo}
+    )
+    await kube.create_cluster_queue(
+        cq,
+        {flavor: {"cpu": "64", "memory": "256Gi", GPU: "32"}},
+        admission_checks=[{"name": check, "onFlavors": [flavor]}],
+    )
     await kube.create_local_queue(namespace, "lq", cq)
 
     lease_name = f"rbac-{unique}"
@@ -300,19 +328,36 @@ async def test_controller_admits_under_service_account(
         await kube.wait_cluster_queue_active(cq, 60)  # needs our Active condition on the check
 
         # 2 pods of 8 GPUs on 8-GPU hosts: two domains, so the gate goes into the template.
-        container = {"name": "c", "image": "registry.k8s.io/pause:3.10",
-                     "resources": {"requests": {"cpu": "1", GPU: "8"}, "limits": {GPU: "8"}}}
+        container = {
+            "name": "c",
+            "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": "1", GPU: "8"}, "limits": {GPU: "8"}},
+        }
         pod_template = {
             "metadata": {"annotations": {"kueue-tas.io/podset-unconstrained-topology": "true"}},
             "spec": {"restartPolicy": "Never", "containers": [container]},
         }
-        job: Any = {"apiVersion": "batch/v1", "kind": "Job",
-               "metadata": {"name": "job", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
-               "spec": {"suspend": True, "parallelism": 2, "completions": 2, "template": pod_template}}
-        jobset = {"apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}", "kind": "JobSet",
-                  "metadata": {"name": "js", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
-                  "spec": {"suspend": True, "replicatedJobs": [{"name": "w", "replicas": 1, "template": {
-                      "spec": {"parallelism": 2, "completions": 2, "template": pod_template}}}]}}
+        job: Any = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "job", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+            "spec": {"suspend": True, "parallelism": 2, "completions": 2, "template": pod_template},
+        }
+        jobset = {
+            "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
+            "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+            "spec": {
+                "suspend": True,
+                "replicatedJobs": [
+                    {
+                        "name": "w",
+                        "replicas": 1,
+                        "template": {"spec": {"parallelism": 2, "completions": 2, "template": pod_template}},
+                    }
+                ],
+            },
+        }
         await kube.batch.create_namespaced_job(namespace, job)
         await kube.custom.create_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, namespace, "jobsets", jobset)
 
@@ -331,8 +376,9 @@ async def test_controller_admits_under_service_account(
 
         got_job = await kube.batch.read_namespaced_job("job", namespace)
         assert [g.name for g in got_job.spec.template.spec.scheduling_gates or []] == ["kueue-tas.io/topology"]
-        got_js = await kube.custom.get_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, namespace,
-                                                                "jobsets", "js")
+        got_js = await kube.custom.get_namespaced_custom_object(
+            JOBSET_GROUP, JOBSET_VERSION, namespace, "jobsets", "js"
+        )
         js_spec = got_js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
         assert js_spec["schedulingGates"] == [{"name": "kueue-tas.io/topology"}]
 

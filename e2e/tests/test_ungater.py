@@ -127,8 +127,10 @@ async def test_jobset_replicated_jobs_in_their_own_racks(
         assert {nodes[p["spec"]["nodeName"]][RACK_LABEL] for p in pods} == racks[ps]
         levels, want = st.podset_levels(wl, ps), st.slots(wl, ps)
         job_size = 16 // (2 if ps == "a" else 1)
-        got = {int(p["metadata"]["labels"][JOB_INDEX]) * job_size + completion_index(p): st.selector_domain(p, levels)
-               for p in pods}
+        got = {
+            int(p["metadata"]["labels"][JOB_INDEX]) * job_size + completion_index(p): st.selector_domain(p, levels)
+            for p in pods
+        }
         assert [got[r] for r in range(16)] == want, f"PodSet {ps} not in rank order"
 
 
@@ -175,8 +177,9 @@ async def test_controller_killed_mid_ungating_ends_exact(
     Patching one pod at a time makes ungating slow enough to kill half-way. A monitor checks
     throughout that no domain ever holds more ungated pods than its count.
     """
-    group = await tas_factory(replicas=1, leader_election=False, KUEUE_TAS_PATCH_CONCURRENCY="1",
-                              KUEUE_TAS_UNGATE_BATCH_PERIOD_SECONDS="0.2")
+    group = await tas_factory(
+        replicas=1, leader_election=False, KUEUE_TAS_PATCH_CONCURRENCY="1", KUEUE_TAS_UNGATE_BATCH_PERIOD_SECONDS="0.2"
+    )
     proc = group.processes[0]
     alloc = default_allocatable() | {"pods": "30"}
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=2, hosts_per_rack=4, allocatable=alloc)
@@ -200,6 +203,7 @@ async def test_controller_killed_mid_ungating_ends_exact(
 
     watcher = asyncio.create_task(monitor())
     try:
+
         async def some_ungated() -> int | None:
             pods = await st.pods_raw(kube, namespace, selector)
             n = sum(1 for p in pods if not st.is_gated(p))
@@ -223,8 +227,11 @@ async def test_controller_killed_mid_ungating_ends_exact(
     assert over == [], f"a domain held more pods than assigned: {over[:5]}"
     assert_exact(pods, wl, "main", await node_labels(kube, pool))
     # The restarted process released exactly the pods the killed one had not: none twice.
-    ungated_after = next(float(line.split()[-1]) for line in proc.metrics().splitlines()
-                         if line.startswith("kueue_tas_ungated_pods_total "))
+    ungated_after = next(
+        float(line.split()[-1])
+        for line in proc.metrics().splitlines()
+        if line.startswith("kueue_tas_ungated_pods_total ")
+    )
     assert ungated_after == total - done_before, (ungated_after, done_before, finished_in)
 
 
@@ -270,8 +277,9 @@ async def test_refused_patch_leaves_event_and_spares_other_pods(
 
     async def refused_events() -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
         on_pod = [e for e in await st.events_for(kube, namespace, name, kind="Pod") if e["reason"] == REFUSED_REASON]
-        on_wl = [e for e in await st.events_for(kube, namespace, wl["metadata"]["name"])
-                 if e["reason"] == REFUSED_REASON]
+        on_wl = [
+            e for e in await st.events_for(kube, namespace, wl["metadata"]["name"]) if e["reason"] == REFUSED_REASON
+        ]
         return (on_pod, on_wl) if on_pod and on_wl else None
 
     on_pod, on_wl = await eventually("TopologyUngateFailed events", refused_events, 15)

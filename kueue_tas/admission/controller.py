@@ -73,22 +73,32 @@ class Admitter:
         self.queues = inf.Informer(api, inf.CLUSTER_QUEUES, inf.model_transform(ClusterQueue))
         self.workloads = inf.Informer(api, inf.WORKLOADS, inf.model_transform(Workload))
         self.informers: list[inf.Informer[Any]] = [
-            self.nodes, self.pods, self.topologies, self.flavors, self.checks, self.queues, self.workloads,
+            self.nodes,
+            self.pods,
+            self.topologies,
+            self.flavors,
+            self.checks,
+            self.queues,
+            self.workloads,
         ]
-        self.gauges = CapacityGauges(metrics, self.capacity, self.informers,
-                                     max_levels=settings.metrics_domain_levels)
+        self.gauges = CapacityGauges(metrics, self.capacity, self.informers, max_levels=settings.metrics_domain_levels)
 
     # --- wiring -------------------------------------------------------------------------------
 
     def _wire(self) -> None:
-        self.nodes.add_handler(self.capacity.upsert_node, lambda _o, n: self.capacity.upsert_node(n),
-                               lambda n: self.capacity.delete_node(n.name))
+        self.nodes.add_handler(
+            self.capacity.upsert_node,
+            lambda _o, n: self.capacity.upsert_node(n),
+            lambda n: self.capacity.delete_node(n.name),
+        )
         self.pods.add_handler(self._on_pod, lambda _o, p: self._on_pod(p), lambda p: self.capacity.delete_pod(p.key))
         for cfg in (self.topologies, self.flavors, self.checks, self.queues):
-            cfg.add_handler(lambda _x: self._config_changed(), lambda _a, _b: self._config_changed(),
-                            lambda _x: self._config_changed())
-        self.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w),
-                                   self._on_workload_deleted)
+            cfg.add_handler(
+                lambda _x: self._config_changed(),
+                lambda _a, _b: self._config_changed(),
+                lambda _x: self._config_changed(),
+            )
+        self.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_workload_deleted)
 
     def _on_pod(self, pod: SlimPod) -> None:
         feed_pod(self.capacity, pod)
@@ -104,8 +114,13 @@ class Admitter:
         checks = self._our_checks()
         specs: dict[str, FlavorSpec]
         try:
-            specs, per_check = flavor_specs(checks, self.queues.store.values(), self.topologies.store.get,
-                                            self.flavors.store.get, self.settings.controller_name)
+            specs, per_check = flavor_specs(
+                checks,
+                self.queues.store.values(),
+                self.topologies.store.get,
+                self.flavors.store.get,
+                self.settings.controller_name,
+            )
         except FlavorMappingError as exc:
             log.error("flavor_mapping_invalid", error=str(exc))
             specs, per_check = {}, {name: set() for name in checks}
@@ -210,14 +225,21 @@ class Admitter:
         await write_check(self.api, wl, check_entry(check, decision, wl, requeue))
         self.awaiting_write[key] = time.monotonic() + WRITE_OBSERVE_TIMEOUT_SECONDS
         outcomes: dict[Outcome, Literal["ready", "retry", "rejected"]] = {
-            Outcome.READY: "ready", Outcome.RETRY: "retry", Outcome.REJECTED: "rejected"}
+            Outcome.READY: "ready",
+            Outcome.RETRY: "retry",
+            Outcome.REJECTED: "rejected",
+        }
         self.metrics.record_admission(outcomes[decision.outcome])
-        reason = {Outcome.READY: "TopologyAssigned", Outcome.RETRY: "TopologyNotFitting",
-                  Outcome.REJECTED: "TopologyRequestRejected"}[decision.outcome]
+        reason = {
+            Outcome.READY: "TopologyAssigned",
+            Outcome.RETRY: "TopologyNotFitting",
+            Outcome.REJECTED: "TopologyRequestRejected",
+        }[decision.outcome]
         kind = "Normal" if decision.outcome is Outcome.READY else "Warning"
         await self._event(wl, kind, reason, decision.message)
-        log.info("admission_decided", workload=key, check=check, outcome=decision.outcome.value,
-                 message=decision.message)
+        log.info(
+            "admission_decided", workload=key, check=check, outcome=decision.outcome.value, message=decision.message
+        )
 
     async def _event(self, wl: Workload, kind: str, reason: str, message: str) -> None:
         ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
@@ -230,8 +252,11 @@ class Admitter:
             return
         topo_name = check_topology(ac)
         if topo_name is None:
-            status, reason, msg = "False", "BadParametersRef", (
-                "spec.parameters must reference a kueue.x-k8s.io Topology (apiGroup kueue.x-k8s.io, kind Topology)")
+            status, reason, msg = (
+                "False",
+                "BadParametersRef",
+                ("spec.parameters must reference a kueue.x-k8s.io Topology (apiGroup kueue.x-k8s.io, kind Topology)"),
+            )
         elif (topo := self.topologies.store.get(topo_name)) is None:
             status, reason, msg = "False", "TopologyNotFound", f'Topology "{topo_name}" does not exist'
         elif not topo.levels:
@@ -241,10 +266,23 @@ class Admitter:
         current = next((cond for cond in ac.status.conditions if cond.type == c.CONDITION_ACTIVE), None)
         if current is not None and current.status == status and current.reason == reason and current.message == msg:
             return
-        cond = {"type": c.CONDITION_ACTIVE, "status": status, "reason": reason, "message": msg,
-                "lastTransitionTime": now_rfc3339(), "observedGeneration": ac.metadata.generation or 0}
-        await apply_status(self.api, group=c.KUEUE_GROUP, version=c.KUEUE_VERSION, plural="admissionchecks",
-                           kind=c.KIND_ADMISSION_CHECK, name=name, status={"conditions": [cond]})
+        cond = {
+            "type": c.CONDITION_ACTIVE,
+            "status": status,
+            "reason": reason,
+            "message": msg,
+            "lastTransitionTime": now_rfc3339(),
+            "observedGeneration": ac.metadata.generation or 0,
+        }
+        await apply_status(
+            self.api,
+            group=c.KUEUE_GROUP,
+            version=c.KUEUE_VERSION,
+            plural="admissionchecks",
+            kind=c.KIND_ADMISSION_CHECK,
+            name=name,
+            status={"conditions": [cond]},
+        )
 
     # --- running ------------------------------------------------------------------------------
 
@@ -268,4 +306,3 @@ class Admitter:
                 t.cancel()
             for i in self.informers:
                 await i.stop()
-

@@ -119,6 +119,7 @@ def decide(
             placements.append(PodSetPlacement(request.name, flavor, result.assignment, dict(request.requests)))
     if not placements:
         return Decision(Outcome.READY, "no PodSet needs a topology assignment")
-    summary = ", ".join(f"{p.name}: {p.assignment.total} pods in {len(p.assignment.domains)} domain(s)"
-                        for p in placements)
+    summary = ", ".join(
+        f"{p.name}: {p.assignment.total} pods in {len(p.assignment.domains)} domain(s)" for p in placements
+    )
     return Decision(Outcome.READY, f"topology assignment: {summary}", placements)

@@ -24,9 +24,7 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def check_entry(
-    check: str, decision: Decision, workload: Workload, requeue_after: int | None = None
-) -> dict[str, Any]:
+def check_entry(check: str, decision: Decision, workload: Workload, requeue_after: int | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": check,
         "state": decision.outcome.value,
@@ -119,15 +117,17 @@ async def inject_gates(api: k8s.ApiClient, workload: Workload, podsets: set[str]
             raise GateInjectionError(f"Job {owner.name} is not suspended; its pod template cannot take the gate")
         job_ops = _gate_ops("/spec/template/spec", job["spec"]["template"]["spec"], gate)
         if job_ops:
-            job_ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion",
-                               "value": job["metadata"]["resourceVersion"]})
+            job_ops.insert(
+                0, {"op": "test", "path": "/metadata/resourceVersion", "value": job["metadata"]["resourceVersion"]}
+            )
             await call_json(batch.patch_namespaced_job(owner.name, ns, job_ops, **raw_kwargs(30)))
         return
     if owner.kind == c.KIND_JOBSET:
         co = k8s.CustomObjectsApi(api)
         js = await call_json(
-            co.get_namespaced_custom_object(c.JOBSET_GROUP, c.JOBSET_VERSION, ns, "jobsets", owner.name,
-                                            **raw_kwargs(30))
+            co.get_namespaced_custom_object(
+                c.JOBSET_GROUP, c.JOBSET_VERSION, ns, "jobsets", owner.name, **raw_kwargs(30)
+            )
         )
         if not js["spec"].get("suspend"):
             raise GateInjectionError(f"JobSet {owner.name} is not suspended; its pod templates cannot take the gate")
@@ -137,11 +137,17 @@ async def inject_gates(api: k8s.ApiClient, workload: Workload, podsets: set[str]
                 spec = rj["template"]["spec"]["template"].setdefault("spec", {})
                 ops.extend(_gate_ops(f"/spec/replicatedJobs/{i}/template/spec/template/spec", spec, gate))
         if ops:
-            ops.insert(0, {"op": "test", "path": "/metadata/resourceVersion",
-                           "value": js["metadata"]["resourceVersion"]})
+            ops.insert(
+                0, {"op": "test", "path": "/metadata/resourceVersion", "value": js["metadata"]["resourceVersion"]}
+            )
             await call_json(
                 co.patch_namespaced_custom_object(
-                    c.JOBSET_GROUP, c.JOBSET_VERSION, ns, "jobsets", owner.name, ops,
+                    c.JOBSET_GROUP,
+                    c.JOBSET_VERSION,
+                    ns,
+                    "jobsets",
+                    owner.name,
+                    ops,
                     **raw_kwargs(30, _content_type="application/json-patch+json"),
                 )
             )

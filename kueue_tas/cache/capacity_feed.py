@@ -52,7 +52,10 @@ def flavor_specs(
             continue
         rf = flavor(name)
         specs[name] = FlavorSpec(
-            name, topo.name, topo.levels, dict(rf.spec.node_labels) if rf else {},
+            name,
+            topo.name,
+            topo.levels,
+            dict(rf.spec.node_labels) if rf else {},
             tolerations(rf.spec.tolerations) if rf else (),
         )
         per_check[b.check].add(name)
@@ -86,9 +89,7 @@ def assignment_trusted(wl: Workload, checks: Container[str]) -> bool:
     )
 
 
-def workload_usage(
-    wl: Workload, checks: Container[str], tas_flavors: Container[str]
-) -> tuple[UsageEntry, ...] | None:
+def workload_usage(wl: Workload, checks: Container[str], tas_flavors: Container[str]) -> tuple[UsageEntry, ...] | None:
     """What an admitted Workload holds; None unless its assignment is trusted (``assignment_trusted``)."""
     if not assignment_trusted(wl, checks):
         return None

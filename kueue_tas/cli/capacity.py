@@ -136,8 +136,10 @@ def _amounts(name: str, free: Mapping[str, int], alloc: Mapping[str, int]) -> st
 
 def _flavor_lines(fc: FlavorCapacity, color: bool) -> list[str]:
     labels = ", ".join(f"{k}={v}" for k, v in sorted(fc.node_labels.items())) or "none"
-    head = (f"  Flavor {fc.name}: {fc.nodes} node(s), node labels {labels}; "
-            f"bars: free/allocatable {fc.resource}, * = most free {fc.resource} on its level")
+    head = (
+        f"  Flavor {fc.name}: {fc.nodes} node(s), node labels {labels}; "
+        f"bars: free/allocatable {fc.resource}, * = most free {fc.resource} on its level"
+    )
     if not fc.levels or not fc.levels[0].domains:
         return [head, "    no eligible node (Ready, schedulable, with the flavor's node labels and every level label)"]
     # Depth-first order is the name order of the full value paths (a parent sorts before its children).
@@ -147,8 +149,7 @@ def _flavor_lines(fc: FlavorCapacity, color: bool) -> list[str]:
         label = f"{'  ' * (len(values) + 1)}{lvl.key}={values[-1]}"
         res = _amounts(fc.resource, d.free, d.allocatable)
         pods = _amounts(PODS, d.free, d.allocatable) if fc.resource != PODS else ""
-        cells.append((label, bar(d.free.get(fc.resource, 0), d.allocatable.get(fc.resource, 0)), res, pods,
-                      d.largest))
+        cells.append((label, bar(d.free.get(fc.resource, 0), d.allocatable.get(fc.resource, 0)), res, pods, d.largest))
     w_label = max(len(cell[0]) for cell in cells)
     w_res = max(len(cell[2]) for cell in cells)
     w_pods = max(len(cell[3]) for cell in cells)
@@ -246,9 +247,14 @@ def run(args: argparse.Namespace) -> int:
             snap = capacity.snapshot(flavor)
             assert snap is not None  # every flavor with a spec has a snapshot
             flavors.append(flavor_capacity(flavor, tas.specs[flavor].node_labels, snap, args.resource))
-        message = "" if flavors else (
-            f"no flavor: no ClusterQueue lists an AdmissionCheck of controller {settings.controller_name} "
-            "that points at this Topology")
+        message = (
+            ""
+            if flavors
+            else (
+                f"no flavor: no ClusterQueue lists an AdmissionCheck of controller {settings.controller_name} "
+                "that points at this Topology"
+            )
+        )
         result.append(TopologyCapacity(name, topo.levels, tuple(flavors), message))
     if args.output == "json":
         json.dump(capacity_json(result, args.depth), sys.stdout, indent=2)

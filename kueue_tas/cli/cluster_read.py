@@ -70,8 +70,9 @@ class TasConfig:
 def tas_config(config: KueueConfig, controller_name: str) -> TasConfig:
     checks = our_checks(config.checks.values(), controller_name)
     try:
-        specs, per_check = flavor_specs(checks, config.queues, config.topologies.get, config.flavors.get,
-                                        controller_name)
+        specs, per_check = flavor_specs(
+            checks, config.queues, config.topologies.get, config.flavors.get, controller_name
+        )
     except FlavorMappingError as exc:
         raise ClusterReadError(f"invalid configuration: {exc}") from exc
     return TasConfig(controller_name, checks, specs, per_check)
@@ -128,8 +129,13 @@ def _model(cls: type[M], raw: Mapping[str, Any], warnings: list[str]) -> M | Non
 
 async def _kueue_list(api: k8s.ApiClient, plural: str) -> AsyncIterator[dict[str, Any]]:
     co = k8s.CustomObjectsApi(api)
-    async for item in _pages(f"{plural}.{c.KUEUE_GROUP}/{c.KUEUE_VERSION}", co.list_cluster_custom_object,
-                             c.KUEUE_GROUP, c.KUEUE_VERSION, plural):
+    async for item in _pages(
+        f"{plural}.{c.KUEUE_GROUP}/{c.KUEUE_VERSION}",
+        co.list_cluster_custom_object,
+        c.KUEUE_GROUP,
+        c.KUEUE_VERSION,
+        plural,
+    ):
         yield item
 
 
@@ -179,16 +185,20 @@ async def read_workload(api: k8s.ApiClient, namespace: str, name: str | None, fo
     what = f"workloads.{c.KUEUE_GROUP} in namespace {namespace}"
     if name is not None:
         try:
-            raw = await call_json(co.get_namespaced_custom_object(c.KUEUE_GROUP, c.KUEUE_VERSION, namespace,
-                                                                  "workloads", name, **raw_kwargs(TIMEOUT_SECONDS)))
+            raw = await call_json(
+                co.get_namespaced_custom_object(
+                    c.KUEUE_GROUP, c.KUEUE_VERSION, namespace, "workloads", name, **raw_kwargs(TIMEOUT_SECONDS)
+                )
+            )
         except NotFound as exc:
             raise ClusterReadError(f'Workload "{name}" not found in namespace "{namespace}"') from exc
         except ApiError as exc:
             raise ClusterReadError(f"cannot read Workload {namespace}/{name}: {_api_problem(exc)}") from exc
         return Workload.model_validate(raw)
     owned = []
-    async for raw in _pages(what, co.list_namespaced_custom_object, c.KUEUE_GROUP, c.KUEUE_VERSION, namespace,
-                            "workloads"):
+    async for raw in _pages(
+        what, co.list_namespaced_custom_object, c.KUEUE_GROUP, c.KUEUE_VERSION, namespace, "workloads"
+    ):
         refs = (raw.get("metadata") or {}).get("ownerReferences") or ()
         if any(r.get("name") == for_job and r.get("kind") in (c.KIND_JOB, c.KIND_JOBSET) for r in refs):
             owned.append(Workload.model_validate(raw))
@@ -204,16 +214,27 @@ async def read_workload_pods(api: k8s.ApiClient, wl: Workload, prefix: str) -> l
     """The pods our check labelled as this Workload's (the label holds the Workload's UID)."""
     selector = f"{c.WORKLOAD_LABEL}={wl.metadata.uid or wl.name}"
     namespace = wl.namespace or "default"
-    return [slim_pod(raw, prefix=prefix) async for raw in _pages(
-        f"pods in namespace {namespace}", k8s.CoreV1Api(api).list_namespaced_pod, namespace, label_selector=selector)]
+    return [
+        slim_pod(raw, prefix=prefix)
+        async for raw in _pages(
+            f"pods in namespace {namespace}", k8s.CoreV1Api(api).list_namespaced_pod, namespace, label_selector=selector
+        )
+    ]
 
 
 async def read_events(api: k8s.ApiClient, wl: Workload) -> list[dict[str, Any]]:
     """The Events regarding a Workload (core/v1 view: the API serves events.k8s.io/v1 ones there too)."""
     namespace = wl.namespace or "default"
     selector = f"involvedObject.uid={wl.metadata.uid}" if wl.metadata.uid else f"involvedObject.name={wl.name}"
-    return [raw async for raw in _pages(f"events in namespace {namespace}", k8s.CoreV1Api(api).list_namespaced_event,
-                                        namespace, field_selector=selector)]
+    return [
+        raw
+        async for raw in _pages(
+            f"events in namespace {namespace}",
+            k8s.CoreV1Api(api).list_namespaced_event,
+            namespace,
+            field_selector=selector,
+        )
+    ]
 
 
 # --- running one read ----------------------------------------------------------------------------

@@ -179,7 +179,7 @@ def _paths(
     for d in assignment.domains:
         node = by_hostname.get(d.values[-1]) if assignment.levels[-1:] == (HOSTNAME_LABEL,) else None
         path = tuple(node.labels.get(level) for level in topology_levels) if node is not None else None
-        if path is None or any(v is None for v in path) or path[-len(d.values):] != d.values:
+        if path is None or any(v is None for v in path) or path[-len(d.values) :] != d.values:
             out.append(None)
         else:
             out.append(tuple(v for v in path if v is not None))
@@ -271,8 +271,10 @@ def _why_unplaced(
     if flavor is None:
         return _waiting_for_quota(wl)
     if not governed:
-        return (f"not placed by kueue-tas: flavor {flavor} is on no Topology of an AdmissionCheck "
-                f"of controller {controller_name}")
+        return (
+            f"not placed by kueue-tas: flavor {flavor} is on no Topology of an AdmissionCheck "
+            f"of controller {controller_name}"
+        )
     message = _no_assignment_reason(wl, entry, controller_name)
     if stale and entry is not None:
         message += f" (an earlier assignment is recorded but not in force while the check is {entry.state})"
@@ -281,8 +283,14 @@ def _why_unplaced(
 
 def _event_time(raw: Mapping[str, Any]) -> str:
     series = raw.get("series") or {}
-    return str(series.get("lastObservedTime") or raw.get("lastTimestamp") or raw.get("eventTime")
-               or raw.get("firstTimestamp") or (raw.get("metadata") or {}).get("creationTimestamp") or "")
+    return str(
+        series.get("lastObservedTime")
+        or raw.get("lastTimestamp")
+        or raw.get("eventTime")
+        or raw.get("firstTimestamp")
+        or (raw.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
 
 
 def event_view(raw: Mapping[str, Any]) -> EventView:
@@ -293,8 +301,14 @@ def event_view(raw: Mapping[str, Any]) -> EventView:
         when = when[:19] + "Z"  # MicroTime: seconds are enough to read
     source = raw.get("reportingComponent") or (raw.get("source") or {}).get("component") or ""
     count = int(series.get("count") or raw.get("count") or 1)
-    return EventView(when, str(raw.get("type") or ""), str(raw.get("reason") or ""), str(source),
-                     str(raw.get("message") or ""), count)
+    return EventView(
+        when,
+        str(raw.get("type") or ""),
+        str(raw.get("reason") or ""),
+        str(source),
+        str(raw.get("message") or ""),
+        count,
+    )
 
 
 def describe_workload(
@@ -308,8 +322,11 @@ def describe_workload(
     """What ``describe workload`` shows, from plain objects (no I/O)."""
     node_by_name = {n.name: n for n in nodes}
     by_hostname = {n.labels[HOSTNAME_LABEL]: n for n in node_by_name.values() if HOSTNAME_LABEL in n.labels}
-    entries = {st.name: CheckStatus(st.name, st.state, st.message, st.last_transition_time)
-               for st in wl.status.admission_checks if st.name in tas.checks}
+    entries = {
+        st.name: CheckStatus(st.name, st.state, st.message, st.last_transition_time)
+        for st in wl.status.admission_checks
+        if st.name in tas.checks
+    }
     notes: list[str] = []
     if not entries:
         notes.append(f"no AdmissionCheck of controller {tas.controller_name} is on this Workload")
@@ -355,13 +372,24 @@ def describe_workload(
         domains: list[DomainStatus] | None = None
         if assignment is not None:
             paths = _paths(assignment, topology_levels, by_hostname)
-            domains = [DomainStatus(d.values, path, d.count, bound[i], pending[i])
-                       for i, (d, path) in enumerate(zip(assignment.domains, paths, strict=True))]
-        podsets.append(PodSetStatus(
-            name=ps.name, count=count, flavor=flavor, topology=spec.topology if spec else None, request=request,
-            topology_levels=topology_levels, levels=assignment.levels if assignment else (), domains=domains,
-            pods=counts, message=message,
-        ))
+            domains = [
+                DomainStatus(d.values, path, d.count, bound[i], pending[i])
+                for i, (d, path) in enumerate(zip(assignment.domains, paths, strict=True))
+            ]
+        podsets.append(
+            PodSetStatus(
+                name=ps.name,
+                count=count,
+                flavor=flavor,
+                topology=spec.topology if spec else None,
+                request=request,
+                topology_levels=topology_levels,
+                levels=assignment.levels if assignment else (),
+                domains=domains,
+                pods=counts,
+                message=message,
+            )
+        )
 
     admission = wl.status.admission
     return WorkloadDescription(
@@ -393,8 +421,11 @@ def _tree(ps: PodSetStatus) -> list[str]:
     complete = all(d.path is not None for d in ps.domains)
     keys = ps.topology_levels if complete else ps.levels
     leaves = [
-        (d.path if complete and d.path is not None else d.values, d.assigned,
-         f"   [bound {d.bound}, pending {d.pending}]")
+        (
+            d.path if complete and d.path is not None else d.values,
+            d.assigned,
+            f"   [bound {d.bound}, pending {d.pending}]",
+        )
         for d in ps.domains
     ]
     return domain_tree_lines(keys, leaves)
@@ -402,8 +433,11 @@ def _tree(ps: PodSetStatus) -> list[str]:
 
 def _pods_line(p: PodCounts) -> str:
     parts = [f"{p.bound} bound", f"{p.pending} pending", f"{p.gated} gated"]
-    for n, what in ((p.bound_elsewhere, "bound outside the assignment"), (p.unplaced, "released with no domain"),
-                    (p.finished, "finished")):
+    for n, what in (
+        (p.bound_elsewhere, "bound outside the assignment"),
+        (p.unplaced, "released with no domain"),
+        (p.finished, "finished"),
+    ):
         if n:
             parts.append(f"{n} {what}")
     return f"pods: {p.total} ({', '.join(parts)})"
@@ -454,10 +488,14 @@ def describe_json(d: WorkloadDescription) -> dict[str, Any]:
         "uid": d.uid,
         "queue": d.queue,
         "clusterQueue": d.cluster_queue,
-        "conditions": {t: {"status": cond.status, "reason": cond.reason, "message": cond.message}
-                       for t, cond in d.conditions.items()},
-        "checks": [{"name": ch.name, "state": ch.state, "message": ch.message,
-                    "lastTransitionTime": ch.last_transition_time} for ch in d.checks],
+        "conditions": {
+            t: {"status": cond.status, "reason": cond.reason, "message": cond.message}
+            for t, cond in d.conditions.items()
+        },
+        "checks": [
+            {"name": ch.name, "state": ch.state, "message": ch.message, "lastTransitionTime": ch.last_transition_time}
+            for ch in d.checks
+        ],
         "podSets": [
             {
                 "name": ps.name,
@@ -467,20 +505,42 @@ def describe_json(d: WorkloadDescription) -> dict[str, Any]:
                 "request": ps.request,
                 "topologyLevels": list(ps.topology_levels),
                 "levels": list(ps.levels),
-                "domains": None if ps.domains is None else [
-                    {"values": list(dom.values), "path": None if dom.path is None else list(dom.path),
-                     "assigned": dom.assigned, "bound": dom.bound, "pending": dom.pending}
+                "domains": None
+                if ps.domains is None
+                else [
+                    {
+                        "values": list(dom.values),
+                        "path": None if dom.path is None else list(dom.path),
+                        "assigned": dom.assigned,
+                        "bound": dom.bound,
+                        "pending": dom.pending,
+                    }
                     for dom in ps.domains
                 ],
-                "pods": {"total": ps.pods.total, "bound": ps.pods.bound, "pending": ps.pods.pending,
-                         "gated": ps.pods.gated, "finished": ps.pods.finished,
-                         "boundElsewhere": ps.pods.bound_elsewhere, "unplaced": ps.pods.unplaced},
+                "pods": {
+                    "total": ps.pods.total,
+                    "bound": ps.pods.bound,
+                    "pending": ps.pods.pending,
+                    "gated": ps.pods.gated,
+                    "finished": ps.pods.finished,
+                    "boundElsewhere": ps.pods.bound_elsewhere,
+                    "unplaced": ps.pods.unplaced,
+                },
                 "message": ps.message,
             }
             for ps in d.podsets
         ],
-        "events": [{"time": e.time, "type": e.type, "reason": e.reason, "from": e.source, "message": e.message,
-                    "count": e.count} for e in d.events],
+        "events": [
+            {
+                "time": e.time,
+                "type": e.type,
+                "reason": e.reason,
+                "from": e.source,
+                "message": e.message,
+                "count": e.count,
+            }
+            for e in d.events
+        ],
     }
 
 

@@ -47,12 +47,23 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
         help="place Workloads, Jobs and JobSets offline, from YAML/JSON dumps of a cluster",
         description="Place Workloads, Jobs and JobSets offline with the controller's placement engine.",
     )
-    p.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="FILE",
-                   help="YAML or JSON (multi-document, kind: List); '-' for stdin; repeatable")
+    p.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="YAML or JSON (multi-document, kind: List); '-' for stdin; repeatable",
+    )
     p.add_argument("--flavor", help="flavor of PodSets whose Workload has no status.admission")
     p.add_argument("-o", "--output", choices=("json", "yaml", "text"), default="text")
-    p.add_argument("--annotation-prefix", type=annotation_prefix, default=c.DEFAULT_ANNOTATION_PREFIX,
-                   help=f"prefix of the podset-*-topology annotations (default {c.DEFAULT_ANNOTATION_PREFIX})")
+    p.add_argument(
+        "--annotation-prefix",
+        type=annotation_prefix,
+        default=c.DEFAULT_ANNOTATION_PREFIX,
+        help=f"prefix of the podset-*-topology annotations (default {c.DEFAULT_ANNOTATION_PREFIX})",
+    )
     p.set_defaults(func=plan.run)
     r = sub.add_parser("run", help="run the AdmissionCheck controller against a cluster")
     r.add_argument("--config", help="YAML settings file (see kueue_tas/runtime/config.py)")
@@ -62,11 +73,12 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
     d = sub.add_parser("describe", help="show a Workload's topology assignment and where its pods are")
     kinds = d.add_subparsers(dest="kind", required=True, metavar="workload")
     w = kinds.add_parser(
-        "workload", aliases=["workloads", "wl"],
+        "workload",
+        aliases=["workloads", "wl"],
         help="a Workload's check state, its PodSets' assignments as trees, pods bound/pending/gated per domain",
         description="Show a Workload's admission state, our check entry, and for each PodSet its topology "
-                    "assignment as a tree: per leaf domain the assigned count, the pods bound there and the "
-                    "pods released to it but not bound yet; pods still gated are counted per PodSet.",
+        "assignment as a tree: per leaf domain the assigned count, the pods bound there and the "
+        "pods released to it but not bound yet; pods still gated are counted per PodSet.",
     )
     w.add_argument("name", nargs="?", metavar="NAME", help="the Workload's name")
     w.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace, else 'default'")
@@ -76,14 +88,16 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
     w.set_defaults(func=describe.run)
 
     cap = sub.add_parser(
-        "capacity", help="free capacity of every domain of each Topology, as the controller sees it",
+        "capacity",
+        help="free capacity of every domain of each Topology, as the controller sees it",
         description="Free capacity per domain (allocatable of eligible nodes minus non-kueue-tas pods minus "
-                    "admitted assignments), level by level, with a bar per domain; '*' marks the domain with "
-                    "the most free capacity on its level.",
+        "admitted assignments), level by level, with a bar per domain; '*' marks the domain with "
+        "the most free capacity on its level.",
     )
     cap.add_argument("--topology", help="only this Topology")
-    cap.add_argument("--resource", help="resource the bars show (default: nvidia.com/gpu when the nodes have it, "
-                                        "else cpu)")
+    cap.add_argument(
+        "--resource", help="resource the bars show (default: nvidia.com/gpu when the nodes have it, else cpu)"
+    )
     cap.add_argument("--depth", type=_positive, metavar="N", help="show only the top N levels")
     cap.add_argument("-o", "--output", choices=("text", "json"), default="text")
     _cluster_access(cap)

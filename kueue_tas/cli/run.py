@@ -40,8 +40,9 @@ async def serve(settings: Settings) -> int:
     async def lead() -> None:
         nonlocal admitter
         admitter = Admitter(api, settings, metrics)
-        ungater = Ungater(api, settings, metrics, admitter.pods, admitter.workloads,
-                          admitter.check_names, synced=admitter.synced)
+        ungater = Ungater(
+            api, settings, metrics, admitter.pods, admitter.workloads, admitter.check_names, synced=admitter.synced
+        )
         ungater.wire()  # before the informers start, so it sees every event
         await asyncio.gather(admitter.run(), ungater.run())
 

@@ -42,9 +42,7 @@ class ExclusionStats:
     resources: dict[str, int] = field(default_factory=dict)
 
     def has_exclusions(self) -> bool:
-        return bool(
-            self.node_selector or self.affinity or self.topology_domain or self.taints or self.resources
-        )
+        return bool(self.node_selector or self.affinity or self.topology_domain or self.taints or self.resources)
 
     def format_reasons(self) -> str:
         reasons: list[str] = []
@@ -61,9 +59,7 @@ class ExclusionStats:
         return ", ".join(reasons)
 
 
-def not_fit_message(
-    topology_name: str, fit: int, needed: int, slice_size: int, stats: ExclusionStats
-) -> str:
+def not_fit_message(topology_name: str, fit: int, needed: int, slice_size: int, stats: ExclusionStats) -> str:
     unit = "pod" if slice_size == 1 else "slice"
     name = go_quote(topology_name)
     if fit == 0:

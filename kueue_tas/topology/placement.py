@@ -41,9 +41,7 @@ class PlacementParams:
     unconstrained: bool  # also selects LeastFreeCapacity ordering
 
 
-def resolve_params(
-    tree: TopologyTree, count: int, topology: TopologyRequest | None, implied: bool
-) -> PlacementParams:
+def resolve_params(tree: TopologyTree, count: int, topology: TopologyRequest | None, implied: bool) -> PlacementParams:
     """Kueue's checks before placing, in Kueue's order, each with its message."""
     slice_size = 1
     if topology is not None and topology.slice_level is not None:
@@ -129,15 +127,19 @@ def fill_in_counts(tree: TopologyTree, leaf_pods: IntArray, p: PlacementParams) 
     pods[depth - 1] = leaf_pods
     for lvl in range(depth - 1, -1, -1):
         if lvl < depth - 1:
-            pods[lvl] = np.add.reduceat(pods[lvl + 1], tree.levels[lvl].child_start) if len(
-                tree.levels[lvl]
-            ) else np.zeros(0, dtype=np.int64)
+            pods[lvl] = (
+                np.add.reduceat(pods[lvl + 1], tree.levels[lvl].child_start)
+                if len(tree.levels[lvl])
+                else np.zeros(0, dtype=np.int64)
+            )
         if lvl == p.slice_level_idx:
             slices[lvl] = pods[lvl] // p.slice_size
         elif lvl < p.slice_level_idx:
-            slices[lvl] = np.add.reduceat(slices[lvl + 1], tree.levels[lvl].child_start) if len(
-                tree.levels[lvl]
-            ) else np.zeros(0, dtype=np.int64)
+            slices[lvl] = (
+                np.add.reduceat(slices[lvl + 1], tree.levels[lvl].child_start)
+                if len(tree.levels[lvl])
+                else np.zeros(0, dtype=np.int64)
+            )
         else:
             slices[lvl] = np.zeros(len(tree.levels[lvl]), dtype=np.int64)
     return DomainCounts(pods, slices)
@@ -213,16 +215,12 @@ def find_level_with_fit_domains(
         return level, ordered[[best_fit_position(caps, needed)]]
     # The top domain does not fit.
     if p.required:
-        raise PlacementFailure(
-            messages.not_fit_message(topology_name, int(caps[0]), needed, p.slice_size, stats)
-        )
+        raise PlacementFailure(messages.not_fit_message(topology_name, int(caps[0]), needed, p.slice_size, stats))
     if level > 0 and not p.unconstrained:
         return find_level_with_fit_domains(tree, counts, p, level - 1, topology_name, stats)
     taken = greedy_take(caps, needed, best_fit=not lfc)
     if taken is None:
-        raise PlacementFailure(
-            messages.not_fit_message(topology_name, int(caps.sum()), needed, p.slice_size, stats)
-        )
+        raise PlacementFailure(messages.not_fit_message(topology_name, int(caps.sum()), needed, p.slice_size, stats))
     i, j, _ = taken
     chosen = np.concatenate([ordered[:i], ordered[j : j + 1]])
     return level, chosen
@@ -243,9 +241,7 @@ def place_podset(
 ) -> TopologyAssignment:
     counts = fill_in_counts(tree, leaf_pods, p)
     best_fit = not p.unconstrained
-    fit_level, fit_domains = find_level_with_fit_domains(
-        tree, counts, p, p.level_idx, topology_name, stats
-    )
+    fit_level, fit_domains = find_level_with_fit_domains(tree, counts, p, p.level_idx, topology_name, stats)
     slice_units = p.count // p.slice_size
     current = update_counts_to_minimum(
         fit_domains, counts.slices[fit_level][fit_domains], slice_units, p.slice_size, best_fit
@@ -278,6 +274,4 @@ def build_assignment(tree: TopologyTree, leaves: list[tuple[int, int]]) -> Topol
             (HOSTNAME_LABEL,),
             tuple(DomainAssignment((leaf_values[d][-1],), c) for d, c in used),
         )
-    return TopologyAssignment(
-        tree.level_keys, tuple(DomainAssignment(leaf_values[d], c) for d, c in used)
-    )
+    return TopologyAssignment(tree.level_keys, tuple(DomainAssignment(leaf_values[d], c) for d, c in used))

@@ -205,9 +205,7 @@ class Planner:
     def _is_admitted_by_us(self, wl: Workload) -> bool:
         if c.TOPOLOGY_ASSIGNMENT_ANNOTATION not in wl.metadata.annotations or wl.is_finished:
             return False
-        return any(
-            st.name in self.our_checks and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks
-        )
+        return any(st.name in self.our_checks and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks)
 
     # --- flavors ------------------------------------------------------------------------------
 
@@ -253,9 +251,7 @@ class Planner:
                 continue  # its Workload is in the input and is placed instead
             podsets = podsets_of(obj)
             if isinstance(obj, Workload):
-                podsets = [
-                    PodSetSpec(ps.name, self._admitted_count(obj, ps), ps.template) for ps in podsets
-                ]
+                podsets = [PodSetSpec(ps.name, self._admitted_count(obj, ps), ps.template) for ps in podsets]
             out.append(Placeable(obj, podsets))
         return out
 
@@ -306,10 +302,11 @@ class Planner:
                         )
                     raise PlanInputError(f"{context}: {path}: flavor {flavor!r} has no topology")
                 ps_plan.governed = False
-                ps_plan.message = (
-                    "not governed by kueue-tas: "
-                    + (f"flavor {flavor!r} is not on the Topology of any AdmissionCheck "
-                       f"with controllerName {c.CONTROLLER_NAME}" if flavor else "no flavor with a topology")
+                ps_plan.message = "not governed by kueue-tas: " + (
+                    f"flavor {flavor!r} is not on the Topology of any AdmissionCheck "
+                    f"with controllerName {c.CONTROLLER_NAME}"
+                    if flavor
+                    else "no flavor with a topology"
                 )
                 continue
             snap = self.snapshot(flavor, context)
@@ -325,8 +322,9 @@ class Planner:
                     ps_plan.message = "not placed: an earlier PodSet of this workload does not fit"
                 continue
             results = self._snapshots[flavor].place([r for _, r in members])
-            for (ps_plan, request), result in zip(members, results + [None] * (len(members) - len(results)),
-                                                   strict=True):
+            for (ps_plan, request), result in zip(
+                members, results + [None] * (len(members) - len(results)), strict=True
+            ):
                 if result is None:
                     ps_plan.message = "not placed: an earlier PodSet of this workload does not fit"
                     continue
@@ -349,6 +347,7 @@ class Planner:
                 f"{context}: {path}.metadata.annotations[{self.prefix}{what}]: unknown topology level {level!r}; "
                 f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}"
             )
+
 
 def _template_path(obj: KubeObject, index: int) -> str:
     if isinstance(obj, Workload):

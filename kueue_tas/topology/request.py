@@ -273,8 +273,10 @@ def template_annotations(template: Mapping[str, Any]) -> Mapping[str, str]:
     bad = [k for k, v in annotations.items() if not isinstance(v, str)]
     if bad:
         raise TopologyRequestError(
-            [f"annotation {k!r}: value must be a string, got {type(annotations[k]).__name__} (quote it in YAML)"
-             for k in bad]
+            [
+                f"annotation {k!r}: value must be a string, got {type(annotations[k]).__name__} (quote it in YAML)"
+                for k in bad
+            ]
         )
     return annotations
 

@@ -84,17 +84,11 @@ class TopologyTree:
             else:
                 start = np.zeros(n, dtype=np.int64)
                 end = np.zeros(n, dtype=np.int64)
-            self.levels.append(
-                Level(levels[lvl], tuple(per_level_values[lvl]), parent, start, end)
-            )
+            self.levels.append(Level(levels[lvl], tuple(per_level_values[lvl]), parent, start, end))
         self.leaf_nodes = leaf_nodes
-        self.leaf_ids: list[str] = [
-            v[-1] if self.lowest_is_hostname else domain_id(v) for v in leaf_values
-        ]
+        self.leaf_ids: list[str] = [v[-1] if self.lowest_is_hostname else domain_id(v) for v in leaf_values]
         self.leaf_by_id: dict[str, int] = {lid: i for i, lid in enumerate(self.leaf_ids)}
-        self.leaf_by_node_name: dict[str, int] = {
-            node.name: i for i, nodes in enumerate(leaf_nodes) for node in nodes
-        }
+        self.leaf_by_node_name: dict[str, int] = {node.name: i for i, nodes in enumerate(leaf_nodes) for node in nodes}
         # Node filters look at the first node of a leaf only (Kueue keeps one node per hostname).
         self.tainted_leaves: list[int] = [i for i, nodes in enumerate(leaf_nodes) if nodes[0].taints]
 

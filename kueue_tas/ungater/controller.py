@@ -179,15 +179,26 @@ class Ungater:
         started = time.perf_counter()
         results = await asyncio.gather(*(self._release(wl, key, levels, r) for levels, r in releases))
         retry = any(r == "retry" for r in results)
-        log.info("pods_ungated", workload=key, released=sum(r == "ok" for r in results),
-                 failed=sum(r != "ok" for r in results), seconds=round(time.perf_counter() - started, 3))
+        log.info(
+            "pods_ungated",
+            workload=key,
+            released=sum(r == "ok" for r in results),
+            failed=sum(r != "ok" for r in results),
+            seconds=round(time.perf_counter() - started, 3),
+        )
         return 1.0 if retry else None
 
     def _plan(self, key: str, podset: str, ta: TopologyAssignment, pods: list[SlimPod]) -> list[Release]:
         # Terminal and terminating pods free their slot; a pod the apiserver refused to ungate
         # (at its current version) sits out, holding no slot.
-        mine = [p for p in pods if p.podset == podset and not p.is_terminal and not p.terminating
-                and not (p.gated and self.refused.get(p.uid) == p.resource_version)]
+        mine = [
+            p
+            for p in pods
+            if p.podset == podset
+            and not p.is_terminal
+            and not p.terminating
+            and not (p.gated and self.refused.get(p.uid) == p.resource_version)
+        ]
         views = [view(p) for p in mine]
         sub_groups = next((p.sub_groups for p in mine if p.sub_groups), None)
         in_flight = self.expectations.of(key)
@@ -203,9 +214,12 @@ class Ungater:
         try:
             async with self.patch_slots:
                 await patch_pod(
-                    self.api, namespace=wl.namespace or "", name=pod.name,
+                    self.api,
+                    namespace=wl.namespace or "",
+                    name=pod.name,
                     patch=ungate_patch(self.settings.scheduling_gate, release.node_selector),
-                    resource_version=stored.resource_version, strategy="strategic",
+                    resource_version=stored.resource_version,
+                    strategy="strategic",
                 )
         except (Conflict, NotFound):
             # Changed or gone since our last look: the next pass decides from what we see then.
@@ -251,4 +265,3 @@ class Ungater:
         self.resync()
         log.info("ungater_started", batch_period_seconds=self.settings.ungate_batch_period_seconds)
         await self.queue.run(workers, self.reconcile)
-

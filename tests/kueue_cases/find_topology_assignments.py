@@ -110,9 +110,7 @@ _NOT_READY_X1_READY_X2 = (
 
 def _b1_r1(*hosts: tuple[str, int]) -> tuple:
     """Hosts ``(name, cpu cores)`` all in block b1 / rack r1, 10 pods each."""
-    return tuple(
-        node(f"b1-r1-{h}", block="b1", rack="r1", host=h, cpu=cores * 1000, pods=10) for h, cores in hosts
-    )
+    return tuple(node(f"b1-r1-{h}", block="b1", rack="r1", host=h, cpu=cores * 1000, pods=10) for h, cores in hosts)
 
 
 CASES: tuple[KueueCase, ...] = (
@@ -574,9 +572,7 @@ CASES: tuple[KueueCase, ...] = (
     KueueCase(
         name="no assignment as node is not ready; BestFit",
         levels=ONE_LEVEL,
-        nodes=(
-            node("b1-r1-x3", host="x3", labels={ZONE: "zone-a"}, cpu=1000, memory=GI, pods=10, ready=False),
-        ),
+        nodes=(node("b1-r1-x3", host="x3", labels={ZONE: "zone-a"}, cpu=1000, memory=GI, pods=10, ready=False),),
         node_labels={ZONE: "zone-a"},
         podsets=(
             PodSetCase(
@@ -590,11 +586,7 @@ CASES: tuple[KueueCase, ...] = (
     KueueCase(
         name="no assignment as node is unschedulable; BestFit",
         levels=ONE_LEVEL,
-        nodes=(
-            node(
-                "b1-r1-x3", host="x3", labels={ZONE: "zone-a"}, cpu=1000, memory=GI, pods=10, unschedulable=True
-            ),
-        ),
+        nodes=(node("b1-r1-x3", host="x3", labels={ZONE: "zone-a"}, cpu=1000, memory=GI, pods=10, unschedulable=True),),
         node_labels={ZONE: "zone-a"},
         podsets=(
             PodSetCase(
@@ -703,10 +695,7 @@ CASES: tuple[KueueCase, ...] = (
         ),
     ),
     KueueCase(
-        name=(
-            "no assignment as node does not have enough allocatable pods "
-            "(.status.allocatable['pods']); BestFit"
-        ),
+        name=("no assignment as node does not have enough allocatable pods (.status.allocatable['pods']); BestFit"),
         levels=ONE_LEVEL,
         nodes=(node("b1-r1-x3", host="x3", labels={ZONE: "zone-a"}, cpu=1000, pods=1),),
         node_labels={ZONE: "zone-a"},
@@ -910,10 +899,7 @@ CASES: tuple[KueueCase, ...] = (
         ),
     ),
     KueueCase(
-        name=(
-            "block preferred for podset; host required for slices; 2 blocks with unbalanced subdomains; "
-            "BestFit"
-        ),
+        name=("block preferred for podset; host required for slices; 2 blocks with unbalanced subdomains; BestFit"),
         levels=THREE_LEVELS,
         nodes=(
             *_b1_r1(("x3", 3), ("x5", 3), ("x1", 3)),
@@ -1000,8 +986,7 @@ CASES: tuple[KueueCase, ...] = (
                 requests=CPU1,
                 topology=required(HOST, slice_level=BLOCK, slice_size=1),
                 reason=(
-                    "podset slice topology cloud.com/topology-block is above the podset topology "
-                    "kubernetes.io/hostname"
+                    "podset slice topology cloud.com/topology-block is above the podset topology kubernetes.io/hostname"
                 ),
             ),
         ),

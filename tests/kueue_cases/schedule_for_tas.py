@@ -297,9 +297,7 @@ SCHEDULE_CASES: tuple[KueueCase, ...] = (
         ),
         node_labels=TAS_NODE,
         podsets=(
-            PodSetCase(
-                name="launcher", count=1, requests=CPU1, topology=preferred(HOST), want=on_hosts(("x1", 1))
-            ),
+            PodSetCase(name="launcher", count=1, requests=CPU1, topology=preferred(HOST), want=on_hosts(("x1", 1))),
             PodSetCase(
                 name="worker",
                 count=1,
@@ -412,9 +410,7 @@ SCHEDULE_CASES: tuple[KueueCase, ...] = (
                 topology=preferred(HOST),
                 required_affinity=(
                     NodeSelectorTerm(
-                        match_expressions=(
-                            NodeSelectorRequirement(key="unused-key", operator="In", values=("value",)),
-                        )
+                        match_expressions=(NodeSelectorRequirement(key="unused-key", operator="In", values=("value",)),)
                     ),
                 ),
                 reason=(
@@ -487,8 +483,7 @@ SCHEDULE_NOT_TRANSCRIBED: dict[str, str] = {
     "selection across two TAS flavors",
     "workload in CQ with two TAS flavors - one with ProvisioningRequest, one regular; second pass": "PodSets "
     "on two different TAS flavors",
-    "second pass replacement must not take a domain claimed by another workload in the same cycle": "node "
-    "replacement",
+    "second pass replacement must not take a domain claimed by another workload in the same cycle": "node replacement",
     "workload with unhealthyNode annotation; second pass; *": "node replacement (all unhealthyNode cases)",
     "workload with unhealthyNode; second pass; slices; *": "node replacement (all slice replacement cases)",
     "workload with eight unhealthy nodes; second pass; no fit; FailFast disabled": "node replacement",
@@ -505,8 +500,7 @@ SCHEDULE_NOT_TRANSCRIBED: dict[str, str] = {
     "is full": "two TAS flavors, flavor-level node taints",
     "multi-PodSet workload across sibling flavors must not self-overlap on shared node": "two TAS flavors "
     "sharing nodes",
-    "TAS workload gets scheduled as trimmed by partial admission": "partial admission (count reduced by the "
-    "scheduler)",
+    "TAS workload gets scheduled as trimmed by partial admission": "partial admission (count reduced by the scheduler)",
     "workload with Resource Transformation (Retain CPU → cpu_credits, not enough credits)": "quota failure",
     "multi-layer topology: block required with rack and host slices; workload fits": "multi-layer slice "
     "constraints (not supported by our API yet)",

@@ -30,8 +30,7 @@ SIMULATE_EMPTY_CASES: tuple[KueueCase, ...] = (
         "TAS usage on x1 is ignored, so the name-order tie break picks x1 again.",
     ),
     _derived(
-        "non-hostname-leaf topology: prior c.usage must be applied even when aggregatedDomainUsages "
-        "is non-nil empty",
+        "non-hostname-leaf topology: prior c.usage must be applied even when aggregatedDomainUsages is non-nil empty",
         (
             PodSetCase(
                 count=1,
