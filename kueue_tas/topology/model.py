@@ -58,12 +58,32 @@ class NodeInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PreferredSchedulingTerm:
+    """A preferred node-affinity term: nodes matching ``preference`` score ``weight``."""
+
+    weight: int
+    preference: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class SliceLayer:
+    """One layer of a multi-layer slice constraint: slices of ``size`` pods, each in one
+    domain of ``level`` (Kueue's PodsetSliceRequiredTopologyConstraint)."""
+
+    level: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class TopologyRequest:
     """A PodSet's topology request, as Kueue's PodSetTopologyRequest.
 
     ``required``/``preferred``/``unconstrained`` are mutually exclusive (the
     annotation parser enforces that). ``slice_level`` with ``slice_size`` cut the
     PodSet into slices that must each fit one domain of ``slice_level``.
+    ``slice_layers`` (coarsest first, at most 3) is Kueue's multi-layer form and is
+    mutually exclusive with ``slice_level``/``slice_size``. PodSets of one workload
+    with the same ``group`` (Kueue's podSetGroupName) are placed together.
     """
 
     required: str | None = None
@@ -71,6 +91,8 @@ class TopologyRequest:
     unconstrained: bool | None = None
     slice_level: str | None = None
     slice_size: int | None = None
+    group: str | None = None
+    slice_layers: tuple[SliceLayer, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,3 +114,4 @@ class PodSetRequest:
     tolerations: tuple[Toleration, ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     required_affinity: tuple[NodeSelectorTerm, ...] | None = None  # None: no required affinity
+    preferred_affinity: tuple[PreferredSchedulingTerm, ...] = ()

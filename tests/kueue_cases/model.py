@@ -15,6 +15,7 @@ from kueue_tas.topology.model import (
     HOSTNAME_LABEL,
     NodeInfo,
     NodeSelectorTerm,
+    PreferredSchedulingTerm,
     Taint,
     Toleration,
     TopologyRequest,
@@ -125,6 +126,10 @@ class PodSetCase:
     tolerations: tuple[Toleration, ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     required_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    preferred_affinity: tuple[PreferredSchedulingTerm, ...] = ()
+    # The PodSet's assignment before this decision: the admitted one (node replacement, with
+    # KueueCase.unhealthy_nodes) or the replaced slice's (elastic scale up/down, KueueCase.elastic).
+    current: TopologyAssignment | None = None
     want: TopologyAssignment | None = None
     reason: str = ""
 
@@ -154,4 +159,12 @@ class KueueCase:
     non_tas_pods: tuple[tuple[str, Mapping[str, int]], ...] = ()
     tas_usage: tuple[UsageCase, ...] = ()
     simulate_empty: bool = False
+    # Feature gates that differ from Kueue v0.19.2's defaults (kueue_tas.topology.features).
+    gates: Mapping[str, bool] = field(default_factory=dict)
+    # Node replacement: the workload is admitted with PodSetCase.current and these nodes failed.
+    unhealthy_nodes: tuple[str, ...] = ()
+    # Elastic workload slice: PodSetCase.current is the assignment of the slice being replaced.
+    elastic: bool = False
+    # Usage of TAS workloads on other flavors that share this flavor's nodes (overlapping flavors).
+    other_flavor_usage: tuple[UsageCase, ...] = ()
     note: str = ""
