@@ -9,7 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kueue_tas.admission.observe import CapacityGauges, publish_domain_free, publish_informer_lag
 from kueue_tas.cache import informer as inf
-from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity, UsageEntry
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.free import domain_free

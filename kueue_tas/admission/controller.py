@@ -29,10 +29,11 @@ from kueue_tas.admission.writes import (
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
 from kueue_tas.cache import informer as inf
-from kueue_tas.cache.capacity_feed import feed_pod, flavor_specs, our_checks, workload_usage
-from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity, UsageEntry
 from kueue_tas.cache.slim import SlimPod, make_pod_transform, slim_node
 from kueue_tas.cache.stores import PodStore
+from kueue_tas.capacity.feed import feed_pod, feed_workload
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import FlavorSpec, flavor_specs, our_checks
 from kueue_tas.runtime.client import ApiError, Conflict, EventRecorder, ObjectRef, apply_status
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
@@ -131,18 +132,11 @@ class Admitter:
         for wl in self.workloads.store.values():
             self._on_workload(wl)
 
-    def _usage_of(self, wl: Workload) -> tuple[UsageEntry, ...] | None:
-        return workload_usage(wl, self._our_checks(), self.capacity.flavors())
-
     def _on_workload(self, wl: Workload) -> None:
         key = workload_key(wl)
         if key in self.awaiting_write and self._entry_written(wl):
             del self.awaiting_write[key]
-        usage = self._usage_of(wl)
-        if usage is not None:
-            self.capacity.set_workload_usage(key, usage)
-        else:
-            self.capacity.remove_workload_usage(key)
+        feed_workload(self.capacity, wl, self._our_checks())
         if self._pending_check(wl) is not None:
             self.queue.add(key)
 

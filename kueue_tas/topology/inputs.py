@@ -6,11 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Node, Pod, TaintModel, TolerationModel
+from kueue_tas.api.models import Node, TaintModel, TolerationModel
 from kueue_tas.api.quantity import resource_list_to_ints
 from kueue_tas.api.resources import pod_requests
 from kueue_tas.topology.model import (
-    PODS,
     NodeInfo,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -18,15 +17,11 @@ from kueue_tas.topology.model import (
     Taint,
     Toleration,
 )
-from kueue_tas.topology.request import has_topology_annotation, parse_template_topology_request
+from kueue_tas.topology.request import parse_template_topology_request
 
 
 def _as_node(node: Node | Mapping[str, Any]) -> Node:
     return node if isinstance(node, Node) else Node.model_validate(node)
-
-
-def _as_pod(pod: Pod | Mapping[str, Any]) -> Pod:
-    return pod if isinstance(pod, Pod) else Pod.model_validate(pod)
 
 
 def taint(t: TaintModel | Mapping[str, Any]) -> Taint:
@@ -108,23 +103,3 @@ def podset_request(
         node_selector=selector,
         required_affinity=affinity,
     )
-
-
-def is_tas_pod(pod: Pod | Mapping[str, Any], prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> bool:
-    """A pod accounted by TAS assignments: it carries a topology annotation or our workload label."""
-    m = _as_pod(pod)
-    return c.WORKLOAD_LABEL in m.metadata.labels or has_topology_annotation(m.metadata.annotations, prefix=prefix)
-
-
-def pod_usage(pod: Pod | Mapping[str, Any]) -> tuple[str, dict[str, int]] | None:
-    """(node name, requests + ``pods: 1``) of a bound, non-terminal pod; None otherwise.
-
-    Whether the pod is a TAS pod (and so must not be counted as non-TAS usage) is
-    the caller's decision; see ``is_tas_pod``.
-    """
-    m = _as_pod(pod)
-    if not m.spec.node_name or m.is_terminal:
-        return None
-    usage = pod_requests(m.spec.as_dict())
-    usage[PODS] = 1
-    return m.spec.node_name, usage

@@ -18,7 +18,6 @@ from kueue_tas.topology.capacity import CapacityMatrix, Matrix
 from kueue_tas.topology.filters import InvalidSelectorError, eligible_leaves
 from kueue_tas.topology.messages import ExclusionStats
 from kueue_tas.topology.model import (
-    HOSTNAME_LABEL,
     PODS,
     NodeInfo,
     PodSetRequest,
@@ -42,14 +41,6 @@ def usage_of(assignment: TopologyAssignment, per_pod: ResourceMap) -> Iterable[t
         usage = {name: value * dom.count for name, value in per_pod.items() if name != PODS}
         usage[PODS] = usage.get(PODS, 0) + dom.count
         yield dom.values, usage
-
-
-def charges_snapshot(snapshot_flavor: str, snap: TopologySnapshot, usage_flavor: str, a: TopologyAssignment) -> bool:
-    """Whether an assignment made on ``usage_flavor`` holds capacity in this flavor's snapshot:
-    its own flavor always; flavors sharing hostnames see each other's hostname-level usage (Kueue)."""
-    if snapshot_flavor == usage_flavor:
-        return True
-    return a.levels == (HOSTNAME_LABEL,) and snap.tree.lowest_is_hostname
 
 
 class TopologySnapshot:

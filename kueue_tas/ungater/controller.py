@@ -33,9 +33,9 @@ from kubernetes_asyncio import client as k8s
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import Workload
 from kueue_tas.cache import informer as inf
-from kueue_tas.cache.capacity_feed import assignment_trusted
 from kueue_tas.cache.slim import SlimPod
 from kueue_tas.cache.stores import PodStore
+from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.runtime.client import ApiError, Conflict, EventRecorder, NotFound, ObjectRef, patch_pod
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics

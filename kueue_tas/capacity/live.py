@@ -1,10 +1,11 @@
 """The live capacity model: one placement snapshot per TAS flavor, kept current by events.
 
-Fed by the informers (nodes, non-TAS pods, workloads holding assignments) and
-read by the admitter. Pod and workload events adjust the built snapshots in
-place; a change to the node set (a node added, removed, relabelled, tainted,
-turning NotReady, or changing allocatable) marks the snapshots stale, and the
-next decision rebuilds them from the stores (no rebuild per decision).
+Fed by the informers (nodes, non-TAS pods, workloads holding assignments; what each
+object contributes is decided in ``kueue_tas.capacity.rules``) and read by the admitter,
+``kueue-tas capacity`` and ``kueue-tas plan``. Pod and workload events adjust the built
+snapshots in place; a change to the node set (a node added, removed, relabelled, tainted,
+turning NotReady, or changing allocatable) marks the snapshots stale, and the next decision
+rebuilds them from the stores (no rebuild per decision).
 
 "Assumed" usage is an assignment decided but not yet observed as Ready on the
 Workload: it holds capacity from the decision on, so two workloads can never be
@@ -14,31 +15,10 @@ given the same capacity, and is replaced by the committed usage once observed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.model import NodeInfo, ResourceMap, Toleration
-from kueue_tas.topology.snapshot import TopologySnapshot, charges_snapshot
-
-
-@dataclass(frozen=True, slots=True)
-class FlavorSpec:
-    """What a snapshot of a TAS flavor is built from."""
-
-    flavor: str
-    topology: str
-    levels: tuple[str, ...]
-    node_labels: Mapping[str, str]
-    tolerations: tuple[Toleration, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class UsageEntry:
-    """One PodSet's assignment on one flavor, with its per-pod requests."""
-
-    flavor: str
-    assignment: TopologyAssignment
-    per_pod: ResourceMap
+from kueue_tas.capacity.rules import FlavorSpec, UsageEntry, charges_snapshot
+from kueue_tas.topology.model import NodeInfo, ResourceMap
+from kueue_tas.topology.snapshot import TopologySnapshot
 
 
 class LiveCapacity:
