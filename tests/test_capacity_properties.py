@@ -2,8 +2,9 @@
 capacity`` all end with the same free capacity per domain per resource.
 
 Random clusters: nodes with random level labels (some missing), allocatable, Ready,
-unschedulable and taints; flavors selecting nodes by label (two of them sharing every node's
-hostname, one on a Topology without a hostname level); pods bound or not, terminal or not,
+unschedulable and taints; flavors selecting nodes by label (three on a Topology whose lowest
+level is the hostname, so they see each other's hostname usage, one on a Topology without a
+hostname level); pods bound or not, terminal or not,
 ours (workload label, topology annotation) or not; Workloads with assignments on random
 flavors, trusted or not (other checks, Pending, Finished, no annotation). The same final
 objects are
@@ -224,7 +225,7 @@ def workloads(draw: st.DrawFn, name: str, node_names: list[str]) -> Obj:
         status["admission"] = {
             "clusterQueue": "cq",
             "podSetAssignments": [
-                {"name": ps, "flavors": {GPU: draw(st.sampled_from(list(FLAVORS)))}} for ps in admitted
+                {"name": ps, "flavors": {GPU: draw(st.sampled_from([*FLAVORS, "shared", "racks"]))}} for ps in admitted
             ],
         }
     metadata: Obj = {"name": name, "namespace": "ns"}
@@ -422,7 +423,7 @@ def test_the_random_clusters_exercise_every_rule() -> None:
     """Guard against a generator that never produces the cases the properties are about."""
     seen: set[str] = set()
 
-    @settings(max_examples=150, deadline=None, database=None)
+    @settings(max_examples=200, deadline=None, database=None, derandomize=True)
     @given(clusters())
     def collect(
         cluster: tuple[list[list[Obj | None]], list[list[Obj | None]], list[list[Obj | None]], random.Random],
