@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, cast
@@ -18,6 +17,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e.nodes import NodePool, is_ready
+from kueue_tas.runtime.client import ensure_no_proxy
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
@@ -27,16 +27,6 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 MERGE_PATCH = "application/merge-patch+json"
 
 T = TypeVar("T")
-
-
-def ensure_no_proxy() -> None:
-    """aiohttp honours HTTP(S)_PROXY (trust_env=True); loopback must bypass it."""
-    for var in ("NO_PROXY", "no_proxy"):
-        cur = [x for x in os.environ.get(var, "").split(",") if x]
-        for host in ("127.0.0.1", "localhost"):
-            if host not in cur:
-                cur.append(host)
-        os.environ[var] = ",".join(cur)
 
 
 def as_body(manifest: Mapping[str, Any]) -> Any:

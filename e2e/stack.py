@@ -25,8 +25,9 @@ from e2e.kube import (
     eventually,
 )
 from e2e.manifests import POD_COMPLETE_DELAY_ANNOTATION
-from e2e.nodes import GPU, HOSTNAME_LABEL, POOL_LABEL, NodePool, is_ready
+from e2e.nodes import GPU, POOL_LABEL, NodePool, is_ready
 from kueue_tas.api import constants as kc
+from kueue_tas.api.constants import HOSTNAME_LABEL
 
 PREFIX = kc.DEFAULT_ANNOTATION_PREFIX
 REQUIRED = PREFIX + kc.SUFFIX_REQUIRED_TOPOLOGY

@@ -15,7 +15,8 @@ from typing import Any
 from e2e import stack as st
 from e2e.controller import ControllerGroup
 from e2e.kube import KUEUE_GROUP, KUEUE_VERSION, Kube, condition, consistently, content_type, eventually
-from e2e.nodes import GPU, HOSTNAME_LABEL, RACK_LABEL, NodePool
+from e2e.nodes import GPU, RACK_LABEL, NodePool
+from kueue_tas.api.constants import HOSTNAME_LABEL
 
 DECIDED = ("Ready", "Retry", "Rejected")
 HOST_GPUS = 8

@@ -19,7 +19,8 @@ import pytest
 from e2e import stack as st
 from e2e.controller import ControllerGroup
 from e2e.kube import Kube, consistently, eventually
-from e2e.nodes import BLOCK_LABEL, HOSTNAME_LABEL, POOL_LABEL, RACK_LABEL, NodePool, default_allocatable
+from e2e.nodes import BLOCK_LABEL, POOL_LABEL, RACK_LABEL, NodePool, default_allocatable
+from kueue_tas.api.constants import HOSTNAME_LABEL
 
 Pod = dict[str, Any]
 Domain = tuple[str, ...]
