@@ -174,7 +174,7 @@ class Planner:
         """Charge an assignment to its flavor's snapshot; hostname assignments also to every
         other built snapshot with a hostname leaf (flavors sharing nodes see each other's usage)."""
         for name, snap in self._snapshots.items():
-            if (only is None or name == only) and charges_snapshot(name, snap, flavor, assignment):
+            if (only is None or name == only) and charges_snapshot(name, snap, flavor, assignment, self.gates):
                 snap.add_tas_usage(assignment, per_pod)
 
     def _admitted_usage(self, wl: Workload) -> list[tuple[str, TopologyAssignment, dict[str, int]]]:

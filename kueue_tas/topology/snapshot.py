@@ -15,6 +15,7 @@ import numpy as np
 from kueue_tas.api import constants as c
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.capacity import CapacityMatrix, Matrix
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.filters import InvalidSelectorError, eligible_leaves
 from kueue_tas.topology.messages import ExclusionStats
 from kueue_tas.topology.model import (
@@ -44,12 +45,19 @@ def usage_of(assignment: TopologyAssignment, per_pod: ResourceMap) -> Iterable[t
         yield dom.values, usage
 
 
-def charges_snapshot(snapshot_flavor: str, snap: TopologySnapshot, usage_flavor: str, a: TopologyAssignment) -> bool:
+def charges_snapshot(
+    snapshot_flavor: str,
+    snap: TopologySnapshot,
+    usage_flavor: str,
+    a: TopologyAssignment,
+    gates: FeatureGates = DEFAULT_GATES,
+) -> bool:
     """Whether an assignment made on ``usage_flavor`` holds capacity in this flavor's snapshot:
-    its own flavor always; flavors sharing hostnames see each other's hostname-level usage (Kueue)."""
+    its own flavor always; flavors sharing hostnames see each other's hostname-level usage
+    (Kueue, with TASHandleOverlappingFlavors; without it each flavor sees only its own)."""
     if snapshot_flavor == usage_flavor:
         return True
-    return a.levels == (HOSTNAME_LABEL,) and snap.tree.lowest_is_hostname
+    return gates.overlapping_flavors and a.levels == (HOSTNAME_LABEL,) and snap.tree.lowest_is_hostname
 
 
 class TopologySnapshot:
