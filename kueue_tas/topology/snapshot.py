@@ -8,7 +8,7 @@ stops at the first failure, as Kueue does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -16,8 +16,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.capacity import CapacityMatrix, Matrix
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
-from kueue_tas.topology.filters import InvalidSelectorError, eligible_leaves
-from kueue_tas.topology.messages import ExclusionStats
+from kueue_tas.topology.find_assignment import PlaceOptions, find_topology_assignment
 from kueue_tas.topology.model import (
     HOSTNAME_LABEL,
     PODS,
@@ -27,12 +26,8 @@ from kueue_tas.topology.model import (
     Toleration,
     TopologyRequest,
 )
-from kueue_tas.topology.placement import (
-    PlacementFailure,
-    leaf_counts,
-    place_podset,
-    resolve_params,
-)
+from kueue_tas.topology.placement import PlacementFailure
+from kueue_tas.topology.podset_groups import group_podsets, ordered_results
 from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.tree import TopologyTree
 
@@ -117,24 +112,41 @@ class TopologySnapshot:
                 self.capacity.add_tas_usage(leaf, usage, sign)
 
     def place(
-        self, podsets: Sequence[PodSetRequest], *, simulate_empty: bool = False, allocatable_only: bool = False
+        self,
+        podsets: Sequence[PodSetRequest],
+        *,
+        gates: FeatureGates = DEFAULT_GATES,
+        simulate_empty: bool = False,
+        allocatable_only: bool = False,
+        current: Mapping[str, TopologyAssignment] | None = None,
+        unhealthy_nodes: Collection[str] = (),
+        elastic: bool = False,
     ) -> list[PodSetResult]:
-        """Place the PodSets of one workload in order; each success reduces capacity for the next.
+        """Place the PodSets of one workload, group by group (``podset_groups``); each success
+        reduces capacity for the next, and after the first failure nothing more is placed.
 
-        After the first failure the remaining PodSets get no result at all (Kueue stops there).
-        ``allocatable_only`` places on the empty cluster: a failure there means "never fits".
+        Every member of a failing group gets the same failure text. ``allocatable_only``
+        places on the empty cluster: a failure there means "never fits".
         """
-        results: list[PodSetResult] = []
+        opts = PlaceOptions(gates, simulate_empty, allocatable_only)
+        got: dict[int, PodSetResult] = {}
         assumed: Matrix | None = None
-        for ps in podsets:
+        for group in group_podsets(podsets):
+            workers = podsets[group.workers]
+            leader = podsets[group.leader] if group.leader is not None else None
             try:
-                assignment = self._place_one(ps, simulate_empty, allocatable_only, assumed)
+                assignments = find_topology_assignment(self, workers, leader, assumed, opts)
             except PlacementFailure as failure:
-                results.append(PodSetResult(ps.name, None, str(failure)))
+                for idx in group.members:
+                    got[idx] = PodSetResult(podsets[idx].name, None, str(failure))
                 break
-            results.append(PodSetResult(ps.name, assignment))
-            assumed = self._add_assumed(assumed, assignment, ps.requests)
-        return results
+            for idx in group.members:
+                ps = podsets[idx]
+                assignment = assignments.get(ps.name)
+                got[idx] = PodSetResult(ps.name, assignment)
+                if assignment is not None:
+                    assumed = self._add_assumed(assumed, assignment, ps.requests)
+        return ordered_results(podsets, got)
 
     def _add_assumed(self, assumed: Matrix | None, assignment: TopologyAssignment, per_pod: ResourceMap) -> Matrix:
         self.capacity.vector({**per_pod, PODS: 1})  # make sure every column exists
@@ -147,26 +159,3 @@ class TopologySnapshot:
             if leaf is not None:
                 grown[leaf] += self.capacity.vector(usage)[:ncols]
         return grown
-
-    def _place_one(
-        self, ps: PodSetRequest, simulate_empty: bool, allocatable_only: bool, assumed: Matrix | None
-    ) -> TopologyAssignment:
-        params = resolve_params(self.tree, ps.count, ps.topology, ps.implied)
-        stats = ExclusionStats(total_nodes=len(self.tree.leaves))
-        try:
-            eligible = eligible_leaves(
-                self.tree,
-                tuple(ps.tolerations) + self.flavor_tolerations,
-                ps.node_selector,
-                ps.required_affinity,
-                stats,
-            )
-        except InvalidSelectorError as exc:
-            raise PlacementFailure(f"invalid affinity node selectors: {exc}") from exc
-        request = self.capacity.vector({**ps.requests, PODS: 1})
-        remaining = self.capacity.remaining(
-            simulate_empty=simulate_empty, assumed=assumed, allocatable_only=allocatable_only
-        )
-        column_names = sorted(self.capacity.columns, key=self.capacity.columns.__getitem__)
-        pods = leaf_counts(remaining, request, column_names, eligible, stats)
-        return place_podset(self.tree, params, pods, self.topology_name, stats)
