@@ -153,3 +153,22 @@ def test_run_help_lists_the_gates_with_defaults() -> None:
     for name, default in KUEUE_DEFAULTS.items():
         assert any(line.split() == [name, "true" if default else "false"] for line in run_help.splitlines()), name
     assert "KUEUE_TAS_FEATURE_GATES" in run_help
+
+
+def test_gates_reach_the_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prefer = {"key": pf.HOST, "operator": "In", "values": ["b1-r1-h1"]}
+    affinity = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "preference": {"matchExpressions": [prefer]}}
+            ]
+        }
+    }
+    objs = [*pf.cluster(), pf.job("j", 2, pf.required(pf.RACK), affinity=affinity)]
+    hosts = []
+    for gate in ("", "TASRespectNodeAffinityPreferred=true"):
+        code, out, err = plan(tmp_path, capsys, objs, "--feature-gates", gate)
+        assert code == 0, err
+        hosts.append([d["values"][0] for d in out["workloads"][0]["podSets"][0]["domains"]])
+    assert hosts[0] != ["b1-r1-h1"]  # without the gate the preference is ignored
+    assert hosts[1] == ["b1-r1-h1"]

@@ -219,3 +219,22 @@ def test_decide_rejects_layers_out_of_order() -> None:
         f'PodSet "main": annotation {LAYERS}[1].topology: '
         f"additional slice layer topology {RACK} must be at a lower level than {HOSTNAME_LABEL}"
     )
+
+
+def test_group_is_placed_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A leader + 7 workers fit one rack (8 GPUs) together; a leader + 8 workers do not, though
+    each PodSet alone would."""
+    rack = {pf.REQUIRED: pf.RACK, GROUP: "g"}
+    ok = pf.jobset("ok", [("leader", 1, 1, 1, rack), ("workers", 1, 7, 7, rack)])
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), ok])
+    assert code == 0, err
+    leader, workers = out["workloads"][0]["podSets"]
+    assert racks_of(leader) == racks_of(workers) and len(racks_of(workers)) == 1
+    too_big = pf.jobset("big", [("leader", 1, 1, 1, rack), ("workers", 1, 8, 8, rack)])
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), too_big])
+    assert code == 0, err
+    [wl] = out["workloads"]
+    assert wl["fits"] is False
+    # separately each PodSet would fit a rack; together they do not
+    messages = {ps["message"] for ps in wl["podSets"]}
+    assert len(messages) == 1 and "out of" in messages.pop()

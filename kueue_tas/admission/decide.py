@@ -143,10 +143,10 @@ def decide(
     for flavor, requests in groups.items():
         snap = capacity.snapshot(flavor)
         assert snap is not None
-        results = snap.place(requests)
+        results = snap.place(requests, gates=gates)
         failed = next((r for r in results if r.assignment is None), None)
         if failed is not None:
-            never = snap.place(requests, allocatable_only=True)
+            never = snap.place(requests, gates=gates, allocatable_only=True)
             never_failed = next((r for r in never if r.assignment is None), None)
             if never_failed is not None:
                 return Decision(

@@ -315,7 +315,7 @@ class Planner:
                 for ps_plan, _ in members:
                     ps_plan.message = "not placed: an earlier PodSet of this workload does not fit"
                 continue
-            results = self._snapshots[flavor].place([r for _, r in members])
+            results = self._snapshots[flavor].place([r for _, r in members], gates=self.gates)
             for (ps_plan, request), result in zip(
                 members, results + [None] * (len(members) - len(results)), strict=True
             ):
