@@ -289,10 +289,16 @@ class AdmissionCheckState(KubeModel):
     pod_set_updates: list[PodSetUpdate] = Field(default_factory=list)
 
 
+class UnhealthyNode(KubeModel):
+    name: str = ""
+
+
 class WorkloadStatus(KubeModel):
     admission: Admission | None = None
     admission_checks: list[AdmissionCheckState] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
+    # Nodes Kueue found failed while running pods of this workload (TASFailedNodeReplacement).
+    unhealthy_nodes: list[UnhealthyNode] = Field(default_factory=list)
 
 
 class Workload(TypedObject):

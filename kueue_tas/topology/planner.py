@@ -34,6 +34,7 @@ from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors
 from kueue_tas.topology.inputs import is_tas_pod, node_info, pod_usage, tolerations
 from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.plan_replacements import ReplacementIndex
 from kueue_tas.topology.plan_requests import (
     PlanInputError,
     check_groups,
@@ -83,6 +84,9 @@ class Placeable:
 
 
 class Planner:
+    # The engine's entry point; a seam for tests that check what reaches ``place``.
+    snapshot_class: type[TopologySnapshot] = TopologySnapshot
+
     def __init__(
         self,
         objects: Sequence[KubeObject],
@@ -112,6 +116,7 @@ class Planner:
         if default_flavor is not None and default_flavor not in self.flavors and default_flavor not in self.bindings:
             raise PlanInputError(f"--flavor {default_flavor!r}: no ResourceFlavor of that name in the input")
         self._snapshots: dict[str, TopologySnapshot] = {}
+        self.replacements = ReplacementIndex.build(self.workloads, self._is_admitted_by_us, gates)
         # Every assignment that holds capacity: admitted Workloads first, then each placed one.
         self._usage: list[tuple[str, TopologyAssignment, dict[str, int]]] | None = None
 
@@ -136,7 +141,7 @@ class Planner:
                 infos.append(node_info(n))
             except (QuantityError, ValueError) as exc:
                 raise PlanInputError(f"{describe(n)}: status.allocatable: {exc}") from exc
-        snap = TopologySnapshot.build(
+        snap = self.snapshot_class.build(
             topology_name=topology.name,
             levels=topology.levels,
             nodes=infos,
@@ -160,7 +165,7 @@ class Planner:
         return snap
 
     def _all_admitted_usage(self) -> list[tuple[str, TopologyAssignment, dict[str, int]]]:
-        return [u for wl in self.workloads for u in self._admitted_usage(wl)]
+        return [u for wl in self.workloads if self.replacements.counts_as_usage(wl) for u in self._admitted_usage(wl)]
 
     def _commit(self, flavor: str, assignment: TopologyAssignment, per_pod: dict[str, int]) -> None:
         if self._usage is None:
@@ -246,7 +251,11 @@ class Planner:
                     owned.add((ref.kind, "uid", ref.uid))
         out = []
         for obj in self.order:
-            if isinstance(obj, Workload) and self._is_admitted_by_us(obj):
+            if (
+                isinstance(obj, Workload)
+                and self._is_admitted_by_us(obj)
+                and not self.replacements.replaced_in_place(obj)
+            ):
                 continue
             if isinstance(obj, Job | JobSet) and (
                 (obj.kind, obj.metadata.namespace, obj.name) in owned
@@ -315,7 +324,9 @@ class Planner:
                 for ps_plan, _ in members:
                     ps_plan.message = "not placed: an earlier PodSet of this workload does not fit"
                 continue
-            results = self._snapshots[flavor].place([r for _, r in members], gates=self.gates)
+            requests = [r for _, r in members]
+            extra = self.replacements.place_options(obj, (r.name for r in requests))
+            results = self._snapshots[flavor].place(requests, gates=self.gates, **extra)
             for (ps_plan, request), result in zip(
                 members, results + [None] * (len(members) - len(results)), strict=True
             ):
