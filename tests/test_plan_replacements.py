@@ -1,7 +1,8 @@
 """``kueue-tas plan``: node replacement and elastic slices reach ``place`` with the right arguments,
 and the assignments they replace do not count as usage.
 
-The snapshot is a real ``TopologySnapshot`` that records each ``place`` call (``Planner.snapshot_class``)."""
+The snapshot is a real ``TopologySnapshot`` that records each ``place`` call (``Planner.snapshot_class``);
+the last tests check the engine's answers end to end."""
 
 from __future__ import annotations
 
@@ -130,3 +131,34 @@ def test_slice_naming_no_admitted_workload_is_an_ordinary_placement() -> None:
         assert all("current" not in kw for _, kw in RecordingSnapshot.calls)
     plans = run([*one_rack(), pending, slice_for("team-a/slice-1", 5)])
     assert "current" not in RecordingSnapshot.calls[-1][1]
+
+
+# --- end to end with the engine ------------------------------------------------------------------
+
+
+def test_pods_of_the_failed_node_move_and_the_rest_stay() -> None:
+    nodes = [pf.node("b0-r0-h0", ready=False), pf.node("b0-r0-h1")]
+    plans = run([*pf.kueue_objects(), *nodes, ready("broken", ["b0-r0-h0"])])
+    (ps,) = plans["broken"].podsets
+    assert plans["broken"].fits
+    assert ps.assignment == TopologyAssignment((pf.HOST,), (DomainAssignment(("b0-r0-h1",), 4),))
+
+
+def test_elastic_slice_keeps_the_old_pods_where_they_are_with_its_gates() -> None:
+    on_h1 = TopologyAssignment((pf.HOST,), (DomainAssignment(("b0-r0-h1",), 4),))
+    old = pf.workload(
+        "slice-1",
+        4,
+        admitted_flavor="gpu",
+        check_state="Ready",
+        assignment=encode_assignment_annotation([("main", on_h1)]),
+    )
+    objs = [*one_rack(), old, slice_for("team-a/slice-1")]
+    fresh = run(objs)["slice-2"].podsets[0].assignment  # ElasticJobsViaWorkloadSlicesWithTAS is off by default
+    assert fresh == TopologyAssignment(
+        (pf.HOST,), (DomainAssignment(("b0-r0-h0",), 4), DomainAssignment(("b0-r0-h1",), 2))
+    )
+    elastic = run(objs, FeatureGates({"ElasticJobsViaWorkloadSlicesWithTAS": True}))["slice-2"].podsets[0].assignment
+    assert elastic == TopologyAssignment(
+        (pf.HOST,), (DomainAssignment(("b0-r0-h0",), 2), DomainAssignment(("b0-r0-h1",), 4))
+    )
