@@ -19,6 +19,7 @@ from kueue_tas.capacity.rules import (
 )
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo
 from kueue_tas.topology.snapshot import TopologySnapshot
 
@@ -190,3 +191,7 @@ def test_hostname_usage_of_one_flavor_holds_capacity_in_every_hostname_flavor() 
     assert charges_snapshot("other", hosts, "gpu", ON_H1)
     assert not charges_snapshot("other", hosts, "gpu", on_rack)
     assert not charges_snapshot("other", racks, "gpu", ON_H1)  # no hostname leaf there
+    # Kueue's TASHandleOverlappingFlavors off: each flavor sees only its own usage
+    separate = FeatureGates({"TASHandleOverlappingFlavors": False})
+    assert not charges_snapshot("other", hosts, "gpu", ON_H1, separate)
+    assert charges_snapshot("gpu", hosts, "gpu", ON_H1, separate)

@@ -38,6 +38,7 @@ from kueue_tas.runtime.client import ApiError, Conflict, EventRecorder, ObjectRe
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.runtime.workqueue import WorkQueue
+from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.flavors import FlavorMappingError, check_topology
 
 log = structlog.get_logger(__name__)
@@ -57,7 +58,8 @@ class Admitter:
         self.api = api
         self.settings = settings
         self.metrics = metrics
-        self.capacity = LiveCapacity()
+        self.gates = FeatureGates.from_mapping(settings.feature_gates)
+        self.capacity = LiveCapacity(self.gates)
         self.events = EventRecorder(api)
         self.queue: WorkQueue[str] = WorkQueue("workloads")
         self.lock = asyncio.Lock()
@@ -184,7 +186,7 @@ class Admitter:
             self.capacity.forget(key)
             started = time.perf_counter()
             flavors = self.check_flavors.get(check, set())
-            decision = decide(wl, flavors, self.capacity, self.settings.annotation_prefix)
+            decision = decide(wl, flavors, self.capacity, self.settings.annotation_prefix, self.gates)
             self.metrics.decision_seconds.observe(time.perf_counter() - started)
             self.gauges.touch()
             try:

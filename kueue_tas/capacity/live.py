@@ -17,12 +17,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kueue_tas.capacity.rules import FlavorSpec, UsageEntry, charges_snapshot
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import NodeInfo, ResourceMap
 from kueue_tas.topology.snapshot import TopologySnapshot
 
 
 class LiveCapacity:
-    def __init__(self) -> None:
+    def __init__(
+        self, gates: FeatureGates = DEFAULT_GATES, *, snapshot_class: type[TopologySnapshot] = TopologySnapshot
+    ) -> None:
+        self.gates = gates
+        # The class snapshots are built with; a seam for tests that check what reaches ``place``.
+        self.snapshot_class = snapshot_class
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, tuple[str, ResourceMap]] = {}  # non-TAS pod key -> (node name, usage)
         self._committed: dict[str, tuple[UsageEntry, ...]] = {}  # workload key -> usage
@@ -97,7 +103,9 @@ class LiveCapacity:
 
     def _charge(self, entry: UsageEntry, sign: int, only: str | None = None) -> None:
         for name, snap in self._snapshots.items():
-            if (only is None or name == only) and charges_snapshot(name, snap, entry.flavor, entry.assignment):
+            if (only is None or name == only) and charges_snapshot(
+                name, snap, entry.flavor, entry.assignment, self.gates
+            ):
                 snap.add_tas_usage(entry.assignment, entry.per_pod, sign)
 
     # --- reading --------------------------------------------------------------------------
@@ -110,7 +118,7 @@ class LiveCapacity:
         spec = self._flavors.get(flavor)
         if spec is None:
             return None
-        snap = TopologySnapshot.build(
+        snap = self.snapshot_class.build(
             topology_name=spec.topology,
             levels=spec.levels,
             nodes=self._nodes.values(),

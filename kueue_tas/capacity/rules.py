@@ -16,7 +16,8 @@ cluster) and ``kueue-tas plan`` (from a dump). That is what makes their numbers 
   of our checks is Ready on it (``assignment_trusted``); it then holds, per PodSet, its
   domains on the PodSet's TAS flavor (``workload_usage``).
 * Flavors sharing nodes: hostname-level usage of one flavor also holds capacity in every
-  other flavor whose lowest level is the hostname (``charges_snapshot``), as in Kueue.
+  other flavor whose lowest level is the hostname (``charges_snapshot``), as in Kueue with
+  its TASHandleOverlappingFlavors gate on (the default).
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ from kueue_tas.api.resources import pod_requests
 from kueue_tas.cache.slim import SlimPod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import bind_flavors
 from kueue_tas.topology.inputs import tolerations
-from kueue_tas.topology.model import HOSTNAME_LABEL, ResourceMap, Toleration
+from kueue_tas.topology.model import ResourceMap, Toleration
 from kueue_tas.topology.snapshot import TopologySnapshot
 
 log = structlog.get_logger(__name__)
@@ -186,9 +188,16 @@ def workload_usage(
 # --- flavors sharing nodes ----------------------------------------------------------------------
 
 
-def charges_snapshot(snapshot_flavor: str, snap: TopologySnapshot, usage_flavor: str, a: TopologyAssignment) -> bool:
+def charges_snapshot(
+    snapshot_flavor: str,
+    snap: TopologySnapshot,
+    usage_flavor: str,
+    a: TopologyAssignment,
+    gates: FeatureGates = DEFAULT_GATES,
+) -> bool:
     """Whether an assignment made on ``usage_flavor`` holds capacity in this flavor's snapshot:
-    its own flavor always; flavors sharing hostnames see each other's hostname-level usage (Kueue)."""
+    its own flavor always; flavors sharing hostnames see each other's hostname-level usage
+    (Kueue, with TASHandleOverlappingFlavors; without it each flavor sees only its own)."""
     if snapshot_flavor == usage_flavor:
         return True
-    return a.levels == (HOSTNAME_LABEL,) and snap.tree.lowest_is_hostname
+    return gates.overlapping_flavors and a.levels == (c.HOSTNAME_LABEL,) and snap.tree.lowest_is_hostname

@@ -4,15 +4,15 @@ Pure: parsed objects in, per-PodSet results out. The dump feeds the controller's
 capacity model (``kueue_tas.capacity``: the same rules for eligible nodes, non-TAS pods and
 Workloads already admitted by our check), then every other Workload, Job and JobSet is
 placed in input order, each placed one held as usage for the next, exactly as the
-controller would.
+controller would. Workloads placed again from an existing assignment (node replacement,
+elastic slices; ``kueue_tas.topology.plan_replacements``) pass it to the engine as
+``current`` instead of holding it as usage.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import pydantic
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import (
@@ -23,6 +23,7 @@ from kueue_tas.api.models import (
     KubeObject,
     Node,
     Pod,
+    PodSetTopologyRequestModel,
     ResourceFlavor,
     Topology,
     Workload,
@@ -42,19 +43,28 @@ from kueue_tas.capacity.rules import (
     pod_charge,
 )
 from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors
-from kueue_tas.topology.inputs import node_info, podset_request
+from kueue_tas.topology.inputs import node_info
 from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.plan_replacements import ReplacementIndex
+from kueue_tas.topology.plan_requests import (
+    PlanInputError,
+    check_groups,
+    check_levels,
+    describe,
+    podset_request_for,
+)
+from kueue_tas.topology.plan_requests import template_path as _template_path
 from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
+from kueue_tas.topology.request_field import field_is_explicit
 from kueue_tas.topology.snapshot import TopologySnapshot
+
+__all__ = ["Placeable", "PlanInputError", "Planner", "PodSetPlan", "WorkloadPlan", "describe"]
 
 # The PodSpec fields requests are read from: a pod whose requests are malformed is an input
 # error only when it would be charged.
 _REQUEST_FIELDS = frozenset({"containers", "initContainers", "overhead", "resources"})
-
-
-class PlanInputError(ValueError):
-    """Invalid input; the message is one line naming the object, the field and the problem."""
 
 
 @dataclass
@@ -84,11 +94,6 @@ class WorkloadPlan:
         return all(ps.fits for ps in self.podsets)
 
 
-def describe(obj: KubeObject) -> str:
-    ns = obj.metadata.namespace
-    return f"{obj.kind}/{ns + '/' if ns else ''}{obj.metadata.name}"
-
-
 @dataclass
 class Placeable:
     obj: Workload | Job | JobSet
@@ -96,14 +101,19 @@ class Placeable:
 
 
 class Planner:
+    # The engine's entry point; a seam for tests that check what reaches ``place``.
+    snapshot_class: type[TopologySnapshot] = TopologySnapshot
+
     def __init__(
         self,
         objects: Sequence[KubeObject],
         *,
         default_flavor: str | None = None,
         prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
+        gates: FeatureGates = DEFAULT_GATES,
     ) -> None:
         self.prefix = prefix
+        self.gates = gates
         self.default_flavor = default_flavor
         self.topologies = {o.name: o for o in objects if isinstance(o, Topology)}
         self.flavors = {o.name: o for o in objects if isinstance(o, ResourceFlavor)}
@@ -126,8 +136,11 @@ class Planner:
             raise PlanInputError(str(exc)) from exc
         if default_flavor is not None and default_flavor not in self.flavors and default_flavor not in self.bindings:
             raise PlanInputError(f"--flavor {default_flavor!r}: no ResourceFlavor of that name in the input")
-        self.capacity = LiveCapacity()
+        self.capacity = LiveCapacity(gates, snapshot_class=self.snapshot_class)
         self.capacity.set_flavors(self.specs)
+        # Re-placed Workloads (node replacement) and replaced slices (elastic): their current
+        # assignment is the engine's ``current``, not usage.
+        self.replacements = ReplacementIndex.build(self.workloads, self._trusted, gates)
         self._usage_fed = False  # admitted Workloads: read up front, every annotation validated
         self._cluster_fed = False  # nodes and pods: read when a snapshot is first needed
         self._placed = 0
@@ -153,6 +166,8 @@ class Planner:
         if self._usage_fed:
             return
         for wl in self.workloads:
+            if not self.replacements.counts_as_usage(wl):
+                continue
             try:
                 feed_workload(self.capacity, wl, self.our_checks, strict=True)
             except UsageError as exc:
@@ -184,6 +199,9 @@ class Planner:
             if pod_charge(slim_pod({**raw, "spec": bare}, prefix=self.prefix)) is None:
                 return None
             raise PlanInputError(f"{describe(pod)}: spec.containers[].resources: {exc}") from exc
+
+    def _trusted(self, wl: Workload) -> bool:
+        return assignment_trusted(wl, self.our_checks)
 
     # --- flavors ------------------------------------------------------------------------------
 
@@ -220,7 +238,7 @@ class Planner:
                     owned.add((ref.kind, "uid", ref.uid))
         out = []
         for obj in self.order:
-            if isinstance(obj, Workload) and assignment_trusted(obj, self.our_checks):
+            if isinstance(obj, Workload) and self._trusted(obj) and not self.replacements.replaced_in_place(obj):
                 continue
             if isinstance(obj, Job | JobSet) and (
                 (obj.kind, obj.metadata.namespace, obj.name) in owned
@@ -238,22 +256,6 @@ class Planner:
         psa = wl.pod_set_assignment(ps.name)
         return psa.count if psa is not None and psa.count is not None else ps.count
 
-    def _request(self, obj: KubeObject, ps: PodSetSpec, index: int, implied: bool) -> PodSetRequest:
-        context = describe(obj)
-        field_path = _template_path(obj, index)
-        try:
-            return podset_request(ps.name, ps.count, ps.template, prefix=self.prefix, implied=implied)
-        except TopologyRequestError as exc:
-            raise PlanInputError(f"{context}: {field_path}.metadata.annotations: {'; '.join(exc.errors)}") from exc
-        except QuantityError as exc:
-            raise PlanInputError(f"{context}: {field_path}.spec.containers[].resources: {exc}") from exc
-        except pydantic.ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise PlanInputError(f"{context}: {field_path}.spec.tolerations: {loc}: {err['msg']}") from exc
-        except (ValueError, TypeError) as exc:
-            raise PlanInputError(f"{context}: {field_path}.spec.containers[].resources: {exc}") from exc
-
     def run(self) -> list[WorkloadPlan]:
         self._feed_usage()  # validates every assignment annotation up front
         return [self.place(p) for p in self.placeables()]
@@ -263,9 +265,12 @@ class Planner:
         context = describe(obj)
         plan = WorkloadPlan(obj.kind, obj.metadata.namespace, obj.name)
         groups: dict[str, list[tuple[PodSetPlan, PodSetRequest]]] = {}
+        governed: list[tuple[int, PodSetRequest]] = []
+        fields: list[PodSetTopologyRequestModel | None] = []
         for index, ps in enumerate(item.podsets):
             annotations = _annotations(obj, ps, index)
-            explicit = has_topology_annotation(annotations, prefix=self.prefix)
+            field = _topology_field(obj, ps.name)
+            explicit = has_topology_annotation(annotations, prefix=self.prefix) or field_is_explicit(field)
             flavor = self._flavor_of(obj, ps.name, context)
             ps_plan = PodSetPlan(ps.name, ps.count, flavor=flavor)
             plan.podsets.append(ps_plan)
@@ -288,9 +293,12 @@ class Planner:
                 continue
             snap = self.snapshot(flavor, context)
             ps_plan.topology = snap.topology_name
-            request = self._request(obj, ps, index, implied=not explicit)
-            self._check_levels(request, snap, context, _template_path(obj, index))
+            request = podset_request_for(obj, ps, index, field, self.prefix, self.gates, implied=not explicit)
+            check_levels(obj, index, request, snap, field, self.prefix)
             groups.setdefault(flavor, []).append((ps_plan, request))
+            governed.append((index, request))
+            fields.append(field)
+        check_groups(obj, governed, fields, self.prefix)
         failed = False
         placed: list[UsageEntry] = []
         for flavor, members in groups.items():
@@ -298,7 +306,9 @@ class Planner:
                 for ps_plan, _ in members:
                     ps_plan.message = "not placed: an earlier PodSet of this workload does not fit"
                 continue
-            results = self.snapshot(flavor, context).place([r for _, r in members])
+            requests = [r for _, r in members]
+            extra = self.replacements.place_options(obj, (r.name for r in requests))
+            results = self.snapshot(flavor, context).place(requests, gates=self.gates, **extra)
             for (ps_plan, request), result in zip(
                 members, results + [None] * (len(members) - len(results)), strict=True
             ):
@@ -317,22 +327,12 @@ class Planner:
             self.capacity.assume(f"plan:{self._placed}", tuple(placed))
         return plan
 
-    def _check_levels(self, request: PodSetRequest, snap: TopologySnapshot, context: str, path: str) -> None:
-        unknown = snap.unknown_level(request.topology)
-        if unknown is not None:
-            what, level = unknown
-            raise PlanInputError(
-                f"{context}: {path}.metadata.annotations[{self.prefix}{what}]: unknown topology level {level!r}; "
-                f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}"
-            )
 
-
-def _template_path(obj: KubeObject, index: int) -> str:
+def _topology_field(obj: KubeObject, name: str) -> PodSetTopologyRequestModel | None:
     if isinstance(obj, Workload):
-        return f"spec.podSets[{index}].template"
-    if isinstance(obj, JobSet):
-        return f"spec.replicatedJobs[{index}].template.spec.template"
-    return "spec.template"
+        ps = obj.pod_set(name)
+        return ps.topology_request if ps is not None else None
+    return None
 
 
 def _annotations(obj: KubeObject, ps: PodSetSpec, index: int) -> dict[str, str]:

@@ -15,6 +15,7 @@ from kueue_tas.runtime.health import HealthServer, leader_election_check
 from kueue_tas.runtime.leader import LeaderElectionLost, LeaderElector
 from kueue_tas.runtime.logging import configure_logging
 from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.topology.features import FeatureGateError, FeatureGates
 from kueue_tas.ungater.controller import Ungater
 
 log = structlog.get_logger(__name__)
@@ -70,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings.load(args.config, **({"kubeconfig": args.kubeconfig} if args.kubeconfig else {}))
     except ConfigError as exc:
         print(f"error: {exc}")
+        return 1
+    try:
+        FeatureGates.from_mapping(settings.feature_gates)
+    except FeatureGateError as exc:
+        print(f"error: invalid kueue-tas settings: feature_gates: {exc}")
         return 1
     configure_logging(settings.log_level, settings.log_format)
     return asyncio.run(serve(settings))
