@@ -112,8 +112,10 @@ def find_topology_assignment(
     column_names = sorted(cap.columns, key=cap.columns.__getitem__)
     pods = leaf_counts(remaining, request, column_names, eligible, stats)
     order = Ordering(lfc=params.unconstrained and gates.enabled(PROFILE_MIXED), affinity=affinity_on)
+    balanced = gates.balanced and not params.required and not params.unconstrained
     fast = (
         not general_only
+        and not balanced
         and leader is None
         and not inner.size_at_level
         and order.lfc == params.unconstrained
@@ -133,6 +135,7 @@ def find_topology_assignment(
         order=order,
         size_at_level=inner.size_at_level,
         layers=inner.layers if isinstance(inner, InnerLayers) else (),
+        balanced=balanced,
     )
     placed, leaders = place_general(tree, general, leaf, snap.topology_name, stats)
     out = {workers.name: build_assignment(tree, placed)}
