@@ -26,7 +26,6 @@ from kueue_tas.topology.domain_state import (
     DomainState,
     Ordering,
     children,
-    descendant_range,
     roll_up,
     sorted_domains,
     sorted_with_leader,
@@ -34,6 +33,7 @@ from kueue_tas.topology.domain_state import (
 from kueue_tas.topology.tree import IntArray, TopologyTree
 
 Domains = list[int]
+Chain = tuple[int, "Chain"] | None  # a domain set as a linked list, last domain first
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,50 +98,57 @@ def threshold_of(st: DomainState, lvl: int, slice_count: int, g: Greedy) -> int:
     return threshold
 
 
-def _subtree_ranges(tree: TopologyTree, lvl: int, d: int) -> list[tuple[int, int, int]]:
-    return [(target, *descendant_range(tree, lvl, d, target)) for target in range(lvl, tree.depth)]
+def _prune_range(tree: TopologyTree, st: DomainState, lvl: int, lo: int, hi: int, threshold: int, lead: bool) -> None:
+    """Kueue's pruneDomainNodeBelowThreshold for domains ``lo:hi`` of ``lvl``: a domain with fewer
+    slices than the threshold loses its whole subtree's state (all but the affinity score); a
+    leader domain that cannot keep the threshold next to its leader loses its leader capacity."""
+    full = st.slices[lvl][lo:hi] < threshold
+    leader_only = ~full & (st.leader[lvl][lo:hi] > 0) & (st.slices_l[lvl][lo:hi] < threshold) if lead else None
+    for target in range(lvl, tree.depth):
+        if target > lvl:
+            level = tree.levels[target - 1]
+            counts = level.child_end[lo:hi] - level.child_start[lo:hi]
+            lo, hi = int(level.child_start[lo]), int(level.child_end[hi - 1])
+            full = np.repeat(full, counts)
+            leader_only = np.repeat(leader_only, counts) if leader_only is not None else None
+        for arrays in (st.pods, st.slices, st.pods_l, st.slices_l, st.leader):
+            arrays[target][lo:hi][full] = 0
+        if leader_only is not None:
+            for arrays in (st.pods_l, st.slices_l, st.leader):
+                arrays[target][lo:hi][leader_only] = 0
 
 
-def _clear(tree: TopologyTree, st: DomainState, lvl: int, d: int, leader_only: bool) -> None:
-    """Kueue's clearState (all but the affinity score) or clearLeaderCapacity, over a subtree."""
-    fields = [st.pods_l, st.slices_l, st.leader]
-    if not leader_only:
-        fields += [st.pods, st.slices]
-    for target, lo, hi in _subtree_ranges(tree, lvl, d):
-        for arrays in fields:
-            arrays[target][lo:hi] = 0
-
-
-def _prune_node(tree: TopologyTree, st: DomainState, lvl: int, d: int, threshold: int, leader_required: bool) -> None:
-    if st.slices[lvl][d] < threshold:
-        _clear(tree, st, lvl, d, leader_only=False)
-    elif leader_required and st.leader[lvl][d] > 0 and st.slices_l[lvl][d] < threshold:
-        _clear(tree, st, lvl, d, leader_only=True)
-
-
-def _refill(tree: TopologyTree, st: DomainState, lvl: int, d: int, p: BalancedParams) -> None:
-    """Kueue's fillInCountsHelper on one subtree (no inner slice layers, as Kueue calls it here)."""
+def _refill(tree: TopologyTree, st: DomainState, lvl: int, lo: int, hi: int, p: BalancedParams) -> None:
+    """Kueue's fillInCountsHelper on the subtrees of domains ``lo:hi`` (no inner slice layers,
+    as Kueue calls it here)."""
     low = tree.depth - 1
+    ranges = [(lo, hi)]
+    for target in range(lvl, low):
+        level = tree.levels[target]
+        ranges.append((int(level.child_start[ranges[-1][0]]), int(level.child_end[ranges[-1][1] - 1])))
     if p.slice_level_idx == low:
-        lo, hi = descendant_range(tree, lvl, d, low)
-        st.slices[low][lo:hi] = st.pods[low][lo:hi] // p.slice_size
-        st.slices_l[low][lo:hi] = st.pods_l[low][lo:hi] // p.slice_size
+        leaf_lo, leaf_hi = ranges[-1]
+        st.slices[low][leaf_lo:leaf_hi] = st.pods[low][leaf_lo:leaf_hi] // p.slice_size
+        st.slices_l[low][leaf_lo:leaf_hi] = st.pods_l[low][leaf_lo:leaf_hi] // p.slice_size
     for target in range(low - 1, lvl - 1, -1):
-        lo, hi = descendant_range(tree, lvl, d, target)
-        roll_up(tree, st, target, lo, hi, p.slice_size, p.slice_level_idx, {}, p.leader_count > 0)
+        r_lo, r_hi = ranges[target - lvl]
+        roll_up(tree, st, target, r_lo, r_hi, p.slice_size, p.slice_level_idx, {}, p.leader_count > 0)
 
 
 def prune_below(
     tree: TopologyTree, st: DomainState, lvl: int, doms: Domains, threshold: int, p: BalancedParams
 ) -> None:
-    """Kueue's pruneDomainsBelowThreshold."""
-    leader_required = p.leader_count > 0
-    for d in doms:
-        for c in children(tree, lvl, d).tolist():
-            _prune_node(tree, st, lvl + 1, c, threshold, leader_required)
-    for d in doms:
-        _refill(tree, st, lvl, d, p)
-        _prune_node(tree, st, lvl, d, threshold, leader_required)
+    """Kueue's pruneDomainsBelowThreshold, for sibling domains (a contiguous index range)."""
+    if not doms:
+        return
+    lo, hi = doms[0], doms[-1] + 1
+    assert hi - lo == len(doms), "balanced candidates are the children of one domain"
+    lead = p.leader_count > 0
+    if lvl + 1 < tree.depth:
+        level = tree.levels[lvl]
+        _prune_range(tree, st, lvl + 1, int(level.child_start[lo]), int(level.child_end[hi - 1]), threshold, lead)
+    _refill(tree, st, lvl, lo, hi, p)
+    _prune_range(tree, st, lvl, lo, hi, threshold, lead)
 
 
 def _entropy(st: DomainState, lvl: int, kids: IntArray) -> float:
@@ -173,27 +180,45 @@ def select_optimal(
     else:
         ordered = sorted(doms)
     n = g.used
-    # table[i][leaders left][pods left] = the first set of i domains found leaving that much.
-    table: list[dict[int, dict[int, Domains]]] = [{} for _ in range(n + 1)]
-    table[0][p.leader_count] = {slice_count * p.slice_size: []}
+    # table[i][leaders left][pods left] = the first set of i domains found leaving that much, as a
+    # chain (domain, rest). Within one step the sources of one row never collide, so only the
+    # row order matters (ascending, as Kueue iterates): a row's own entries win over the leader
+    # entries the next row produces into it.
+    table: list[dict[int, dict[int, Chain]]] = [{} for _ in range(n + 1)]
+    table[0][p.leader_count] = {slice_count * p.slice_size: None}
     pods, pods_l, lead, slices = st.pods[lvl], st.pods_l[lvl], st.leader[lvl], st.slices[lvl]
     for d in ordered:
         d_pods, d_pods_l, d_lead, d_slices = int(pods[d]), int(pods_l[d]), int(lead[d]), int(slices[d])
         for i in range(n, 0, -1):
-            prev = table[i - 1]
+            prev, cur = table[i - 1], table[i]
             for before_lead in sorted(prev):
                 row = prev[before_lead]
-                for before_pods in sorted(row):
-                    if before_lead <= 0 and before_pods <= 0:
-                        continue
-                    chosen = [*row[before_pods], d]
-                    if before_lead > 0 and d_lead > 0:
-                        table[i].setdefault(before_lead - d_lead, {}).setdefault(before_pods - d_pods_l, chosen)
-                    if d_slices > 0:
-                        table[i].setdefault(before_lead, {}).setdefault(before_pods - d_pods, chosen)
+                # A set that already placed everything is not extended.
+                items = [(bp, chain) for bp, chain in row.items() if bp > 0 or before_lead > 0]
+                if not items:
+                    continue
+                if before_lead > 0 and d_lead > 0:
+                    target = cur.setdefault(before_lead - d_lead, {})
+                    for bp, chain in items:
+                        key = bp - d_pods_l
+                        if key not in target:
+                            target[key] = (d, chain)
+                if d_slices > 0:
+                    target = cur.setdefault(before_lead, {})
+                    for bp, chain in items:
+                        key = bp - d_pods
+                        if key not in target:
+                            target[key] = (d, chain)
     done = table[n].get(0, {})
     left = [k for k in done if k <= 0]
-    return done[max(left)] if left else None
+    if not left:
+        return None
+    chosen: Domains = []
+    link = done[max(left)]
+    while link is not None:
+        chosen.append(link[0])
+        link = link[1]
+    return chosen[::-1]
 
 
 def place_balanced(
