@@ -149,13 +149,26 @@ class _Run:
         self.podsets = podsets
         self.opts = opts
         self.got: dict[int, PodSetResult] = {}
-        self.assumed: Matrix | None = None
+        self._assumed: Matrix | None = None
+        # Usage is folded into the matrix only when a later placement needs it (most
+        # workloads have a single PodSet).
+        self._pending: list[tuple[TopologyAssignment, ResourceMap]] = []
+
+    @property
+    def assumed(self) -> Matrix | None:
+        for assignment, per_pod in self._pending:
+            self._assumed = self.snap._add_assumed(self._assumed, assignment, per_pod)
+        self._pending.clear()
+        return self._assumed
+
+    def _charge(self, assignment: TopologyAssignment, per_pod: ResourceMap) -> None:
+        self._pending.append((assignment, per_pod))
 
     def _ok(self, idx: int, assignment: TopologyAssignment | None, charge: TopologyAssignment | None) -> None:
         ps = self.podsets[idx]
         self.got[idx] = PodSetResult(ps.name, assignment)
         if charge is not None:
-            self.assumed = self.snap._add_assumed(self.assumed, charge, ps.requests)
+            self._charge(charge, ps.requests)
 
     def _fail(self, indices: Iterable[int], message: str) -> None:
         for idx in indices:
@@ -214,7 +227,7 @@ class _Run:
             cur = current.get(ps.name)
             if cur is not None:
                 kept = TopologyAssignment(cur.levels, tuple(d for d in cur.domains if d.values[-1] not in unhealthy))
-                self.assumed = snap._add_assumed(self.assumed, kept, ps.requests)
+                self._charge(kept, ps.requests)
         for group in group_podsets(podsets):
             if not any(podsets[idx].name in current for idx in group.members):
                 if not self._place_group(group):
