@@ -23,9 +23,7 @@ SLICE_LAYERS = st.PREFIX + "podset-slice-required-topology-constraints"
 
 
 def pool(unique: str, prefix: str) -> NodePool:
-    return NodePool(
-        name=f"{prefix}{unique}", blocks=1, racks_per_block=2, hosts_per_rack=2
-    )
+    return NodePool(name=f"{prefix}{unique}", blocks=1, racks_per_block=2, hosts_per_rack=2)
 
 
 async def occupy(kube: Kube, namespace: str, gpus_per_host: dict[str, int]) -> None:
@@ -34,9 +32,7 @@ async def occupy(kube: Kube, namespace: str, gpus_per_host: dict[str, int]) -> N
             await st.create_bound_pod(kube, namespace, f"fill-{host}", host, gpu=gpus)
 
 
-async def bound_by_node(
-    kube: Kube, namespace: str, selector: str, n: int
-) -> Counter[str]:
+async def bound_by_node(kube: Kube, namespace: str, selector: str, n: int) -> Counter[str]:
     async def all_bound() -> Counter[str] | None:
         pods = [p for p in await st.pods_of(kube, namespace, selector) if st.is_live(p)]
         if len(pods) == n and all(p["spec"].get("nodeName") for p in pods):
@@ -78,15 +74,11 @@ async def test_leader_and_workers_of_a_group_share_one_rack(
     assert rack.endswith("-r2")
 
     await st.wait_admitted(kube, s, "lws", owner_kind="JobSet")
-    nodes = await bound_by_node(
-        kube, namespace, "jobset.sigs.k8s.io/jobset-name=lws", 16
-    )
+    nodes = await bound_by_node(kube, namespace, "jobset.sigs.k8s.io/jobset-name=lws", 16)
     assert {racks[n] for n in nodes} == {rack}
 
 
-async def test_three_layer_slices_land_whole(
-    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
-) -> None:
+async def test_three_layer_slices_land_whole(kube: Kube, namespace: str, unique: str, tas: ControllerGroup) -> None:
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool(unique, "l"))
     racks = st.host_racks(s.pool)
     # 6 free GPUs per host: rack slices of 8 alone would split 6 + 2 over a rack's hosts; with host
@@ -106,9 +98,7 @@ async def test_three_layer_slices_land_whole(
     wl = await st.wait_check(kube, s, "sliced", DECIDED)
     entry = st.check_entry(wl, s.check)
     assert entry is not None and entry["state"] == "Ready", entry
-    per_host = Counter(
-        {values[-1]: n for values, n in st.domain_counts(wl, "main").items()}
-    )
+    per_host = Counter({values[-1]: n for values, n in st.domain_counts(wl, "main").items()})
     assert sum(per_host.values()) == 16
     assert all(n % 4 == 0 for n in per_host.values()), per_host
     per_rack: Counter[str] = Counter()
@@ -117,9 +107,7 @@ async def test_three_layer_slices_land_whole(
     assert all(n % 8 == 0 for n in per_rack.values()), per_rack
 
     await st.wait_admitted(kube, s, "sliced")
-    nodes = await bound_by_node(
-        kube, namespace, "batch.kubernetes.io/job-name=sliced", 16
-    )
+    nodes = await bound_by_node(kube, namespace, "batch.kubernetes.io/job-name=sliced", 16)
     assert nodes == per_host
 
 
@@ -138,15 +126,10 @@ async def test_balanced_placement_with_the_gate_in_the_controller_config(
     wl = await st.wait_check(kube, s, "even", DECIDED)
     entry = st.check_entry(wl, s.check)
     assert entry is not None and entry["state"] == "Ready", entry
-    per_host = Counter(
-        {values[-1]: n for values, n in st.domain_counts(wl, "main").items()}
-    )
+    per_host = Counter({values[-1]: n for values, n in st.domain_counts(wl, "main").items()})
     assert sorted(per_host.values()) == [6, 6], per_host
     racks = st.host_racks(s.pool)
     assert len({racks[h] for h in per_host}) == 1
 
     await st.wait_admitted(kube, s, "even")
-    assert (
-        await bound_by_node(kube, namespace, "batch.kubernetes.io/job-name=even", 12)
-        == per_host
-    )
+    assert await bound_by_node(kube, namespace, "batch.kubernetes.io/job-name=even", 12) == per_host
