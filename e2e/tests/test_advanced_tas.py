@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 from e2e import stack as st
 from e2e.controller import ControllerGroup
 from e2e.kube import Kube, eventually
-from e2e.nodes import HOSTNAME_LABEL, RACK_LABEL, NodePool
+from e2e.nodes import RACK_LABEL, NodePool
+from kueue_tas.api.constants import HOSTNAME_LABEL
 
 DECIDED = ("Ready", "Retry", "Rejected")
 # Literal keys on purpose: the test states the public annotation names.
