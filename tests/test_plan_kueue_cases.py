@@ -69,8 +69,12 @@ CORE: list[KueueCase] = [*FIND_CASES, *SCHEDULE_CASES]
 ADVANCED_CASES: list[tuple[str, KueueCase]] = [(m, c) for m, mod in ADVANCED.items() for c in mod.CASES]
 
 # Core cases whose request plan rejects as invalid input, by its contract (README: exit 1 and one
-# line naming object, field and problem), where the engine instead returns Kueue's failure text:
-# plan validates requests the way Kueue's webhook validates a Job before any placement.
+# line naming object, field and problem), where the engine instead returns Kueue's failure text.
+# Our annotations are validated as Kueue's job webhooks validate a Job's (jobframework's
+# ValidateTASPodSetRequest: a slice level needs a slice size); a Workload's topologyRequest is
+# taken as Kueue's scheduler takes a stored Workload (the Workload webhook's validateTASSliceSize
+# guards writes only), so there the engine's text is expected. A level the Topology lacks is
+# invalid input in both forms (Kueue's flavor assigner would not give such a Workload the flavor).
 # Value: (the request form it applies to, or None for both; a fragment the error line must contain).
 PLAN_REJECTS: dict[str, tuple[RequestVia | None, str]] = {
     "cannot request not existing slice topology": (None, "unknown topology level 'not-existing-topology-level'"),

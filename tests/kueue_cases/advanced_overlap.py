@@ -121,12 +121,10 @@ CASES: list[KueueCase] = [
     ),
 ]
 
+# "non-hostname-leaf topology: nil aggregatedDomainUsages preserves per-flavor behavior" and
+# "... prior c.usage must be applied even when aggregatedDomainUsages is non-nil empty" hold no
+# other flavor's usage: they are core cases (find_topology_assignments).
 NOT_TRANSCRIBED: dict[str, str] = {
-    "non-hostname-leaf topology: nil aggregatedDomainUsages preserves per-flavor behavior": (
-        "no usage of any flavor in it; transcribed as a core case"
-    ),
-    "non-hostname-leaf topology: prior c.usage must be applied even when aggregatedDomainUsages is non-nil "
-    "empty": "usage of this flavor only (priorOwnUsage); transcribed as a core case",
     "multi-PodSet workload across sibling flavors must not self-overlap on shared node": (
         "the PodSets of one workload go to two different flavors; a case holds one flavor"
     ),

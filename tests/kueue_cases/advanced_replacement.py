@@ -13,22 +13,24 @@ Sources (kubernetes-sigs/kueue v0.19.2), names are Kueue's:
   ``couldn't assign flavors to pod set <ps>: `` prefix).
 
 Mapping: the admitted assignment is ``PodSetCase.current``, the failed nodes are
-``KueueCase.unhealthy_nodes`` and the workload's own usage is NOT in ``tas_usage`` (our
-engine sets it aside, keeps the healthy part charged as assumed usage and re-places only the
-pods of the unhealthy nodes). Node names equal their hostname label in every case here, so
-"unhealthy node" means the same thing by node name and by hostname (Kueue compares
-``unhealthyNodes[].name`` with the hostname value of the assignment's domains).
+``KueueCase.unhealthy_nodes`` and the workload's own usage is NOT in ``tas_usage``: the
+engine charges the whole admitted assignment itself (as Kueue's cache holds the admitted
+Workload's usage, the unhealthy node's share included), keeps its healthy part and
+re-places only the pods of the unhealthy nodes. Node names equal their hostname label in
+every case here, so "unhealthy node" means the same thing by node name and by hostname
+(Kueue compares ``unhealthyNodes[].name`` with the hostname value of the assignment's
+domains).
 
 Harness differences, handled so the free capacity our engine sees equals Kueue's:
 
 * ``TestFindTopologyAssignments*`` harnesses never charge the workload's own admitted usage
-  (no ``priorOwnUsage``). Our engine charges the healthy part, so every node holding healthy
-  pods gets its allocatable raised by exactly those pods' requests (``_room_for_healthy``):
-  the free capacity, and so every choice and exclusion count, is Kueue's.
+  (no ``priorOwnUsage``). Our engine charges it, so every node of the admitted assignment
+  gets its allocatable raised by exactly the pods the assignment puts on it
+  (``_room_for_admitted``): the free capacity, and so every choice and exclusion count, is
+  Kueue's. (The unhealthy nodes of these cases are NotReady, so out of every count anyway.)
 * ``TestScheduleForTAS`` keeps the whole admitted usage charged, including on the unhealthy
-  node (which is why Kueue never picks it again). Our engine does not charge the unhealthy
-  node's share, so these cases also check that it never re-uses an unhealthy node
-  ("slices; unhealthy node hosts the whole workload" picks x1 otherwise). Nodes are unchanged.
+  node (which is why Kueue never picks it again when it is full): exactly what our engine
+  charges, so nodes are unchanged.
 * ``priorFlavorUsage`` (a sibling flavor sharing the hostnames) is ``other_flavor_usage``.
 """
 
@@ -61,11 +63,11 @@ from .schedule_for_tas import SCHED_RACK, TAS_NODE
 CPU1 = {"cpu": 1000}
 
 
-def _room_for_healthy(
-    nodes: tuple[NodeInfo, ...], current: TopologyAssignment, unhealthy: tuple[str, ...], per_pod: Mapping[str, int]
+def _room_for_admitted(
+    nodes: tuple[NodeInfo, ...], current: TopologyAssignment, per_pod: Mapping[str, int]
 ) -> tuple[NodeInfo, ...]:
-    """Raise each node's allocatable by the healthy pods ``current`` puts on it (see module doc)."""
-    extra = {d.values[-1]: d.count for d in current.domains if d.values[-1] not in unhealthy}
+    """Raise each node's allocatable by the pods ``current`` puts on it (see module doc)."""
+    extra = {d.values[-1]: d.count for d in current.domains}
     out = []
     for n in nodes:
         count = extra.get(n.labels.get(HOST, ""), 0)
@@ -151,7 +153,7 @@ def _multi_layer(
     return KueueCase(
         name=f"multi-layer replacement: {name}",
         levels=levels,
-        nodes=_room_for_healthy(nodes, current, (unhealthy,), CPU1),
+        nodes=_room_for_admitted(nodes, current, CPU1),
         unhealthy_nodes=(unhealthy,),
         other_flavor_usage=other,
         gates={"TASMultiLayerTopology": True},
