@@ -28,11 +28,13 @@ from kueue_tas.topology.snapshot import TopologySnapshot
 try:  # tests/ is not a package: pytest puts tests/ itself on sys.path
     from kueue_cases.find_topology_assignments import CASES as FIND_CASES
     from kueue_cases.model import KueueCase
+    from kueue_cases.run import run_case
     from kueue_cases.schedule_for_tas import SCHEDULE_CASES
     from kueue_cases.simulate_empty import SIMULATE_EMPTY_CASES
 except ImportError:  # pragma: no cover
     from tests.kueue_cases.find_topology_assignments import CASES as FIND_CASES
     from tests.kueue_cases.model import KueueCase
+    from tests.kueue_cases.run import run_case
     from tests.kueue_cases.schedule_for_tas import SCHEDULE_CASES
     from tests.kueue_cases.simulate_empty import SIMULATE_EMPTY_CASES
 
@@ -181,28 +183,4 @@ def test_general_path_agrees_with_the_fast_path(case: KueueCase, monkeypatch: py
 
 
 def _run_core(case: KueueCase) -> list[PodSetResult]:
-    snap = TopologySnapshot.build(
-        topology_name=case.topology_name,
-        levels=case.levels,
-        nodes=case.nodes,
-        flavor_node_labels=case.node_labels,
-        flavor_tolerations=case.flavor_tolerations,
-    )
-    for node_name, usage in case.non_tas_pods:
-        snap.add_non_tas_usage(node_name, usage)
-    for usage_case in case.tas_usage:
-        snap.add_tas_usage(usage_case.assignment, per_pod=usage_case.per_pod)
-    requests = [
-        PodSetRequest(
-            name=ps.name,
-            count=ps.count,
-            requests=ps.requests,
-            topology=ps.topology,
-            implied=ps.implied,
-            tolerations=ps.tolerations,
-            node_selector=ps.node_selector,
-            required_affinity=ps.required_affinity,
-        )
-        for ps in case.podsets
-    ]
-    return snap.place(requests, simulate_empty=case.simulate_empty)
+    return run_case(case)

@@ -51,17 +51,18 @@ from types import ModuleType
 
 import pytest
 
-from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.results import PodSetResult
 
 try:  # tests/ is not a package: pytest puts tests/ itself on sys.path
     from kueue_cases.find_topology_assignments import CASES
     from kueue_cases.model import KueueCase
+    from kueue_cases.run import run_case
     from kueue_cases.schedule_for_tas import SCHEDULE_CASES, SCHEDULE_NOT_TRANSCRIBED
     from kueue_cases.simulate_empty import SIMULATE_EMPTY_CASES
 except ImportError:  # pragma: no cover - if tests/ ever becomes a package
     from tests.kueue_cases.find_topology_assignments import CASES
     from tests.kueue_cases.model import KueueCase
+    from tests.kueue_cases.run import run_case
     from tests.kueue_cases.schedule_for_tas import SCHEDULE_CASES, SCHEDULE_NOT_TRANSCRIBED
     from tests.kueue_cases.simulate_empty import SIMULATE_EMPTY_CASES
 
@@ -78,32 +79,8 @@ def _advanced_modules() -> list[ModuleType]:
 NOT_TRANSCRIBED: frozenset[str] = frozenset(name for mod in _advanced_modules() for name in mod.NOT_TRANSCRIBED)
 
 
-def _run(case: KueueCase):
-    snap = TopologySnapshot.build(
-        topology_name=case.topology_name,
-        levels=case.levels,
-        nodes=case.nodes,
-        flavor_node_labels=case.node_labels,
-        flavor_tolerations=case.flavor_tolerations,
-    )
-    for node_name, usage in case.non_tas_pods:
-        snap.add_non_tas_usage(node_name, usage)
-    for usage_case in case.tas_usage:
-        snap.add_tas_usage(usage_case.assignment, per_pod=usage_case.per_pod)
-    requests = [
-        PodSetRequest(
-            name=ps.name,
-            count=ps.count,
-            requests=ps.requests,
-            topology=ps.topology,
-            implied=ps.implied,
-            tolerations=ps.tolerations,
-            node_selector=ps.node_selector,
-            required_affinity=ps.required_affinity,
-        )
-        for ps in case.podsets
-    ]
-    return snap.place(requests, simulate_empty=case.simulate_empty)
+def _run(case: KueueCase) -> list[PodSetResult]:
+    return run_case(case)
 
 
 def _check(case: KueueCase) -> None:
