@@ -8,8 +8,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from kueue_tas.admission.observe import CapacityGauges, publish_domain_free, publish_informer_lag
-from kueue_tas.cache import informer as inf
 from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity, UsageEntry
+from kueue_tas.kube import catalogue as inf
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.free import domain_free
@@ -106,6 +106,9 @@ class FakeInformer:
     def __init__(self, resource: inf.Resource, lag: float | None) -> None:
         self.resource = resource
         self.lag_seconds = lag
+
+    def seconds_since_last_event(self) -> float | None:
+        return self.lag_seconds
 
 
 def test_informer_lag_per_resource_read_at_scrape() -> None:

@@ -15,10 +15,12 @@ import pytest_asyncio
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import Workload
-from kueue_tas.cache import informer as inf
-from kueue_tas.cache.slim import SlimPod, make_pod_transform
-from kueue_tas.cache.stores import PodStore
-from kueue_tas.runtime.client import Conflict, Invalid
+from kueue_tas.kube import catalogue as cat
+from kueue_tas.kube.decoding import model_transform
+from kueue_tas.kube.errors import Conflict, Invalid
+from kueue_tas.kube.informer import Informer
+from kueue_tas.kube.slim import SlimPod, make_pod_transform
+from kueue_tas.kube.stores import PodStore
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
@@ -110,8 +112,8 @@ class Harness:
         self.rec = Recorder()
         monkeypatch.setattr(uc, "patch_pod", self.rec.patch_pod)
         settings = Settings(leader_election=False, ungate_batch_period_seconds=0)
-        self.pods: inf.Informer[SlimPod] = inf.Informer(None, inf.PODS, make_pod_transform(), store=PodStore())
-        self.workloads = inf.Informer(None, inf.WORKLOADS, inf.model_transform(Workload))
+        self.pods: Informer[SlimPod] = Informer(None, cat.PODS, make_pod_transform(), store=PodStore())
+        self.workloads = Informer(None, cat.WORKLOADS, model_transform(Workload))
         self.metrics = Metrics()
         self.checks = {CHECK}
         self.ungater = uc.Ungater(

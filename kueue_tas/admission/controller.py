@@ -28,12 +28,16 @@ from kueue_tas.admission.writes import (
 )
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
-from kueue_tas.cache import informer as inf
 from kueue_tas.cache.capacity_feed import feed_pod, flavor_specs, our_checks, workload_usage
 from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity, UsageEntry
-from kueue_tas.cache.slim import SlimPod, make_pod_transform, slim_node
-from kueue_tas.cache.stores import PodStore
-from kueue_tas.runtime.client import ApiError, Conflict, EventRecorder, ObjectRef, apply_status
+from kueue_tas.kube import catalogue as cat
+from kueue_tas.kube.client import apply_status
+from kueue_tas.kube.decoding import model_transform
+from kueue_tas.kube.errors import ApiError, Conflict
+from kueue_tas.kube.events import EventRecorder, ObjectRef
+from kueue_tas.kube.informer import Informer
+from kueue_tas.kube.slim import SlimPod, make_pod_transform, slim_node
+from kueue_tas.kube.stores import PodStore
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.runtime.workqueue import WorkQueue
@@ -63,16 +67,16 @@ class Admitter:
         self.retries: dict[str, int] = {}
         self.awaiting_write: dict[str, float] = {}  # workload -> deadline to observe our entry write
         self.check_flavors: dict[str, set[str]] = {}  # our check -> flavors it governs
-        self.nodes = inf.Informer(api, inf.NODES, slim_node, name="nodes")
-        self.pods: inf.Informer[SlimPod] = inf.Informer(
-            api, inf.PODS, make_pod_transform(settings.annotation_prefix), name="pods", store=PodStore()
+        self.nodes = Informer(api, cat.NODES, slim_node, name="nodes")
+        self.pods: Informer[SlimPod] = Informer(
+            api, cat.PODS, make_pod_transform(settings.annotation_prefix), name="pods", store=PodStore()
         )
-        self.topologies = inf.Informer(api, inf.TOPOLOGIES, inf.model_transform(Topology))
-        self.flavors = inf.Informer(api, inf.RESOURCE_FLAVORS, inf.model_transform(ResourceFlavor))
-        self.checks = inf.Informer(api, inf.ADMISSION_CHECKS, inf.model_transform(AdmissionCheck))
-        self.queues = inf.Informer(api, inf.CLUSTER_QUEUES, inf.model_transform(ClusterQueue))
-        self.workloads = inf.Informer(api, inf.WORKLOADS, inf.model_transform(Workload))
-        self.informers: list[inf.Informer[Any]] = [
+        self.topologies = Informer(api, cat.TOPOLOGIES, model_transform(Topology))
+        self.flavors = Informer(api, cat.RESOURCE_FLAVORS, model_transform(ResourceFlavor))
+        self.checks = Informer(api, cat.ADMISSION_CHECKS, model_transform(AdmissionCheck))
+        self.queues = Informer(api, cat.CLUSTER_QUEUES, model_transform(ClusterQueue))
+        self.workloads = Informer(api, cat.WORKLOADS, model_transform(Workload))
+        self.informers: list[Informer[Any]] = [
             self.nodes,
             self.pods,
             self.topologies,
@@ -287,7 +291,7 @@ class Admitter:
     # --- running ------------------------------------------------------------------------------
 
     def synced(self) -> bool:
-        return inf.informers_synced(self.informers)
+        return all(i.synced.is_set() for i in self.informers)
 
     async def run(self) -> None:
         """Start informers, wait for every one to sync (usage rebuilt from Ready workloads),

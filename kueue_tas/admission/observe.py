@@ -16,8 +16,8 @@ from typing import Any
 
 import structlog
 
-from kueue_tas.cache.informer import Informer
 from kueue_tas.cache.live_capacity import LiveCapacity
+from kueue_tas.kube.informer import Informer
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.free import domain_free
 
@@ -45,7 +45,7 @@ def publish_domain_free(metrics: Metrics, capacity: LiveCapacity, max_levels: in
 
 def publish_informer_lag(metrics: Metrics, informers: Iterable[Informer[Any]]) -> None:
     for informer in informers:
-        lag = informer.lag_seconds
+        lag = informer.seconds_since_last_event()
         if lag is not None:
             metrics.informer_lag_seconds.labels(str(informer.resource)).set(max(lag, 0.0))
 

@@ -12,7 +12,7 @@ from kubernetes_asyncio import client as k8s
 from kueue_tas.admission.decide import Decision, Outcome
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import Workload
-from kueue_tas.runtime.client import apply_status, call_json, merge_patch_custom, raw_kwargs
+from kueue_tas.kube.client import apply_status, call_json, merge_patch_custom, raw_kwargs
 from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 
 

@@ -16,7 +16,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
 from kueue_tas.api.resources import pod_requests
 from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity, UsageEntry
-from kueue_tas.cache.slim import SlimPod
+from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.flavors import bind_flavors
 from kueue_tas.topology.inputs import tolerations

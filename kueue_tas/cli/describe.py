@@ -42,7 +42,6 @@ from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import Condition, Workload, find_condition
-from kueue_tas.cache.slim import SlimPod
 from kueue_tas.cli.cluster_read import (
     ClusterReadError,
     TasConfig,
@@ -57,6 +56,7 @@ from kueue_tas.cli.cluster_read import (
     tas_config,
 )
 from kueue_tas.cli.render import domain_tree_lines
+from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, TopologyRequest

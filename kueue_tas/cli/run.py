@@ -9,11 +9,11 @@ import signal
 import structlog
 
 from kueue_tas.admission.controller import Admitter
-from kueue_tas.runtime.client import make_api_client
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.runtime.health import HealthServer, leader_election_check
 from kueue_tas.runtime.leader import LeaderElectionLost, LeaderElector
 from kueue_tas.runtime.logging import configure_logging
+from kueue_tas.runtime.manager import connect
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.ungater.controller import Ungater
 
@@ -21,7 +21,7 @@ log = structlog.get_logger(__name__)
 
 
 async def serve(settings: Settings) -> int:
-    api = await make_api_client(settings)
+    api = await connect(settings)
     metrics = Metrics()
     health = HealthServer(settings, metrics)
     elector = LeaderElector(api, settings)

@@ -32,11 +32,13 @@ from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import Workload
-from kueue_tas.cache import informer as inf
 from kueue_tas.cache.capacity_feed import assignment_trusted
-from kueue_tas.cache.slim import SlimPod
-from kueue_tas.cache.stores import PodStore
-from kueue_tas.runtime.client import ApiError, Conflict, EventRecorder, NotFound, ObjectRef, patch_pod
+from kueue_tas.kube.client import patch_pod
+from kueue_tas.kube.errors import ApiError, Conflict, NotFound
+from kueue_tas.kube.events import EventRecorder, ObjectRef
+from kueue_tas.kube.informer import Informer
+from kueue_tas.kube.slim import SlimPod
+from kueue_tas.kube.stores import PodStore
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.runtime.workqueue import WorkQueue
@@ -92,8 +94,8 @@ class Ungater:
         api: k8s.ApiClient,
         settings: Settings,
         metrics: Metrics,
-        pods: inf.Informer[SlimPod],
-        workloads: inf.Informer[Workload],
+        pods: Informer[SlimPod],
+        workloads: Informer[Workload],
         our_checks: Callable[[], set[str]],
         *,
         synced: Callable[[], bool] | None = None,
