@@ -12,7 +12,7 @@ from kubernetes_asyncio import client as k8s
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import Workload
 from kueue_tas.controllers.decide import Decision, Outcome
-from kueue_tas.kube.client import apply_status, call_json, merge_patch_custom, raw_kwargs
+from kueue_tas.kube.client import JSON_PATCH, apply_status, call_json, merge_patch_custom, raw_kwargs
 from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 
 
@@ -164,7 +164,7 @@ class KubeAdmissionWriter:
                         "jobsets",
                         owner.name,
                         ops,
-                        **raw_kwargs(30, _content_type="application/json-patch+json"),
+                        **raw_kwargs(30, _content_type=JSON_PATCH),
                     )
                 )
             return

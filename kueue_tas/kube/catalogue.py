@@ -44,7 +44,6 @@ class Resource:
 
 NODES: Final = Resource("", "v1", "nodes", namespaced=False, kind=c.KIND_NODE, strip_managed_fields=True)
 PODS: Final = Resource("", "v1", "pods", namespaced=True, kind=c.KIND_POD, strip_managed_fields=True)
-JOBS: Final = Resource(c.BATCH_GROUP, "v1", "jobs", namespaced=True, kind=c.KIND_JOB, strip_managed_fields=True)
 TOPOLOGIES: Final = Resource(c.KUEUE_GROUP, c.KUEUE_VERSION, "topologies", namespaced=False, kind=c.KIND_TOPOLOGY)
 RESOURCE_FLAVORS: Final = Resource(
     c.KUEUE_GROUP, c.KUEUE_VERSION, "resourceflavors", namespaced=False, kind=c.KIND_RESOURCE_FLAVOR
@@ -56,4 +55,3 @@ CLUSTER_QUEUES: Final = Resource(
     c.KUEUE_GROUP, c.KUEUE_VERSION, "clusterqueues", namespaced=False, kind=c.KIND_CLUSTER_QUEUE
 )
 WORKLOADS: Final = Resource(c.KUEUE_GROUP, c.KUEUE_VERSION, "workloads", namespaced=True, kind=c.KIND_WORKLOAD)
-JOBSETS: Final = Resource(c.JOBSET_GROUP, c.JOBSET_VERSION, "jobsets", namespaced=True, kind=c.KIND_JOBSET)
