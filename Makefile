@@ -1,6 +1,7 @@
 # The two commands a fresh machine needs:
 #   make demo   - install, build the local control plane, run kueue-tas beside Kueue on a demo topology
-#   make test   - install, lint, type-check, unit + property tests, then the e2e suite on a real local cluster
+#   make test   - install, lint (format, style, types, import layers, dependencies, Dockerfile),
+#                 unit + property tests, then the e2e suite on a real local cluster
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -17,8 +18,11 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
+	$(VENV)/bin/ruff format --check kueue_tas tests e2e benchmarks
 	$(VENV)/bin/ruff check kueue_tas tests e2e benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-logo
+	$(VENV)/bin/deptry .
 	$(VENV)/bin/hadolint Dockerfile
 
 unit: $(STAMP)

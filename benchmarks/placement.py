@@ -15,7 +15,8 @@ import random
 import statistics
 import time
 
-from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, PodSetRequest, TopologyRequest
+from kueue_tas.api.constants import HOSTNAME_LABEL
+from kueue_tas.topology.model import NodeInfo, PodSetRequest, TopologyRequest
 from kueue_tas.topology.snapshot import TopologySnapshot
 
 LEVELS = ["example.com/zone", "example.com/block", "example.com/rack", HOSTNAME_LABEL]

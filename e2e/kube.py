@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, cast
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e.nodes import NodePool, is_ready
+from kueue_tas.kube.client import ensure_no_proxy
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
@@ -29,14 +29,15 @@ MERGE_PATCH = "application/merge-patch+json"
 T = TypeVar("T")
 
 
-def ensure_no_proxy() -> None:
-    """aiohttp honours HTTP(S)_PROXY (trust_env=True); loopback must bypass it."""
-    for var in ("NO_PROXY", "no_proxy"):
-        cur = [x for x in os.environ.get(var, "").split(",") if x]
-        for host in ("127.0.0.1", "localhost"):
-            if host not in cur:
-                cur.append(host)
-        os.environ[var] = ",".join(cur)
+def as_body(manifest: Mapping[str, Any]) -> Any:
+    """A plain manifest as a request body: the client serialises dicts as they are, while its
+    typing stubs ask for its model classes (V1Pod, V1Node, ...)."""
+    return manifest
+
+
+def content_type(value: str) -> dict[str, Any]:
+    """``_content_type=value`` for a patch call (the client takes it; its typing stubs omit it)."""
+    return {"_content_type": value}
 
 
 async def new_api_client(kubeconfig: str, pool_size: int = 64) -> client.ApiClient:
@@ -69,9 +70,9 @@ async def eventually(
 
 
 async def consistently(
-    what: str, fn: Callable[[], Awaitable[bool]], duration_s: float = 3.0, interval_s: float = 0.5
+    what: str, fn: Callable[[], Awaitable[object]], duration_s: float = 3.0, interval_s: float = 0.5
 ) -> None:
-    """Assert ``fn`` stays true for ``duration_s``."""
+    """Assert ``fn`` stays truthy for ``duration_s``."""
     deadline = time.monotonic() + duration_s
     while time.monotonic() < deadline:
         assert await fn(), f"expected to stay true: {what}"
@@ -216,7 +217,7 @@ class Kube:
             "admissionchecks",
             name,
             {"status": {"conditions": [cond]}},
-            _content_type=MERGE_PATCH,
+            **content_type(MERGE_PATCH),
         )
 
     async def wait_cluster_queue_active(self, name: str, timeout_s: float = 60) -> dict[str, Any]:
@@ -234,7 +235,7 @@ class Kube:
     async def create_nodes(self, pool: NodePool, timeout_s: float = 120) -> list[str]:
         names = []
         for node in pool.node_objects():
-            await self.core.create_node(node)
+            await self.core.create_node(as_body(node))
             names.append(node["metadata"]["name"])
             self._nodes.append(node["metadata"]["name"])
         wanted = set(names)
@@ -296,5 +297,5 @@ async def set_workload_check_state(
         body,
         field_manager=field_manager,
         force=True,
-        _content_type="application/apply-patch+yaml",
+        **content_type("application/apply-patch+yaml"),
     )

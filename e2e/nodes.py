@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from e2e.components import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
+from kueue_tas.api.constants import HOSTNAME_LABEL
 
 BLOCK_LABEL = "cloud.provider.com/topology-block"
 RACK_LABEL = "cloud.provider.com/topology-rack"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU = "nvidia.com/gpu"
 # Every node made here carries this label, so tests and flavors can select "our" nodes.
 POOL_LABEL = "e2e.kueue-tas.io/pool"

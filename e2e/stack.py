@@ -19,13 +19,15 @@ from e2e.kube import (
     KUEUE_GROUP,
     QUEUE_LABEL,
     Kube,
+    as_body,
     condition,
     condition_true,
     eventually,
 )
 from e2e.manifests import POD_COMPLETE_DELAY_ANNOTATION
-from e2e.nodes import GPU, HOSTNAME_LABEL, POOL_LABEL, NodePool, is_ready
+from e2e.nodes import GPU, POOL_LABEL, NodePool, is_ready
 from kueue_tas.api import constants as kc
+from kueue_tas.api.constants import HOSTNAME_LABEL
 
 PREFIX = kc.DEFAULT_ANNOTATION_PREFIX
 REQUIRED = PREFIX + kc.SUFFIX_REQUIRED_TOPOLOGY
@@ -167,7 +169,7 @@ def jobset(name: str, replicated: list[tuple[str, int, int, dict[str, Any]]], *,
 
 
 async def create_job(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
-    await kube.batch.create_namespaced_job(namespace, body)
+    await kube.batch.create_namespaced_job(namespace, as_body(body))
 
 
 async def create_jobset(kube: Kube, namespace: str, body: dict[str, Any]) -> None:
@@ -187,6 +189,13 @@ def check_entry(wl: dict[str, Any], check: str) -> dict[str, Any] | None:
         if entry.get("name") == check:
             return dict(entry)
     return None
+
+
+def require_entry(wl: dict[str, Any], check: str) -> dict[str, Any]:
+    """The Workload's entry for ``check``; fails the test when there is none."""
+    entry = check_entry(wl, check)
+    assert entry is not None, wl.get("status")
+    return entry
 
 
 async def wait_check(
@@ -344,7 +353,7 @@ async def add_node(kube: Kube, pool: NodePool, block: int, rack: int, host: int,
     them); deleted by ``kube.cleanup()``. Returns its name once Ready."""
     body = pool._node(block, rack, host)
     name = str(body["metadata"]["name"])
-    await kube.core.create_node(body)
+    await kube.core.create_node(as_body(body))
     kube._nodes.append(name)
 
     async def ready() -> bool:
@@ -366,7 +375,7 @@ async def create_bound_pod(
         "metadata": {"name": name},
         "spec": {"nodeName": node, "containers": [container(gpu, cpu)], "tolerations": [{"operator": "Exists"}]},
     }
-    await kube.core.create_namespaced_pod(namespace, body)
+    await kube.core.create_namespaced_pod(namespace, as_body(body))
 
     async def running() -> bool:
         pod = await kube.core.read_namespaced_pod(name, namespace)

@@ -6,12 +6,13 @@ import asyncio
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity, UsageEntry
 from kueue_tas.controllers.capacity_gauges import CapacityGauges, publish_domain_free
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.free import domain_free
-from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo
+from kueue_tas.topology.model import NodeInfo
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
 LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)

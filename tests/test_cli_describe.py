@@ -17,7 +17,8 @@ from kueue_tas.api.models import AdmissionCheck, ClusterQueue, Condition, Resour
 from kueue_tas.cli import describe as d
 from kueue_tas.cli.cluster_read import KueueConfig, TasConfig, tas_config
 from kueue_tas.cli.main import Command, build_parser, main, program_name
-from kueue_tas.kube.slim import SlimPod, slim_node, slim_pod
+from kueue_tas.controllers.informers import slim_node
+from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo

@@ -10,6 +10,7 @@ drops ``slices`` when there are none.
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -573,6 +574,23 @@ def test_decode_rejects(wire: Any, message: str) -> None:
     with pytest.raises(AssignmentFormatError) as e:
         decode_v1beta2(wire)
     assert str(e.value).startswith(message)
+
+
+def test_decode_takes_python_containers() -> None:
+    """Python callers may pass tuples for arrays and any Mapping for objects, as before the wire models."""
+    wire = MappingProxyType(
+        {
+            "levels": ("a",),
+            "slices": ({"domainCount": 2, "valuesPerLevel": (ind(["1", "2"]),), "podCounts": {"individual": (1, 2)}},),
+        }
+    )
+    assert decode_v1beta2(wire) == ta(("a",), (("1",), 1), (("2",), 2))
+
+
+def test_encode_rejects_values_that_are_not_a_sequence() -> None:
+    a = TopologyAssignment(("a",), (DomainAssignment("x", 1),))  # type: ignore[arg-type]
+    with pytest.raises(AssignmentFormatError, match=r"^domains\[0\]\.values: expected an array, got string$"):
+        encode_v1beta2(a)
 
 
 def test_error_message_example_from_the_brief() -> None:

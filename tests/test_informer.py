@@ -23,11 +23,12 @@ from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from kueue_tas.api import constants as c
+from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.catalogue import NODES, PODS, WORKLOADS, Resource
 from kueue_tas.kube.decoding import decode, raw_transform, strip_managed_fields
 from kueue_tas.kube.errors import ApiError, ServerError, from_status
 from kueue_tas.kube.informer import Informer
-from kueue_tas.kube.slim import SlimPod, slim_node, slim_pod
+from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.kube.stores import PodStore, Store
 from kueue_tas.topology.inputs import is_tas_pod, node_info, pod_usage
 

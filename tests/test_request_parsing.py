@@ -23,6 +23,8 @@ PREF = P + "podset-preferred-topology"
 UNC = P + "podset-unconstrained-topology"
 SLICE = P + "podset-slice-required-topology"
 SIZE = P + "podset-slice-size"
+LAYERS = P + "podset-slice-required-topology-constraints"
+GROUP = P + "podset-group-name"
 RACK = "cloud.com/topology-rack"
 BLOCK = "cloud.com/topology-block"
 
@@ -37,7 +39,7 @@ def errors_of(annotations: dict[str, str], count: int | None = None, prefix: str
 
 def test_keys() -> None:
     keys = annotation_keys()
-    assert keys.all == (REQ, PREF, UNC, SLICE, SIZE)
+    assert keys.all == (REQ, PREF, UNC, SLICE, SIZE, LAYERS, GROUP)
     assert annotation_keys("kueue.x-k8s.io/").required == "kueue.x-k8s.io/podset-required-topology"
     with pytest.raises(ValueError, match="must end with '/'"):
         annotation_keys("kueue-tas.io")

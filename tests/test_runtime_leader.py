@@ -5,6 +5,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from virtual_time import EPOCH, VirtualClock, run_virtual, virtual_clock
 
 from kueue_tas.kube.errors import AlreadyExists, Conflict, NotFound, ServerError
 from kueue_tas.runtime.config import Settings
@@ -15,7 +16,6 @@ from kueue_tas.runtime.leader import (
     lease_body,
     parse_lease,
 )
-from kueue_tas.runtime.testing import EPOCH, VirtualClock, run_virtual, virtual_clock
 
 SETTINGS = Settings(
     leader_election=True,

@@ -3,8 +3,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from virtual_time import run_virtual, virtual_clock
 
-from kueue_tas.runtime.testing import run_virtual, virtual_clock
 from kueue_tas.runtime.workqueue import ExponentialBackoff, ShutDown, WorkQueue
 
 

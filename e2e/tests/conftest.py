@@ -21,7 +21,8 @@ from pytest_asyncio import is_async_test
 
 from e2e import cluster
 from e2e.controller import ControllerGroup
-from e2e.kube import Kube, ensure_no_proxy, eventually, new_api_client
+from e2e.kube import Kube, as_body, eventually, new_api_client
+from kueue_tas.kube.client import ensure_no_proxy
 
 ensure_no_proxy()
 
@@ -76,7 +77,7 @@ async def namespace(kube: Kube) -> AsyncIterator[str]:
     """
     core = kube.core
     name = f"e2e-{uuid.uuid4().hex[:8]}"
-    await core.create_namespace({"metadata": {"name": name}})
+    await core.create_namespace(as_body({"metadata": {"name": name}}))
     try:
         yield name
     finally:

@@ -14,8 +14,9 @@ from typing import Any
 
 from e2e import stack as st
 from e2e.controller import ControllerGroup
-from e2e.kube import KUEUE_GROUP, KUEUE_VERSION, Kube, condition, consistently, eventually
-from e2e.nodes import GPU, HOSTNAME_LABEL, RACK_LABEL, NodePool
+from e2e.kube import KUEUE_GROUP, KUEUE_VERSION, Kube, condition, consistently, content_type, eventually
+from e2e.nodes import GPU, RACK_LABEL, NodePool
+from kueue_tas.api.constants import HOSTNAME_LABEL
 
 DECIDED = ("Ready", "Retry", "Rejected")
 HOST_GPUS = 8
@@ -313,10 +314,12 @@ async def test_restart_mid_way_double_books_nothing(
     names = ("j1", "j2", "j3", "j4", "j5")
 
     async def all_decided() -> dict[str, dict[str, Any]] | None:
-        out = {}
+        out: dict[str, dict[str, Any]] = {}
         for n in names:
             wl = await st.workload_of(kube, namespace, n)
-            entry = st.check_entry(wl, s.check) if wl else None
+            if wl is None:
+                return None
+            entry = st.check_entry(wl, s.check)
             if not entry or entry.get("state") not in ("Ready", "Retry"):
                 return None
             out[n] = wl
@@ -333,8 +336,8 @@ async def test_restart_mid_way_double_books_nothing(
         per_host.update(hosts(wls[n]))
     assert all(per_host[h] <= HOST_GPUS for h in per_host), per_host
     per_rack: Counter[str] = Counter()
-    for h, n in per_host.items():
-        per_rack[racks[h]] += n
+    for h, count in per_host.items():
+        per_rack[racks[h]] += count
     assert all(v <= 2 * HOST_GPUS for v in per_rack.values()), per_rack
     assert sum(per_host.values()) == 4 * HOST_GPUS
     (retry,) = set(names) - set(ready)
@@ -355,7 +358,7 @@ async def stale_assignment(kube: Kube, wl: dict[str, Any], hostnames: list[str])
         "workloads",
         wl["metadata"]["name"],
         patch,
-        _content_type="application/merge-patch+json",
+        **content_type("application/merge-patch+json"),
     )
 
 

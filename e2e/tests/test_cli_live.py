@@ -22,7 +22,8 @@ from e2e import stack as st
 from e2e.controller import REPO_ROOT, ControllerGroup
 from e2e.kube import Kube, condition_true, eventually
 from e2e.manifests import POD_COMPLETE_DELAY_ANNOTATION
-from e2e.nodes import BLOCK_LABEL, GPU, HOSTNAME_LABEL, RACK_LABEL, NodePool
+from e2e.nodes import BLOCK_LABEL, GPU, RACK_LABEL, NodePool
+from kueue_tas.api.constants import HOSTNAME_LABEL
 
 HOST_GPUS = 8
 HOST_PODS = 110

@@ -15,6 +15,7 @@ from e2e.kube import (
     KUEUE_VERSION,
     QUEUE_LABEL,
     Kube,
+    as_body,
     condition,
     condition_true,
     consistently,
@@ -22,8 +23,9 @@ from e2e.kube import (
     set_workload_check_state,
 )
 from e2e.manifests import POD_COMPLETE_DELAY_ANNOTATION
-from e2e.nodes import GPU, HOSTNAME_LABEL, POOL_LABEL, NodePool
+from e2e.nodes import GPU, POOL_LABEL, NodePool
 from e2e.stack import workload_of
+from kueue_tas.api.constants import HOSTNAME_LABEL
 
 QUOTA = {"cpu": "8", "memory": "32Gi", GPU: "16"}
 
@@ -70,9 +72,9 @@ def _job(name: str, parallelism: int, cpu: str, *, delay: str = "2s", queue: str
 
 async def test_job_is_admitted_by_kueue_and_completes(kube: Kube, namespace: str, unique: str) -> None:
     pool, flavor = await _queue_setup(kube, namespace, unique)
-    await kube.batch.create_namespaced_job(namespace, _job("fits", parallelism=2, cpu="2"))
+    await kube.batch.create_namespaced_job(namespace, as_body(_job("fits", parallelism=2, cpu="2")))
     # Over quota (8 cpu): must stay suspended, proving admission really gates the Job.
-    await kube.batch.create_namespaced_job(namespace, _job("too-big", parallelism=3, cpu="4"))
+    await kube.batch.create_namespaced_job(namespace, as_body(_job("too-big", parallelism=3, cpu="4")))
 
     async def admitted() -> dict[str, Any] | None:
         wl = await workload_of(kube, namespace, "fits", "Job")
@@ -180,10 +182,10 @@ async def test_gated_pod_waits_then_honours_node_selector(kube: Kube, namespace:
             "metadata": {"name": f"filler-{i}"},
             "spec": {"nodeName": node, "containers": [_container("24")]},
         }
-        await kube.core.create_namespaced_pod(namespace, filler)
+        await kube.core.create_namespaced_pod(namespace, as_body(filler))
     gate = "example.com/topology"
-    await kube.core.create_namespaced_pod(namespace, _gated_pod("two-step", gate))
-    await kube.core.create_namespaced_pod(namespace, _gated_pod("one-step", gate))
+    await kube.core.create_namespaced_pod(namespace, as_body(_gated_pod("two-step", gate)))
+    await kube.core.create_namespaced_pod(namespace, as_body(_gated_pod("one-step", gate)))
 
     async def gated(name: str) -> bool:
         pod = await kube.core.read_namespaced_pod(name, namespace)
@@ -264,7 +266,7 @@ async def test_admission_check_protocol_gates_admission(kube: Kube, namespace: s
     await kube.set_admission_check_active(check)
     await kube.wait_cluster_queue_active(cq)
     await kube.create_local_queue(namespace, "lq", cq)
-    await kube.batch.create_namespaced_job(namespace, _job("checked", parallelism=2, cpu="1"))
+    await kube.batch.create_namespaced_job(namespace, as_body(_job("checked", parallelism=2, cpu="1")))
 
     async def pending_check() -> dict[str, Any] | None:
         wl = await workload_of(kube, namespace, "checked", "Job")

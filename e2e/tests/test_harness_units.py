@@ -8,7 +8,8 @@ from pathlib import Path
 from cryptography import x509
 
 from e2e import build, manifests, pki, procs
-from e2e.nodes import BLOCK_LABEL, HOSTNAME_LABEL, RACK_LABEL, NodePool
+from e2e.nodes import BLOCK_LABEL, RACK_LABEL, NodePool
+from kueue_tas.api.constants import HOSTNAME_LABEL
 
 
 def test_pki_chain_and_admin_group(tmp_path: Path) -> None:

@@ -20,6 +20,10 @@ SUFFIX_PREFERRED_TOPOLOGY: Final = "podset-preferred-topology"
 SUFFIX_UNCONSTRAINED_TOPOLOGY: Final = "podset-unconstrained-topology"
 SUFFIX_SLICE_REQUIRED_TOPOLOGY: Final = "podset-slice-required-topology"
 SUFFIX_SLICE_SIZE: Final = "podset-slice-size"
+# A JSON list of {"topology": <level>, "size": <n>}, coarsest first (Kueue's multi-layer slices).
+SUFFIX_SLICE_CONSTRAINTS: Final = "podset-slice-required-topology-constraints"
+# PodSets of one workload with the same group name are placed together (e.g. leader + workers).
+SUFFIX_GROUP_NAME: Final = "podset-group-name"
 
 TOPOLOGY_ANNOTATION_SUFFIXES: Final = (
     SUFFIX_REQUIRED_TOPOLOGY,
@@ -27,6 +31,8 @@ TOPOLOGY_ANNOTATION_SUFFIXES: Final = (
     SUFFIX_UNCONSTRAINED_TOPOLOGY,
     SUFFIX_SLICE_REQUIRED_TOPOLOGY,
     SUFFIX_SLICE_SIZE,
+    SUFFIX_SLICE_CONSTRAINTS,
+    SUFFIX_GROUP_NAME,
 )
 
 CONTROLLER_NAME: Final = "kueue-tas.io/topology"
@@ -50,6 +56,8 @@ KUEUE_LOCAL_QUEUE_LABEL: Final = "kueue.x-k8s.io/local-queue-name"
 KUEUE_CLUSTER_QUEUE_LABEL: Final = "kueue.x-k8s.io/cluster-queue-name"
 KUEUE_TOPOLOGY_GATE: Final = "kueue.x-k8s.io/topology"
 KUEUE_DEFAULT_PODSET_NAME: Final = "main"
+# On a Workload that replaces an admitted slice of an elastic job: "<namespace>/<name>" of that slice.
+KUEUE_SLICE_REPLACEMENT_ANNOTATION: Final = "kueue.x-k8s.io/workload-slice-replacement-for"
 
 # Kueue condition types and admission-check states.
 CONDITION_QUOTA_RESERVED: Final = "QuotaReserved"

@@ -222,6 +222,13 @@ class ClusterQueue(TypedObject):
         return None
 
 
+class SliceConstraintModel(KubeModel):
+    """One entry of ``topologyRequest.podsetSliceRequiredTopologyConstraints``."""
+
+    topology: str = ""
+    size: int = 0
+
+
 class PodSetTopologyRequestModel(KubeModel):
     """``Workload.spec.podSets[].topologyRequest`` as Kueue writes it (read-only for us)."""
 
@@ -234,6 +241,7 @@ class PodSetTopologyRequestModel(KubeModel):
     pod_set_group_name: str | None = None
     pod_set_slice_required_topology: str | None = None
     pod_set_slice_size: int | None = None
+    podset_slice_required_topology_constraints: list[SliceConstraintModel] = Field(default_factory=list)
 
 
 class WorkloadPodSet(KubeModel):
@@ -281,10 +289,16 @@ class AdmissionCheckState(KubeModel):
     pod_set_updates: list[PodSetUpdate] = Field(default_factory=list)
 
 
+class UnhealthyNode(KubeModel):
+    name: str = ""
+
+
 class WorkloadStatus(KubeModel):
     admission: Admission | None = None
     admission_checks: list[AdmissionCheckState] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list)
+    # Nodes Kueue found failed while running pods of this workload (TASFailedNodeReplacement).
+    unhealthy_nodes: list[UnhealthyNode] = Field(default_factory=list)
 
 
 class Workload(TypedObject):

@@ -1,9 +1,9 @@
 """Kubernetes resource quantities and Kueue's integer units.
 
-Parsing is done by ``kubernetes.utils.quantity.parse_quantity``. That function is
-more lenient than the API server (it accepts ``NaN``, ``1K``, ``1_000``, blanks),
-so the text is first checked against the quantity grammar of
-``k8s.io/apimachinery/pkg/api/resource`` and anything outside it is refused.
+The text must match the quantity grammar of ``k8s.io/apimachinery/pkg/api/resource``;
+its number is then read by :class:`decimal.Decimal` and scaled by the suffix's power
+of 1000 or 1024, in the default decimal context (as the Kubernetes Python client
+computes it, so results are the same Decimals it gives).
 
 Kueue's units: ``cpu`` in millicores rounded up (``Quantity.MilliValue``), every
 other resource in base units rounded up (``Quantity.Value``).
@@ -13,24 +13,24 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
-from decimal import ROUND_CEILING, Decimal
-
-from kubernetes.utils import quantity as _k8s_quantity
+from collections.abc import Mapping
+from decimal import ROUND_CEILING, Decimal, DecimalException
 
 CPU = "cpu"
-
-# The client library's parser is untyped; give it its real signature once.
-_k8s_parse_quantity: Callable[[str], Decimal] = _k8s_quantity.parse_quantity
 
 QuantityValue = str | int | float | Decimal
 
 # <signedNumber><suffix>; suffix is a binary SI prefix, a decimal SI prefix or a
 # decimal exponent (e/E followed by a signed integer).
 _QUANTITY_RE = re.compile(
-    r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"  # signed number
-    r"(?:[KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$"  # binary SI | decimal SI | exponent
+    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"  # signed number
+    r"(?:(?P<suffix>[KMGTPE]i|[numkMGTPE])|(?P<exponent>[eE][+-]?[0-9]+))?"  # binary SI | decimal SI | exponent
 )
+# Suffix -> (base, power): the amount is number * base ** power.
+_SUFFIXES = {
+    **{f"{p}i": (1024, i) for i, p in enumerate("KMGTPE", start=1)},
+    **{p: (1000, i) for p, i in {"n": -3, "u": -2, "m": -1, "k": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}.items()},
+}
 
 
 class QuantityError(ValueError):
@@ -49,16 +49,20 @@ def parse_quantity(value: QuantityValue, *, resource: str | None = None) -> Deci
     if isinstance(value, float) and not math.isfinite(value):
         raise QuantityError(f"invalid quantity {value!r}{where}: not a finite number")
     text = str(value)
-    if not _QUANTITY_RE.match(text):
+    m = _QUANTITY_RE.fullmatch(text)
+    if m is None:
         raise QuantityError(
             f"invalid quantity {text!r}{where}: expected a number with an optional suffix "
             "(Ki, Mi, Gi, Ti, Pi, Ei, n, u, m, k, M, G, T, P, E or an exponent like e3)"
         )
     try:
-        parsed = _k8s_parse_quantity(text)
-    except ValueError as exc:  # should not happen after the grammar check
-        raise QuantityError(f"invalid quantity {text!r}{where}: {exc}") from exc
-    return parsed
+        if m["suffix"] is None:
+            return Decimal(m["number"] + (m["exponent"] or ""))
+        base, power = _SUFFIXES[m["suffix"]]
+        # A Decimal power, then a product rounded to the context's precision: the client library's arithmetic.
+        return Decimal(m["number"]) * (base ** Decimal(power))
+    except DecimalException as exc:  # an exponent beyond what Decimal can hold
+        raise QuantityError(f"invalid quantity {text!r}{where}: out of range") from exc
 
 
 def to_kueue_units(resource: str, amount: Decimal) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import NodeInfo, ResourceMap, Toleration
 from kueue_tas.topology.snapshot import TopologySnapshot, charges_snapshot
 
@@ -42,7 +43,8 @@ class UsageEntry:
 
 
 class LiveCapacity:
-    def __init__(self) -> None:
+    def __init__(self, gates: FeatureGates = DEFAULT_GATES) -> None:
+        self.gates = gates
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, tuple[str, ResourceMap]] = {}  # non-TAS pod key -> (node name, usage)
         self._committed: dict[str, tuple[UsageEntry, ...]] = {}  # workload key -> usage
@@ -117,7 +119,9 @@ class LiveCapacity:
 
     def _charge(self, entry: UsageEntry, sign: int, only: str | None = None) -> None:
         for name, snap in self._snapshots.items():
-            if (only is None or name == only) and charges_snapshot(name, snap, entry.flavor, entry.assignment):
+            if (only is None or name == only) and charges_snapshot(
+                name, snap, entry.flavor, entry.assignment, self.gates
+            ):
                 snap.add_tas_usage(entry.assignment, entry.per_pod, sign)
 
     # --- reading --------------------------------------------------------------------------

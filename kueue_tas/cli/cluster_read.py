@@ -22,9 +22,10 @@ from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, T
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.cache.capacity_feed import flavor_specs, our_checks
 from kueue_tas.cache.live_capacity import FlavorSpec
+from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.client import call_json, kubeconfig_namespace, raw_kwargs
 from kueue_tas.kube.errors import ApiError, Forbidden, NotFound, TransportError, Unauthorized
-from kueue_tas.kube.slim import SlimPod, slim_node, slim_pod
+from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.runtime.logging import configure_logging
 from kueue_tas.runtime.manager import connect

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kueue_tas.api import constants as c
+from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.models import Condition, Workload, find_condition
 from kueue_tas.cli.cluster_read import (
     ClusterReadError,
@@ -59,7 +60,7 @@ from kueue_tas.cli.render import domain_tree_lines
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
-from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, TopologyRequest
+from kueue_tas.topology.model import NodeInfo, TopologyRequest
 from kueue_tas.topology.request import TopologyRequestError, parse_template_topology_request
 
 SHOWN_CONDITIONS = (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED, c.CONDITION_EVICTED, c.CONDITION_FINISHED)

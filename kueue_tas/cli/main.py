@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kueue_tas.api import constants as c
+from kueue_tas.topology.features import KUEUE_DEFAULTS  # stdlib only: the help text lists the gates
 
 # Installed a second time as ``kubectl-kueue_tas``, kubectl runs us for ``kubectl kueue_tas ...``
 # (and ``kubectl kueue-tas ...``) with the same arguments.
@@ -48,6 +49,13 @@ class Command:
         return run(args)
 
 
+def gates_help() -> str:
+    """Kueue's TAS feature gates with their defaults, one per line (help text of plan and run)."""
+    width = max(len(name) for name in KUEUE_DEFAULTS)
+    lines = [f"  {name:<{width}}  {'true' if on else 'false'}" for name, on in KUEUE_DEFAULTS.items()]
+    return "feature gates (Kueue v0.19.2 names and defaults):\n" + "\n".join(lines)
+
+
 def program_name(argv0: str | None = None) -> str:
     name = os.path.basename(argv0 if argv0 is not None else sys.argv[0])
     return "kubectl kueue_tas" if name.startswith(KUBECTL_PLUGIN) else "kueue-tas"
@@ -62,6 +70,8 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
         "plan",
         help="place Workloads, Jobs and JobSets offline, from YAML/JSON dumps of a cluster",
         description="Place Workloads, Jobs and JobSets offline with the controller's placement engine.",
+        epilog=gates_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "-f",
@@ -80,8 +90,21 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
         default=c.DEFAULT_ANNOTATION_PREFIX,
         help=f"prefix of the podset-*-topology annotations (default {c.DEFAULT_ANNOTATION_PREFIX})",
     )
+    p.add_argument(
+        "--feature-gates",
+        default="",
+        metavar="NAME=BOOL[,...]",
+        help="Kueue TAS feature gates, as Kueue's flag (e.g. TASBalancedPlacement=true); defaults below",
+    )
     p.set_defaults(func=Command("plan"))
-    r = sub.add_parser("run", help="run the AdmissionCheck controller against a cluster")
+    r = sub.add_parser(
+        "run",
+        help="run the AdmissionCheck controller against a cluster",
+        description="Run the AdmissionCheck controller. Feature gates are set with the 'featureGates' "
+        "setting ({Name: bool} in the --config file) or KUEUE_TAS_FEATURE_GATES='Name=true,Name=false'.",
+        epilog=gates_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     r.add_argument("--config", help="YAML settings file (see kueue_tas/runtime/config.py)")
     r.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     r.set_defaults(func=Command("run"))

@@ -12,6 +12,7 @@ import yaml
 from kueue_tas.cli.inputs import InputError, read_objects
 from kueue_tas.cli.render import render_text
 from kueue_tas.topology.codec import encode_v1beta2
+from kueue_tas.topology.features import FeatureGateError, FeatureGates
 from kueue_tas.topology.planner import PlanInputError, Planner, PodSetPlan, WorkloadPlan
 
 
@@ -43,10 +44,15 @@ def plan_json(plans: list[WorkloadPlan]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        gates = FeatureGates.parse(args.feature_gates)
+    except FeatureGateError as exc:
+        print(f"error: --feature-gates: {exc}", file=sys.stderr)
+        return 1
+    try:
         objects, warnings = read_objects(args.files)
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
-        planner = Planner(objects, default_flavor=args.flavor, prefix=args.annotation_prefix)
+        planner = Planner(objects, default_flavor=args.flavor, prefix=args.annotation_prefix, gates=gates)
         plans = planner.run()
     except (InputError, PlanInputError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -27,6 +27,7 @@ from kueue_tas.runtime.leader import LeaderElectionLost, LeaderElector
 from kueue_tas.runtime.logging import configure_logging
 from kueue_tas.runtime.manager import Manager, connect
 from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.topology.features import FeatureGateError, FeatureGates
 
 log = structlog.get_logger(__name__)
 
@@ -35,7 +36,8 @@ def register(manager: Manager, settings: Settings) -> None:
     """Every reconciler of the controller, wired onto ``manager``'s shared informers."""
     informers = SharedInformers.register(manager, settings.annotation_prefix)
     checks = OurChecks(informers.checks.store, settings.controller_name)
-    capacity = LiveCapacity()
+    gates = FeatureGates.from_mapping(settings.feature_gates)
+    capacity = LiveCapacity(gates)
     cache = CapacityCache(capacity, informers, checks)
     gauges = CapacityGauges(manager.metrics, capacity, max_levels=settings.metrics_domain_levels)
     admission = WorkloadAdmission(
@@ -47,6 +49,7 @@ def register(manager: Manager, settings: Settings) -> None:
         events=manager.event_recorder,
         metrics=manager.metrics,
         settings=settings,
+        gates=gates,
         decided=gauges.touch,
     )
     status = AdmissionCheckStatus(informers=informers, checks=checks, writer=KubeCheckStatusWriter(manager.api))
@@ -106,6 +109,11 @@ def run(args: argparse.Namespace) -> int:
         settings = Settings.load(args.config, **({"kubeconfig": args.kubeconfig} if args.kubeconfig else {}))
     except ConfigError as exc:
         print(f"error: {exc}")
+        return 1
+    try:
+        FeatureGates.from_mapping(settings.feature_gates)
+    except FeatureGateError as exc:
+        print(f"error: invalid kueue-tas settings: feature_gates: {exc}")
         return 1
     configure_logging(settings.log_level, settings.log_format)
     return asyncio.run(serve(settings))

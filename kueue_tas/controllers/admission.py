@@ -26,6 +26,7 @@ from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.runtime.workqueue import WorkQueue
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +58,7 @@ class WorkloadAdmission:
         events: EventSink,
         metrics: Metrics,
         settings: Settings,
+        gates: FeatureGates = DEFAULT_GATES,
         decided: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -70,6 +72,7 @@ class WorkloadAdmission:
         self._events = events
         self._metrics = metrics
         self._settings = settings
+        self._gates = gates
         self._decided = decided
         self._clock = clock
         self.queue: WorkQueue[str] = WorkQueue("workloads")
@@ -131,7 +134,9 @@ class WorkloadAdmission:
             # Pending means we hold nothing for it (an earlier assumption is stale).
             self._capacity.forget(key)
             started = time.perf_counter()
-            decision = decide(wl, self._flavors_of(check), self._capacity, self._settings.annotation_prefix)
+            decision = decide(
+                wl, self._flavors_of(check), self._capacity, self._settings.annotation_prefix, self._gates
+            )
             self._metrics.decision_seconds.observe(time.perf_counter() - started)
             self._decided()
             try:

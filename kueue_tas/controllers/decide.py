@@ -17,9 +17,14 @@ from kueue_tas.api.models import Workload
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.cache.live_capacity import LiveCapacity, UsageEntry
 from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.inputs import podset_request
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
+from kueue_tas.topology.groups import GroupMember, group_errors
+from kueue_tas.topology.inputs import podset_request, requests_topology
+from kueue_tas.topology.levels import level_problem
 from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
+from kueue_tas.topology.request import TopologyRequestError, template_annotations
+from kueue_tas.topology.request_field import uses_field
+from kueue_tas.topology.snapshot import TopologySnapshot
 
 
 class Outcome(StrEnum):
@@ -71,17 +76,53 @@ def governed_podsets(workload: Workload, check_flavors: set[str]) -> list[tuple[
     return out
 
 
+def _level_rejection(request: PodSetRequest, snap: TopologySnapshot, from_field: bool, prefix: str) -> str | None:
+    problem = level_problem(snap.levels, request.topology)
+    if problem is None:
+        return None
+    where = f"topologyRequest.{problem.field}" if from_field else f"annotation {prefix}{problem.suffix}"
+    if problem.unknown is None:
+        return f'PodSet "{request.name}": {where}: {problem.message}'
+    return (
+        f'PodSet "{request.name}": {where}: unknown topology level "{problem.unknown}"; '
+        f'Topology "{snap.topology_name}" has levels {", ".join(snap.levels)}'
+    )
+
+
+def _group_rejection(members: list[tuple[PodSetRequest, bool]], prefix: str) -> str | None:
+    described = [
+        GroupMember(
+            r.name,
+            r.count,
+            r.topology,
+            f'PodSet "{r.name}": '
+            + ("topologyRequest.podSetGroupName" if from_field else f"annotation {prefix}{c.SUFFIX_GROUP_NAME}"),
+            f'PodSet "{r.name}"',
+        )
+        for r, from_field in members
+    ]
+    errors = group_errors(described, prefix)
+    return "; ".join(e.message for e in errors) if errors else None
+
+
 def decide(
     workload: Workload,
     check_flavors: set[str],
     capacity: LiveCapacity,
     prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
+    gates: FeatureGates = DEFAULT_GATES,
 ) -> Decision:
     groups: dict[str, list[PodSetRequest]] = {}
+    members: list[tuple[PodSetRequest, bool]] = []
     for name, count, template, flavor in governed_podsets(workload, check_flavors):
+        spec_ps = workload.pod_set(name)
+        field = spec_ps.topology_request if spec_ps is not None else None
         try:
-            explicit = has_topology_annotation(template_annotations(template), prefix=prefix)
-            request = podset_request(name, count, template, prefix=prefix, implied=not explicit)
+            from_field = uses_field(template_annotations(template), field, prefix)
+            implied = not requests_topology(template, field, prefix)
+            request = podset_request(
+                name, count, template, prefix=prefix, implied=implied, gates=gates, topology_field=field
+            )
         except TopologyRequestError as exc:
             return Decision(Outcome.REJECTED, f'PodSet "{name}": ' + "; ".join(exc.errors))
         except QuantityError as exc:
@@ -89,24 +130,23 @@ def decide(
         snap = capacity.snapshot(flavor)
         if snap is None:
             return Decision(Outcome.RETRY, f'PodSet "{name}": flavor "{flavor}" has no usable Topology yet')
-        unknown = snap.unknown_level(request.topology)
-        if unknown is not None:
-            key, level = unknown
-            return Decision(
-                Outcome.REJECTED,
-                f'PodSet "{name}": annotation {prefix}{key}: unknown topology level "{level}"; '
-                f'Topology "{snap.topology_name}" has levels {", ".join(snap.levels)}',
-            )
+        rejection = _level_rejection(request, snap, from_field, prefix)
+        if rejection is not None:
+            return Decision(Outcome.REJECTED, rejection)
         groups.setdefault(flavor, []).append(request)
+        members.append((request, from_field))
+    rejection = _group_rejection(members, prefix)
+    if rejection is not None:
+        return Decision(Outcome.REJECTED, rejection)
 
     placements: list[PodSetPlacement] = []
     for flavor, requests in groups.items():
         snap = capacity.snapshot(flavor)
         assert snap is not None
-        results = snap.place(requests)
+        results = snap.place(requests, gates=gates)
         failed = next((r for r in results if r.assignment is None), None)
         if failed is not None:
-            never = snap.place(requests, allocatable_only=True)
+            never = snap.place(requests, gates=gates, allocatable_only=True)
             never_failed = next((r for r in never if r.assignment is None), None)
             if never_failed is not None:
                 return Decision(

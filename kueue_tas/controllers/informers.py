@@ -3,8 +3,9 @@ AdmissionChecks that are ours (by ``controllerName``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
@@ -12,10 +13,26 @@ from kueue_tas.cache.capacity_feed import our_checks
 from kueue_tas.kube import catalogue as cat
 from kueue_tas.kube.decoding import RawObject, model_transform
 from kueue_tas.kube.informer import Informer
-from kueue_tas.kube.slim import SlimNode, SlimPod, make_pod_transform, slim_node
+from kueue_tas.kube.slim import SlimPod, make_pod_transform
 from kueue_tas.kube.stores import PodStore, Store
+from kueue_tas.topology.inputs import node_info
+from kueue_tas.topology.model import NodeInfo
 
 T = TypeVar("T")
+
+SlimNode = NodeInfo
+"""Nodes are cached as the engine's ``NodeInfo`` (interned strings)."""
+
+
+def slim_node(raw: Mapping[str, Any]) -> SlimNode:
+    """``node_info`` of a raw Node dict, with label and resource names interned."""
+    info = node_info(raw)
+    return replace(
+        info,
+        name=sys.intern(info.name),
+        labels={sys.intern(k): sys.intern(v) for k, v in info.labels.items()},
+        allocatable={sys.intern(k): v for k, v in info.allocatable.items()},
+    )
 
 
 class InformerSource(Protocol):

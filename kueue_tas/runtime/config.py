@@ -2,8 +2,14 @@
 
 ``Settings()`` reads the environment (prefix ``KUEUE_TAS_``, case-insensitive, e.g.
 ``KUEUE_TAS_PATCH_CONCURRENCY=64``); ``Settings.from_file(path)`` also reads a YAML mapping of
-the same field names (snake_case; ``-`` is accepted for ``_``). Anything invalid raises
-:class:`ConfigError` (a ``ValueError``) whose message names every bad field and why.
+the same field names (snake_case; ``-`` is accepted for ``_``, and camelCase such as
+``featureGates`` too). Anything invalid raises :class:`ConfigError` (a ``ValueError``) whose
+message names every bad field and why.
+
+``feature_gates`` are Kueue's TAS gates: a mapping ``{Name: bool}`` in the file,
+``KUEUE_TAS_FEATURE_GATES="A=true,B=false"`` in the environment. Only the shape is checked
+here (runtime does not import the engine); the names are checked against
+``kueue_tas.topology.features`` by ``kueue-tas run`` before anything starts.
 """
 
 from __future__ import annotations
@@ -13,12 +19,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from kueue_tas.api.constants import CONTROLLER_NAME, DEFAULT_ANNOTATION_PREFIX, SCHEDULING_GATE
 
@@ -28,6 +34,7 @@ LogFormat = Literal["json", "console"]
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 
 class ConfigError(ValueError):
@@ -116,6 +123,10 @@ class Settings(BaseSettings):
     # API server access; None = in-cluster service account, else $KUBECONFIG / ~/.kube/config
     kubeconfig: Path | None = None
 
+    # Kueue's TAS feature gates that differ from Kueue v0.19.2's defaults (name -> enabled).
+    # NoDecode: the environment gives "A=true,B=false", not JSON.
+    feature_gates: Annotated[dict[str, bool], NoDecode] = Field(default_factory=dict)
+
     # ---- field checks --------------------------------------------------------------------------
 
     @field_validator("log_level", "log_format", mode="before")
@@ -164,6 +175,22 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("feature_gates", mode="before")
+    @classmethod
+    def _split_gates(cls, value: Any) -> Any:
+        """``"A=true,B=false"`` (Kueue's --feature-gates form) -> ``{"A": "true", "B": "false"}``."""
+        if not isinstance(value, str):
+            return value
+        out: dict[str, str] = {}
+        for part in value.split(","):
+            name, sep, flag = part.strip().partition("=")
+            if not part.strip():
+                continue
+            if not sep or not name.strip():
+                raise ValueError(f"{part.strip()!r}: expected Name=true or Name=false")
+            out[name.strip()] = flag.strip()
+        return out
 
     @model_validator(mode="after")
     def _check_relations(self) -> Settings:
@@ -230,7 +257,7 @@ class Settings(BaseSettings):
         values: dict[str, Any] = {}
         unknown: list[str] = []
         for key, value in data.items():
-            name = str(key).replace("-", "_")
+            name = _CAMEL_HUMP.sub(lambda m: "_" + m.group(1).lower(), str(key)).replace("-", "_")
             if name not in cls.model_fields:
                 unknown.append(str(key))
             values[name] = value

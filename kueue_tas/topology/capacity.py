@@ -71,11 +71,11 @@ class CapacityMatrix:
     def remaining(self, *, simulate_empty: bool, assumed: Matrix | None, allocatable_only: bool = False) -> Matrix:
         """Capacity left for a new placement. ``simulate_empty`` ignores TAS usage (Kueue's
         preemption probe); ``allocatable_only`` ignores all usage (can it ever fit?)."""
-        if allocatable_only:
-            return self.alloc - assumed[:, : self.alloc.shape[1]] if assumed is not None else self.alloc.copy()
-        rem = self.free.copy() if simulate_empty else self.free - self.tas
+        rem = self.alloc.copy() if allocatable_only else self.free.copy() if simulate_empty else self.free - self.tas
         if assumed is not None:
-            rem -= assumed[:, : rem.shape[1]]
+            # Columns added after the assumed usage was recorded hold no assumed usage.
+            width = min(rem.shape[1], assumed.shape[1])
+            rem[:, :width] -= assumed[:, :width]
         return rem
 
     def leaf_free(self, leaf: int) -> dict[str, int]:

@@ -42,10 +42,11 @@ One deliberate difference: Kueue cuts prefixes and suffixes at byte positions
 of the UTF-8 text, we cut at character positions, so a multi-byte character is
 never split.  Kubernetes label values are ASCII, where both are the same.
 
-Decoding accepts what Kueue's CRD schema accepts (including the v1beta1
-``levels`` + ``domains`` form), ignores unknown fields and ``null`` values as
-Go does, and raises :class:`AssignmentFormatError` naming the field path and
-the problem for anything else.  It also refuses slices of more than 100 000
+Decoding validates through the pydantic models of :mod:`kueue_tas.topology.wire`:
+it accepts what Kueue's CRD schema accepts (including the v1beta1 ``levels`` +
+``domains`` form), ignores unknown fields and ``null`` values as Go does, and
+raises :class:`AssignmentFormatError` naming the field path and the problem for
+anything else.  It also refuses slices of more than 100 000
 domains (Kueue never writes them) and assignments of more than
 MAX_TOTAL_DOMAINS domains, so a small document cannot expand to an enormous
 assignment; encoding refuses the same, so whatever encodes also decodes.
@@ -54,12 +55,25 @@ assignment; encoding refuses the same, so whatever encodes also decodes.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
+from pydantic import TypeAdapter, ValidationError
+
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.wire import (
+    MAX_DOMAINS_PER_SLICE,
+    MAX_LEVELS,
+    MAX_SLICES,
+    MAX_TOTAL_DOMAINS,
+    AssignmentFormatError,
+    AssignmentWire,
+    PodSetName,
+    PodSetsAnnotationWire,
+    check_expanded,
+    format_error,
+)
 
 __all__ = [
     "MAX_DOMAINS_PER_SLICE",
@@ -73,31 +87,7 @@ __all__ = [
     "encode_v1beta2",
 ]
 
-# Limits of Kueue's v1beta2 API (kubebuilder markers on apis/kueue/v1beta2 types).
-MAX_LEVELS = 16
-MAX_LEVEL_KEY_LENGTH = 317
-MAX_VALUE_LENGTH = 63
-MAX_SLICES = 1000
-MAX_DOMAINS_PER_SLICE = 100_000
-# v1beta1 ``domains`` list limit.
-MAX_V1BETA1_DOMAINS = 100_000
-# Our own bound on the domains of one assignment, in both directions: Kueue's schema
-# alone would let 1000 universal slices of 100 000 domains each (a few kilobytes of
-# JSON) expand to 10^8 domains.  A million is far above any real cluster (Kueue's
-# own tests go to 200 000).
-MAX_TOTAL_DOMAINS = 1_000_000
-_MAX_INT32 = 2**31 - 1
-_MAX_PODSET_NAME_LENGTH = 63
-_PODSET_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
-class AssignmentFormatError(ValueError):
-    """A topology assignment (or its annotation) is malformed.
-
-    The message starts with the path of the offending field, for example
-    ``slices[1].podCounts.individual: has 3 entries, domainCount is 4``.
-    """
-
+_PODSET_NAME: TypeAdapter[str] = TypeAdapter(PodSetName)
 
 # --------------------------------------------------------------------------------------------
 # Encoding
@@ -133,7 +123,10 @@ def encode_assignment_annotation(podsets: Sequence[tuple[str, TopologyAssignment
         if not isinstance(item, tuple) or len(item) != 2:
             _fail(path, "expected a (name, assignment) pair")
         name, assignment = item
-        _check_podset_name(name, f"{path}.name")
+        try:
+            _PODSET_NAME.validate_python(name)
+        except ValidationError as e:
+            raise format_error(e, f"{path}.name") from None
         if name in seen:
             _fail(f"{path}.name", f"duplicate podSet name {name!r}")
         seen.add(name)
@@ -148,53 +141,15 @@ def encode_assignment_annotation(podsets: Sequence[tuple[str, TopologyAssignment
 
 
 def _check_assignment(a: TopologyAssignment) -> None:
+    """Refuses what Kueue's schema (or our domain bound) would refuse on decoding."""
     if not isinstance(a, TopologyAssignment):
         _fail("", f"expected a TopologyAssignment, got {type(a).__name__}")
-    levels = a.levels
-    if not isinstance(levels, tuple | list):
-        _fail("levels", f"expected a tuple of strings, got {type(levels).__name__}")
-    if not 1 <= len(levels) <= MAX_LEVELS:
-        _fail("levels", f"has {len(levels)} entries, needs 1 to {MAX_LEVELS}")
-    for i, level in enumerate(levels):
-        _check_text(level, f"levels[{i}]", MAX_LEVEL_KEY_LENGTH)
-    domains = a.domains
-    if not isinstance(domains, tuple | list):
-        _fail("domains", f"expected a tuple of DomainAssignment, got {type(domains).__name__}")
-    limit = min(MAX_TOTAL_DOMAINS, MAX_SLICES * MAX_DOMAINS_PER_SLICE)
-    if len(domains) > limit:
-        _fail("domains", f"has {len(domains)} entries, at most {limit} allowed")
-    n_levels = len(levels)
-    for i, d in enumerate(domains):
+    if not isinstance(a.domains, tuple | list):
+        _fail("domains", f"expected a tuple of DomainAssignment, got {type(a.domains).__name__}")
+    for i, d in enumerate(a.domains):
         if not isinstance(d, DomainAssignment):
             _fail(f"domains[{i}]", f"expected a DomainAssignment, got {type(d).__name__}")
-        values = d.values
-        if not isinstance(values, tuple | list) or len(values) != n_levels:
-            got = len(values) if isinstance(values, tuple | list) else type(values).__name__
-            _fail(f"domains[{i}].values", f"has {got} entries, levels has {n_levels}")
-        for j, v in enumerate(values):
-            _check_text(v, f"domains[{i}].values[{j}]", MAX_VALUE_LENGTH)
-        _check_int32(d.count, f"domains[{i}].count", 1)
-
-
-def _check_text(v: object, path: str, max_len: int) -> None:
-    if not isinstance(v, str):
-        _fail(path, f"expected a string, got {_kind(v)}")
-    if len(v) > max_len:
-        _fail(path, f"is {len(v)} characters long, at most {max_len} allowed")
-    if not v.isascii():
-        try:
-            v.encode("utf-8")
-        except UnicodeEncodeError:
-            _fail(path, "is not valid Unicode text (lone surrogate)")
-
-
-def _check_int32(v: object, path: str, minimum: int) -> None:
-    if not isinstance(v, int) or isinstance(v, bool):
-        _fail(path, f"expected an integer, got {_kind(v)}")
-    if v < minimum:
-        _fail(path, f"must be at least {minimum}, got {v}")
-    if v > _MAX_INT32:
-        _fail(path, f"must be at most {_MAX_INT32}, got {v}")
+    check_expanded(a.levels, [d.values for d in a.domains], [d.count for d in a.domains])
 
 
 def _choose_slices(a: TopologyAssignment) -> list[dict[str, Any]]:
@@ -362,7 +317,11 @@ def _go_json_size(obj: Any) -> int:
 
 def decode_v1beta2(obj: Mapping[str, Any]) -> TopologyAssignment:
     """The expanded assignment from Kueue's v1beta2 (or v1beta1) JSON form."""
-    return _decode_assignment(obj, "")
+    try:
+        wire = AssignmentWire.model_validate(obj)
+    except ValidationError as e:
+        raise format_error(e) from None
+    return _expand(wire)
 
 
 def decode_assignment_annotation(text: str) -> list[tuple[str, TopologyAssignment]]:
@@ -375,195 +334,30 @@ def decode_assignment_annotation(text: str) -> list[tuple[str, TopologyAssignmen
         _fail("", "not valid JSON: nested too deeply")
     except ValueError as e:
         _fail("", f"not valid JSON: {e}")
-    root = _mapping(doc, "")
-    podsets = _list(_required(root, "podSets", ""), "podSets")
-    out: list[tuple[str, TopologyAssignment]] = []
-    seen: set[str] = set()
-    for i, entry in enumerate(podsets):
-        path = f"podSets[{i}]"
-        m = _mapping(entry, path)
-        name = _required(m, "name", path)
-        _check_podset_name(name, f"{path}.name")
-        if name in seen:
-            _fail(f"{path}.name", f"duplicate podSet name {name!r}")
-        seen.add(name)
-        ta = _required(m, "topologyAssignment", path)
-        out.append((name, _decode_assignment(ta, f"{path}.topologyAssignment")))
-    return out
+    try:
+        wire = PodSetsAnnotationWire.model_validate(doc)
+    except ValidationError as e:
+        raise format_error(e) from None
+    return [(entry.name, _expand(entry.topology_assignment)) for entry in wire.pod_sets]
 
 
 def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not allowed")
 
 
-def _decode_assignment(obj: object, path: str) -> TopologyAssignment:
-    m = _mapping(obj, path)
-    levels_raw = _list(_required(m, "levels", path), _join(path, "levels"))
-    if not 1 <= len(levels_raw) <= MAX_LEVELS:
-        _fail(_join(path, "levels"), f"has {len(levels_raw)} entries, needs 1 to {MAX_LEVELS}")
-    levels = tuple(_string(v, f"{_join(path, 'levels')}[{i}]", MAX_LEVEL_KEY_LENGTH) for i, v in enumerate(levels_raw))
-    slices = m.get("slices")
-    domains = m.get("domains")
-    if slices is not None and domains is not None:
-        _fail(path, "has both slices (v1beta2) and domains (v1beta1); expected one of them")
-    if domains is not None:
-        return TopologyAssignment(levels, _decode_v1beta1_domains(domains, len(levels), path))
-    if slices is None:
-        return TopologyAssignment(levels, ())
-    return TopologyAssignment(levels, _decode_slices(slices, len(levels), path))
-
-
-def _decode_v1beta1_domains(raw: object, n_levels: int, path: str) -> tuple[DomainAssignment, ...]:
-    dpath = _join(path, "domains")
-    items = _list(raw, dpath)
-    if len(items) > MAX_V1BETA1_DOMAINS:
-        _fail(dpath, f"has {len(items)} entries, at most {MAX_V1BETA1_DOMAINS} allowed")
+def _expand(wire: AssignmentWire) -> TopologyAssignment:
+    """One DomainAssignment per domain; the wire models already bounded their number."""
+    levels = tuple(wire.levels)
+    if wire.domains is not None:
+        return TopologyAssignment(levels, tuple(DomainAssignment(tuple(d.values), d.count) for d in wire.domains))
     out: list[DomainAssignment] = []
-    for i, item in enumerate(items):
-        ipath = f"{dpath}[{i}]"
-        m = _mapping(item, ipath)
-        vpath = f"{ipath}.values"
-        values_raw = _list(_required(m, "values", ipath), vpath)
-        if len(values_raw) != n_levels:
-            _fail(vpath, f"has {len(values_raw)} entries, levels has {n_levels}")
-        values = tuple(_string(v, f"{vpath}[{j}]", MAX_VALUE_LENGTH) for j, v in enumerate(values_raw))
-        count = _int32(_required(m, "count", ipath), f"{ipath}.count", 1)
-        out.append(DomainAssignment(values, count))
-    return tuple(out)
-
-
-def _decode_slices(raw: object, n_levels: int, path: str) -> tuple[DomainAssignment, ...]:
-    spath = _join(path, "slices")
-    items = _list(raw, spath)
-    if len(items) > MAX_SLICES:
-        _fail(spath, f"has {len(items)} entries, at most {MAX_SLICES} allowed")
-    out: list[DomainAssignment] = []
-    for i, item in enumerate(items):
-        out.extend(_decode_slice(item, n_levels, f"{spath}[{i}]", MAX_TOTAL_DOMAINS - len(out)))
-    return tuple(out)
-
-
-def _decode_slice(raw: object, n_levels: int, path: str, room: int) -> list[DomainAssignment]:
-    m = _mapping(raw, path)
-    n = _int32(_required(m, "domainCount", path), f"{path}.domainCount", 1)
-    if n > MAX_DOMAINS_PER_SLICE:
-        _fail(f"{path}.domainCount", f"is {n}, a slice holds at most {MAX_DOMAINS_PER_SLICE} domains")
-    if n > room:
-        _fail(f"{path}.domainCount", f"is {n}, which takes the assignment past {MAX_TOTAL_DOMAINS} domains")
-
-    vpath = f"{path}.valuesPerLevel"
-    per_level_raw = _list(_required(m, "valuesPerLevel", path), vpath)
-    if len(per_level_raw) != n_levels:
-        _fail(vpath, f"has {len(per_level_raw)} entries, levels has {n_levels}")
-    columns = [_decode_level_values(v, n, f"{vpath}[{j}]") for j, v in enumerate(per_level_raw)]
-
-    counts = _decode_pod_counts(_required(m, "podCounts", path), n, f"{path}.podCounts")
-    return [DomainAssignment(tuple(col[i] for col in columns), counts[i]) for i in range(n)]
-
-
-def _decode_level_values(raw: object, n: int, path: str) -> list[str]:
-    m = _mapping(raw, path)
-    universal = m.get("universal")
-    individual = m.get("individual")
-    if (universal is None) == (individual is None):
-        which = "both are set" if universal is not None else "neither is set"
-        _fail(path, f"exactly one of universal and individual must be set, {which}")
-    if universal is not None:
-        return [_string(universal, f"{path}.universal", MAX_VALUE_LENGTH)] * n
-    ipath = f"{path}.individual"
-    im = _mapping(individual, ipath)
-    prefix_raw = im.get("prefix")
-    suffix_raw = im.get("suffix")
-    prefix = "" if prefix_raw is None else _string(prefix_raw, f"{ipath}.prefix", MAX_VALUE_LENGTH)
-    suffix = "" if suffix_raw is None else _string(suffix_raw, f"{ipath}.suffix", MAX_VALUE_LENGTH)
-    rpath = f"{ipath}.roots"
-    roots = _list(_required(im, "roots", ipath), rpath)
-    if len(roots) != n:
-        _fail(rpath, f"has {len(roots)} entries, domainCount is {n}")
-    return [prefix + _string(r, f"{rpath}[{k}]", MAX_VALUE_LENGTH) + suffix for k, r in enumerate(roots)]
-
-
-def _decode_pod_counts(raw: object, n: int, path: str) -> list[int]:
-    m = _mapping(raw, path)
-    universal = m.get("universal")
-    individual = m.get("individual")
-    if (universal is None) == (individual is None):
-        which = "both are set" if universal is not None else "neither is set"
-        _fail(path, f"exactly one of universal and individual must be set, {which}")
-    if universal is not None:
-        return [_int32(universal, f"{path}.universal", 1)] * n
-    ipath = f"{path}.individual"
-    items = _list(individual, ipath)
-    if len(items) != n:
-        _fail(ipath, f"has {len(items)} entries, domainCount is {n}")
-    return [_int32(c, f"{ipath}[{k}]", 1) for k, c in enumerate(items)]
-
-
-# --------------------------------------------------------------------------------------------
-# Small checkers shared by both directions
-# --------------------------------------------------------------------------------------------
+    for s in wire.slices or ():
+        n = s.domain_count
+        columns = [level.column(n) for level in s.values_per_level]
+        counts = s.pod_counts.counts(n)
+        out.extend(DomainAssignment(tuple(col[i] for col in columns), counts[i]) for i in range(n))
+    return TopologyAssignment(levels, tuple(out))
 
 
 def _fail(path: str, problem: str) -> NoReturn:
     raise AssignmentFormatError(f"{path}: {problem}" if path else problem)
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _kind(v: object) -> str:
-    """JSON-ish name of a value's type, for messages."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, Mapping):
-        return "object"
-    if isinstance(v, list | tuple):
-        return "array"
-    return type(v).__name__
-
-
-def _mapping(v: object, path: str) -> Mapping[Any, Any]:
-    if not isinstance(v, Mapping):
-        _fail(path, f"expected an object, got {_kind(v)}")
-    return v
-
-
-def _list(v: object, path: str) -> Sequence[Any]:
-    if not isinstance(v, list | tuple):
-        _fail(path, f"expected an array, got {_kind(v)}")
-    return v
-
-
-def _required(m: Mapping[Any, Any], key: str, path: str) -> Any:
-    v = m.get(key)
-    if v is None:
-        _fail(_join(path, key), "is required")
-    return v
-
-
-def _string(v: object, path: str, max_len: int) -> str:
-    _check_text(v, path, max_len)
-    assert isinstance(v, str)
-    return v
-
-
-def _int32(v: object, path: str, minimum: int) -> int:
-    _check_int32(v, path, minimum)
-    assert isinstance(v, int)
-    return v
-
-
-def _check_podset_name(name: object, path: str) -> None:
-    if not isinstance(name, str):
-        _fail(path, f"expected a string, got {_kind(name)}")
-    if not 1 <= len(name) <= _MAX_PODSET_NAME_LENGTH or not _PODSET_NAME_RE.fullmatch(name):
-        _fail(path, f"{name!r} is not a valid podSet name (lowercase DNS label, at most 63 characters)")

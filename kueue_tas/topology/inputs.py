@@ -6,19 +6,35 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Node, Pod, TaintModel, TolerationModel
+from kueue_tas.api.models import Node, Pod, PodSetTopologyRequestModel, TaintModel, TolerationModel
 from kueue_tas.api.quantity import resource_list_to_ints
 from kueue_tas.api.resources import pod_requests
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import (
     PODS,
     NodeInfo,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PodSetRequest,
+    PreferredSchedulingTerm,
     Taint,
     Toleration,
 )
-from kueue_tas.topology.request import has_topology_annotation, parse_template_topology_request
+from kueue_tas.topology.request import (
+    TopologyRequestError,
+    has_topology_annotation,
+    parse_topology_request,
+    template_annotations,
+)
+from kueue_tas.topology.request_field import field_is_explicit, topology_request_from_field, uses_field
+
+
+class PodSpecError(TopologyRequestError):
+    """A pod-template spec field the engine reads is malformed; ``path`` is under the template."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        super().__init__([f"{path}: {problem}"])
 
 
 def _as_node(node: Node | Mapping[str, Any]) -> Node:
@@ -84,30 +100,69 @@ def node_constraints(
     return selector, terms
 
 
+def preferred_affinity(pod_spec: Mapping[str, Any]) -> tuple[PreferredSchedulingTerm, ...]:
+    """A PodSpec's ``preferredDuringSchedulingIgnoredDuringExecution`` node-affinity terms, in order.
+
+    Used by the engine only with TASRespectNodeAffinityPreferred; read always, so the gate
+    alone decides.
+    """
+    node_affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    out = []
+    for i, item in enumerate(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
+        path = f"spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        if not isinstance(item, Mapping):
+            raise PodSpecError(path, f"must be a mapping, got {type(item).__name__}")
+        weight = item.get("weight", 0)
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            raise PodSpecError(path + ".weight", f"must be an integer, got {weight!r}")
+        out.append(PreferredSchedulingTerm(weight=weight, preference=_term(item.get("preference") or {})))
+    return tuple(out)
+
+
 def podset_request(
     name: str,
     count: int,
     template: Mapping[str, Any],
     prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
     implied: bool = False,
+    gates: FeatureGates = DEFAULT_GATES,
+    topology_field: PodSetTopologyRequestModel | None = None,
 ) -> PodSetRequest:
-    """A PodSet to place: per-pod requests, topology request, tolerations and node constraints.
+    """A PodSet to place: per-pod requests, topology request, tolerations and node constraints
+    (node selector, required and preferred node affinity).
 
-    Raises ``TopologyRequestError`` for invalid annotations and ``QuantityError`` for
+    The topology request comes from the template's annotations, or from ``topology_field``
+    (a Workload's ``spec.podSets[].topologyRequest``) when the template has none of ours.
+    Raises ``TopologyRequestError`` for an invalid request (subclasses: ``TopologyFieldError``
+    for the field, ``PodSpecError`` for a malformed spec field) and ``QuantityError`` for
     malformed resource quantities.
     """
     spec: Mapping[str, Any] = template.get("spec") or {}
     selector, affinity = node_constraints(spec)
+    annotations = template_annotations(template)
+    if topology_field is not None and uses_field(annotations, topology_field, prefix):
+        topology = topology_request_from_field(topology_field, gates)
+    else:
+        topology = parse_topology_request(annotations, prefix=prefix, count=count, gates=gates)
     return PodSetRequest(
         name=name,
         count=count,
         requests=pod_requests(spec),
-        topology=parse_template_topology_request(template, prefix=prefix, count=count),
+        topology=topology,
         implied=implied,
         tolerations=tolerations(spec.get("tolerations")),
         node_selector=selector,
         required_affinity=affinity,
+        preferred_affinity=preferred_affinity(spec),
     )
+
+
+def requests_topology(
+    template: Mapping[str, Any], topology_field: PodSetTopologyRequestModel | None, prefix: str
+) -> bool:
+    """Whether the PodSet asks for TAS itself (an annotation of ours, or an explicit field);
+    otherwise, on a governed flavor, it is placed as implied."""
+    return has_topology_annotation(template_annotations(template), prefix=prefix) or field_is_explicit(topology_field)
 
 
 def is_tas_pod(pod: Pod | Mapping[str, Any], prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> bool:

@@ -89,3 +89,41 @@ def no_requested_slice_level(level: str) -> str:
 
 def slice_above_podset(slice_level: str, level: str) -> str:
     return f"podset slice topology {slice_level} is above the podset topology {level}"
+
+
+def no_additional_layer_level(level: str) -> str:
+    return f"no requested topology level for additional slice layer: {level}"
+
+
+def additional_layer_not_lower(level: str, above: str) -> str:
+    return f"additional slice layer topology {level} must be at a lower level than {above}"
+
+
+def additional_layer_size(size: int, parent_size: int) -> str:
+    return f"additional slice layer size {size} must evenly divide parent layer size {parent_size}"
+
+
+def multi_layer_not_fit_message(
+    topology_name: str, fits: list[tuple[str, int, int]] | None, stats: ExclusionStats
+) -> str:
+    """Kueue's multiLayerNotFitMessage; ``fits`` is (layer level, slices that fit, slices
+    needed) per layer, or None when the level has no domain at all."""
+    text = f"topology {go_quote(topology_name)} doesn't allow to fit"
+    if fits is None:
+        return text
+    for level, fit, needed in fits:
+        text += f"; {fit}/{needed} slice(s) fit on level {level}"
+    if stats.has_exclusions():
+        text += f". Total nodes: {stats.total_nodes}; excluded: {stats.format_reasons()}"
+    return text
+
+
+def stale_assignment(value: str) -> str:
+    return (
+        "Cannot replace the node, because the existing topologyAssignment is invalid, "
+        f"as it contains the stale domain {value}"
+    )
+
+
+def no_replacement_found(node: str) -> str:
+    return f"cannot find replacement assignment for unhealthy node: {node}"

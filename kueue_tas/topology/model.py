@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
+# Defined in api.constants; re-exported because engine modules import it from here.
+from kueue_tas.api.constants import HOSTNAME_LABEL as HOSTNAME_LABEL
+
 PODS = "pods"
 
 ResourceMap = Mapping[str, int]

@@ -41,6 +41,22 @@ class PlacementParams:
     unconstrained: bool  # also selects LeastFreeCapacity ordering
 
 
+def requested_level_key(tree: TopologyTree, topology: TopologyRequest | None, implied: bool) -> str | None:
+    """Kueue's levelKeyWithImpliedFallback: required, preferred, the top level for a
+    slice-only request, the lowest level for unconstrained or implied; None otherwise."""
+    keys = tree.level_keys
+    if topology is not None:
+        if topology.required is not None:
+            return topology.required
+        if topology.preferred is not None:
+            return topology.preferred
+        if topology.slice_level is not None or topology.slice_layers:
+            return keys[0] if keys else None
+        if topology.unconstrained:
+            return keys[-1] if keys else None
+    return keys[-1] if implied and keys else None
+
+
 def resolve_params(tree: TopologyTree, count: int, topology: TopologyRequest | None, implied: bool) -> PlacementParams:
     """Kueue's checks before placing, in Kueue's order, each with its message."""
     slice_size = 1
@@ -57,18 +73,7 @@ def resolve_params(tree: TopologyTree, count: int, topology: TopologyRequest | N
     )
     unconstrained = bool(topology is not None and topology.unconstrained) or implied or slice_only
     keys = tree.level_keys
-    key: str | None = None
-    if topology is not None:
-        if topology.required is not None:
-            key = topology.required
-        elif topology.preferred is not None:
-            key = topology.preferred
-        elif slice_only:
-            key = keys[0] if keys else None
-        elif topology.unconstrained:
-            key = keys[-1] if keys else None
-    if key is None and implied and keys:
-        key = keys[-1]
+    key = requested_level_key(tree, topology, implied)
     if key is None:
         raise PlacementFailure(messages.NO_LEVEL_SPECIFIED)
     level_idx = tree.level_index(key)

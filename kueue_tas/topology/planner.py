@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import pydantic
-
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import (
     AdmissionCheck,
@@ -22,6 +20,7 @@ from kueue_tas.api.models import (
     KubeObject,
     Node,
     Pod,
+    PodSetTopologyRequestModel,
     ResourceFlavor,
     Topology,
     Workload,
@@ -31,15 +30,24 @@ from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.resources import pod_requests
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import AssignmentFormatError, decode_assignment_annotation
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors
-from kueue_tas.topology.inputs import is_tas_pod, node_info, pod_usage, podset_request, tolerations
+from kueue_tas.topology.inputs import is_tas_pod, node_info, pod_usage, tolerations
 from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.plan_replacements import ReplacementIndex
+from kueue_tas.topology.plan_requests import (
+    PlanInputError,
+    check_groups,
+    check_levels,
+    describe,
+    podset_request_for,
+)
+from kueue_tas.topology.plan_requests import template_path as _template_path
 from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
+from kueue_tas.topology.request_field import field_is_explicit
 from kueue_tas.topology.snapshot import TopologySnapshot, charges_snapshot
 
-
-class PlanInputError(ValueError):
-    """Invalid input; the message is one line naming the object, the field and the problem."""
+__all__ = ["Placeable", "PlanInputError", "Planner", "PodSetPlan", "WorkloadPlan", "describe"]
 
 
 @dataclass
@@ -69,11 +77,6 @@ class WorkloadPlan:
         return all(ps.fits for ps in self.podsets)
 
 
-def describe(obj: KubeObject) -> str:
-    ns = obj.metadata.namespace
-    return f"{obj.kind}/{ns + '/' if ns else ''}{obj.metadata.name}"
-
-
 @dataclass
 class Placeable:
     obj: Workload | Job | JobSet
@@ -81,14 +84,19 @@ class Placeable:
 
 
 class Planner:
+    # The engine's entry point; a seam for tests that check what reaches ``place``.
+    snapshot_class: type[TopologySnapshot] = TopologySnapshot
+
     def __init__(
         self,
         objects: Sequence[KubeObject],
         *,
         default_flavor: str | None = None,
         prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
+        gates: FeatureGates = DEFAULT_GATES,
     ) -> None:
         self.prefix = prefix
+        self.gates = gates
         self.default_flavor = default_flavor
         self.topologies = {o.name: o for o in objects if isinstance(o, Topology)}
         self.flavors = {o.name: o for o in objects if isinstance(o, ResourceFlavor)}
@@ -108,6 +116,7 @@ class Planner:
         if default_flavor is not None and default_flavor not in self.flavors and default_flavor not in self.bindings:
             raise PlanInputError(f"--flavor {default_flavor!r}: no ResourceFlavor of that name in the input")
         self._snapshots: dict[str, TopologySnapshot] = {}
+        self.replacements = ReplacementIndex.build(self.workloads, self._is_admitted_by_us, gates)
         # Every assignment that holds capacity: admitted Workloads first, then each placed one.
         self._usage: list[tuple[str, TopologyAssignment, dict[str, int]]] | None = None
 
@@ -132,7 +141,7 @@ class Planner:
                 infos.append(node_info(n))
             except (QuantityError, ValueError) as exc:
                 raise PlanInputError(f"{describe(n)}: status.allocatable: {exc}") from exc
-        snap = TopologySnapshot.build(
+        snap = self.snapshot_class.build(
             topology_name=topology.name,
             levels=topology.levels,
             nodes=infos,
@@ -156,7 +165,7 @@ class Planner:
         return snap
 
     def _all_admitted_usage(self) -> list[tuple[str, TopologyAssignment, dict[str, int]]]:
-        return [u for wl in self.workloads for u in self._admitted_usage(wl)]
+        return [u for wl in self.workloads if self.replacements.counts_as_usage(wl) for u in self._admitted_usage(wl)]
 
     def _commit(self, flavor: str, assignment: TopologyAssignment, per_pod: dict[str, int]) -> None:
         if self._usage is None:
@@ -170,7 +179,7 @@ class Planner:
         """Charge an assignment to its flavor's snapshot; hostname assignments also to every
         other built snapshot with a hostname leaf (flavors sharing nodes see each other's usage)."""
         for name, snap in self._snapshots.items():
-            if (only is None or name == only) and charges_snapshot(name, snap, flavor, assignment):
+            if (only is None or name == only) and charges_snapshot(name, snap, flavor, assignment, self.gates):
                 snap.add_tas_usage(assignment, per_pod)
 
     def _admitted_usage(self, wl: Workload) -> list[tuple[str, TopologyAssignment, dict[str, int]]]:
@@ -242,7 +251,11 @@ class Planner:
                     owned.add((ref.kind, "uid", ref.uid))
         out = []
         for obj in self.order:
-            if isinstance(obj, Workload) and self._is_admitted_by_us(obj):
+            if (
+                isinstance(obj, Workload)
+                and self._is_admitted_by_us(obj)
+                and not self.replacements.replaced_in_place(obj)
+            ):
                 continue
             if isinstance(obj, Job | JobSet) and (
                 (obj.kind, obj.metadata.namespace, obj.name) in owned
@@ -260,22 +273,6 @@ class Planner:
         psa = wl.pod_set_assignment(ps.name)
         return psa.count if psa is not None and psa.count is not None else ps.count
 
-    def _request(self, obj: KubeObject, ps: PodSetSpec, index: int, implied: bool) -> PodSetRequest:
-        context = describe(obj)
-        field_path = _template_path(obj, index)
-        try:
-            return podset_request(ps.name, ps.count, ps.template, prefix=self.prefix, implied=implied)
-        except TopologyRequestError as exc:
-            raise PlanInputError(f"{context}: {field_path}.metadata.annotations: {'; '.join(exc.errors)}") from exc
-        except QuantityError as exc:
-            raise PlanInputError(f"{context}: {field_path}.spec.containers[].resources: {exc}") from exc
-        except pydantic.ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise PlanInputError(f"{context}: {field_path}.spec.tolerations: {loc}: {err['msg']}") from exc
-        except (ValueError, TypeError) as exc:
-            raise PlanInputError(f"{context}: {field_path}.spec.containers[].resources: {exc}") from exc
-
     def run(self) -> list[WorkloadPlan]:
         if self._usage is None:
             self._usage = self._all_admitted_usage()  # validates every assignment annotation up front
@@ -286,9 +283,12 @@ class Planner:
         context = describe(obj)
         plan = WorkloadPlan(obj.kind, obj.metadata.namespace, obj.name)
         groups: dict[str, list[tuple[PodSetPlan, PodSetRequest]]] = {}
+        governed: list[tuple[int, PodSetRequest]] = []
+        fields: list[PodSetTopologyRequestModel | None] = []
         for index, ps in enumerate(item.podsets):
             annotations = _annotations(obj, ps, index)
-            explicit = has_topology_annotation(annotations, prefix=self.prefix)
+            field = _topology_field(obj, ps.name)
+            explicit = has_topology_annotation(annotations, prefix=self.prefix) or field_is_explicit(field)
             flavor = self._flavor_of(obj, ps.name, context, governed_only=False)
             ps_plan = PodSetPlan(ps.name, ps.count, flavor=flavor)
             plan.podsets.append(ps_plan)
@@ -311,9 +311,12 @@ class Planner:
                 continue
             snap = self.snapshot(flavor, context)
             ps_plan.topology = snap.topology_name
-            request = self._request(obj, ps, index, implied=not explicit)
-            self._check_levels(request, snap, context, _template_path(obj, index))
+            request = podset_request_for(obj, ps, index, field, self.prefix, self.gates, implied=not explicit)
+            check_levels(obj, index, request, snap, field, self.prefix)
             groups.setdefault(flavor, []).append((ps_plan, request))
+            governed.append((index, request))
+            fields.append(field)
+        check_groups(obj, governed, fields, self.prefix)
         failed = False
         placed: list[tuple[str, TopologyAssignment, dict[str, int]]] = []
         for flavor, members in groups.items():
@@ -321,7 +324,9 @@ class Planner:
                 for ps_plan, _ in members:
                     ps_plan.message = "not placed: an earlier PodSet of this workload does not fit"
                 continue
-            results = self._snapshots[flavor].place([r for _, r in members])
+            requests = [r for _, r in members]
+            extra = self.replacements.place_options(obj, (r.name for r in requests))
+            results = self._snapshots[flavor].place(requests, gates=self.gates, **extra)
             for (ps_plan, request), result in zip(
                 members, results + [None] * (len(members) - len(results)), strict=True
             ):
@@ -339,22 +344,12 @@ class Planner:
                 self._commit(flavor, assignment, per_pod)
         return plan
 
-    def _check_levels(self, request: PodSetRequest, snap: TopologySnapshot, context: str, path: str) -> None:
-        unknown = snap.unknown_level(request.topology)
-        if unknown is not None:
-            what, level = unknown
-            raise PlanInputError(
-                f"{context}: {path}.metadata.annotations[{self.prefix}{what}]: unknown topology level {level!r}; "
-                f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}"
-            )
 
-
-def _template_path(obj: KubeObject, index: int) -> str:
+def _topology_field(obj: KubeObject, name: str) -> PodSetTopologyRequestModel | None:
     if isinstance(obj, Workload):
-        return f"spec.podSets[{index}].template"
-    if isinstance(obj, JobSet):
-        return f"spec.replicatedJobs[{index}].template.spec.template"
-    return "spec.template"
+        ps = obj.pod_set(name)
+        return ps.topology_request if ps is not None else None
+    return None
 
 
 def _annotations(obj: KubeObject, ps: PodSetSpec, index: int) -> dict[str, str]:

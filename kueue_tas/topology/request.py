@@ -2,28 +2,57 @@
 
 Semantics follow Kueue's ``jobframework.NewPodSetTopologyRequest(...).Build()``:
 required, preferred and unconstrained are read in that priority order and only the
-first one found is kept; the slice pair (slice topology + slice size) is used only
-when both are present; with no mode and no slice pair the request is None.
+first one found is kept; the multi-layer constraints (when TASMultiLayerTopology is on)
+win over the slice pair (slice topology + slice size), which is used only when both are
+present; the group name is kept only beside required or preferred; with no mode and no
+slice layer the request is None.
 
 Validation follows Kueue's webhook (``ValidateTASPodSetRequest`` and
 ``ValidateSliceSizeAnnotationUpperBound`` in ``jobframework/tas_validation.go``),
 with the same wording: every problem found is reported, each naming the
-annotation key, the value and what is wrong.
+annotation key, the value and what is wrong. Checks across the PodSets of a
+group live in ``topology/groups.py``; checks against a Topology's levels in
+``topology/levels.py``.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kueue_tas.api import constants as c
-from kueue_tas.topology.model import TopologyRequest
+from kueue_tas.topology.features import DEFAULT_GATES, MULTI_LAYER, FeatureGates
+from kueue_tas.topology.kube_syntax import label_name_errors, parse_go_bool, parse_go_int32
+from kueue_tas.topology.model import SliceLayer, TopologyRequest
+from kueue_tas.topology.slice_layers import (
+    LAYER_COUNT_MESSAGE,
+    MAX_LAYERS,
+    PARSE_FAILURE_MESSAGE,
+    SliceLayersDecodeError,
+    decode_layers,
+    layer_errors,
+)
 
-_INT32_MAX = 2**31 - 1
-_INT32_MIN = -(2**31)
+__all__ = [
+    "AnnotationKeys",
+    "TopologyRequestError",
+    "annotation_keys",
+    "has_topology_annotation",
+    "label_name_errors",
+    "parse_go_bool",
+    "parse_go_int32",
+    "parse_template_topology_request",
+    "parse_topology_request",
+    "template_annotations",
+    "validate_topology_annotations",
+]
+
+# Kueue's Workload API caps spec.podSets[].topologyRequest.podSetGroupName at 256 characters;
+# the annotation is copied there, so a longer one could never become a Workload.
+MAX_GROUP_NAME_LENGTH = 256
+_UINT64_MAX = 2**64 - 1
 
 
 class TopologyRequestError(ValueError):
@@ -41,14 +70,24 @@ class AnnotationKeys:
     unconstrained: str
     slice_required: str
     slice_size: str
+    slice_constraints: str
+    group: str
 
     @property
     def all(self) -> tuple[str, ...]:
-        return (self.required, self.preferred, self.unconstrained, self.slice_required, self.slice_size)
+        return (
+            self.required,
+            self.preferred,
+            self.unconstrained,
+            self.slice_required,
+            self.slice_size,
+            self.slice_constraints,
+            self.group,
+        )
 
 
 def annotation_keys(prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> AnnotationKeys:
-    """The five annotation keys under ``prefix`` (which ends with ``/``, e.g. ``kueue-tas.io/``)."""
+    """The seven annotation keys under ``prefix`` (which ends with ``/``, e.g. ``kueue-tas.io/``)."""
     if not prefix.endswith("/"):
         raise ValueError(f"annotation prefix {prefix!r} must end with '/'")
     return AnnotationKeys(
@@ -57,85 +96,9 @@ def annotation_keys(prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> AnnotationKeys
         unconstrained=prefix + c.SUFFIX_UNCONSTRAINED_TOPOLOGY,
         slice_required=prefix + c.SUFFIX_SLICE_REQUIRED_TOPOLOGY,
         slice_size=prefix + c.SUFFIX_SLICE_SIZE,
+        slice_constraints=prefix + c.SUFFIX_SLICE_CONSTRAINTS,
+        group=prefix + c.SUFFIX_GROUP_NAME,
     )
-
-
-# --- Go-compatible scalar parsing -------------------------------------------------------------
-
-_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
-_GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
-_GO_DECIMAL_INT = re.compile(r"^[+-]?[0-9]+$")
-
-
-def parse_go_bool(value: str) -> bool | None:
-    """Go's ``strconv.ParseBool``: the accepted spellings of true/false, else None."""
-    if value in _GO_TRUE:
-        return True
-    if value in _GO_FALSE:
-        return False
-    return None
-
-
-def parse_go_int32(value: str) -> int | None:
-    """Go's ``strconv.ParseInt(value, 10, 32)``: optional sign, ASCII digits, int32 range; else None."""
-    if not _GO_DECIMAL_INT.match(value):
-        return None
-    number = int(value)
-    if number < _INT32_MIN or number > _INT32_MAX:
-        return None
-    return number
-
-
-# --- label-name validation (apimachinery IsQualifiedName / metavalidation.ValidateLabelName) ---
-
-_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_NAME_RE = re.compile(f"^{_NAME_FMT}$")
-_NAME_MSG = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-)
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = f"{_DNS1123_LABEL_FMT}(\\.{_DNS1123_LABEL_FMT})*"
-_DNS1123_SUBDOMAIN_RE = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}$")
-_DNS1123_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def label_name_errors(value: str) -> list[str]:
-    """Problems with ``value`` as a label key (optional DNS-subdomain prefix, '/', name)."""
-    errors: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errors.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > 253:
-                errors.append("prefix part must be no more than 253 bytes")
-            if not _DNS1123_SUBDOMAIN_RE.match(prefix):
-                detail = _regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com")
-                errors.append("prefix part " + detail)
-    else:
-        return [
-            "a valid label key "
-            + _regex_error(_NAME_MSG, _NAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errors.append("name part must be non-empty")
-    elif len(name) > 63:
-        errors.append("name part must be no more than 63 bytes")
-    if not _NAME_RE.match(name):
-        errors.append("name part " + _regex_error(_NAME_MSG, _NAME_FMT, "MyName", "my.name", "123-abc"))
-    return errors
 
 
 # --- validation and parsing -------------------------------------------------------------------
@@ -153,15 +116,72 @@ def _required(key: str, problem: str) -> str:
     return f"annotation {key!r}: required: {problem}"
 
 
+def _is_go_uint64(value: str) -> bool:
+    """Go's ``strconv.ParseUint(value, 10, 64)`` succeeds: ASCII digits only, in uint64 range."""
+    return value.isascii() and value.isdigit() and int(value) <= _UINT64_MAX
+
+
+def _group_errors(keys: AnnotationKeys, ann: Mapping[str, str]) -> list[str]:
+    if keys.group not in ann:
+        return []
+    value = ann[keys.group]
+    errors = []
+    if _is_go_uint64(value):
+        errors.append(_invalid(keys.group, value, "must not be a number"))
+    if len(value) > MAX_GROUP_NAME_LENGTH:
+        errors.append(_invalid(keys.group, value, f"must be no more than {MAX_GROUP_NAME_LENGTH} characters"))
+    if keys.slice_size in ann:
+        errors.append(_forbidden(keys.group, f"may not be set when '{keys.slice_size}' is specified"))
+    if keys.slice_required in ann:
+        errors.append(_forbidden(keys.group, f"may not be set when '{keys.slice_required}' is specified"))
+    if keys.preferred not in ann and keys.required not in ann:
+        errors.append(
+            _forbidden(keys.group, f"may not be set when neither '{keys.preferred}' nor '{keys.required}' is specified")
+        )
+    return errors
+
+
+def _constraints_errors(
+    keys: AnnotationKeys, ann: Mapping[str, str], count: int | None, gates: FeatureGates
+) -> list[str]:
+    key = keys.slice_constraints
+    if key not in ann:
+        return []
+    if not gates.multi_layer:
+        return [_forbidden(key, f"the {MULTI_LAYER} feature gate must be enabled to use this annotation")]
+    errors = []
+    if keys.slice_required in ann:
+        errors.append(_forbidden(key, f"may not be set when '{keys.slice_required}' is specified"))
+    if keys.slice_size in ann:
+        errors.append(_forbidden(key, f"may not be set when '{keys.slice_size}' is specified"))
+    if keys.group in ann:
+        errors.append(_forbidden(keys.group, f"may not be set when '{key}' is specified"))
+    raw = ann[key]
+    try:
+        layers = decode_layers(raw)
+    except SliceLayersDecodeError as exc:
+        return [*errors, _invalid(key, raw, f"must be a valid JSON array: {exc}")]
+    if not 1 <= len(layers) <= MAX_LAYERS:
+        return [*errors, _invalid(key, raw, LAYER_COUNT_MESSAGE)]
+    errors.extend(layer_errors(layers, prefix=f"annotation {key!r}: "))
+    if count is not None and layers[0].size > count:
+        errors.append(
+            f"annotation {key!r}: invalid value {layers[0].size}: must not be greater than pod set count {count}"
+        )
+    return errors
+
+
 def validate_topology_annotations(
     annotations: Mapping[str, str] | None,
     *,
     prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
     count: int | None = None,
+    gates: FeatureGates = DEFAULT_GATES,
 ) -> list[str]:
     """Every problem with the topology annotations, in Kueue's webhook wording ([] when valid).
 
-    ``count`` is the PodSet's pod count; when given, a slice size above it is an error.
+    ``count`` is the PodSet's pod count; when given, a slice size (or the first layer's
+    size) above it is an error. ``gates`` decide whether the multi-layer annotation is allowed.
     """
     keys = annotation_keys(prefix)
     ann = annotations or {}
@@ -176,6 +196,8 @@ def validate_topology_annotations(
     for key in (keys.required, keys.preferred, keys.slice_required):
         if key in ann:
             errors.extend(_invalid(key, ann[key], msg) for msg in label_name_errors(ann[key]))
+
+    errors.extend(_group_errors(keys, ann))
 
     if keys.unconstrained in ann and parse_go_bool(ann[keys.unconstrained]) is None:
         errors.append(_invalid(keys.unconstrained, ann[keys.unconstrained], "must be a boolean value"))
@@ -194,13 +216,14 @@ def validate_topology_annotations(
         errors.append(_required(keys.slice_size, f"must be set when '{keys.slice_required}' is specified"))
     if keys.slice_size in ann and keys.slice_required not in ann:
         errors.append(_forbidden(keys.slice_size, f"may not be set when '{keys.slice_required}' is not specified"))
+    errors.extend(_constraints_errors(keys, ann, count, gates))
     return errors
 
 
 def has_topology_annotation(
     annotations: Mapping[str, str] | None, *, prefix: str = c.DEFAULT_ANNOTATION_PREFIX
 ) -> bool:
-    """True when any of the five topology annotations is present (an explicit TAS request)."""
+    """True when any of our topology annotations is present (the template states its own request)."""
     if not annotations:
         return False
     return any(key in annotations for key in annotation_keys(prefix).all)
@@ -212,22 +235,25 @@ def parse_topology_request(
     prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
     count: int | None = None,
     strict: bool = True,
+    gates: FeatureGates = DEFAULT_GATES,
 ) -> TopologyRequest | None:
     """The PodSet's topology request from its pod-template annotations.
 
-    Returns None when no mode annotation and no complete slice pair is present.
+    Returns None when no mode annotation and no slice layer (complete slice pair, or
+    multi-layer constraints while TASMultiLayerTopology is on) is present.
 
     ``strict`` (the default) first runs the webhook validation and raises
     ``TopologyRequestError`` listing every problem. With ``strict=False`` the
     request is built as Kueue's ``Build()`` does for objects that skipped the
     webhook: the first of required > preferred > unconstrained wins, an
     incomplete slice pair is ignored, and only a value that cannot be parsed at
-    all (unconstrained not a boolean, slice size not an int32, when used) raises.
+    all (unconstrained not a boolean, slice size not an int32, constraints not a list
+    of 1 to 3 layers, when used) raises.
     """
     keys = annotation_keys(prefix)
     ann = annotations or {}
     if strict:
-        errors = validate_topology_annotations(ann, prefix=prefix, count=count)
+        errors = validate_topology_annotations(ann, prefix=prefix, count=count, gates=gates)
         if errors:
             raise TopologyRequestError(errors)
 
@@ -246,21 +272,38 @@ def parse_topology_request(
 
     slice_level: str | None = None
     slice_size: int | None = None
-    if keys.slice_required in ann and keys.slice_size in ann:
+    layers: tuple[SliceLayer, ...] = ()
+    if gates.multi_layer and keys.slice_constraints in ann:
+        layers = _lenient_layers(keys.slice_constraints, ann[keys.slice_constraints])
+    elif keys.slice_required in ann and keys.slice_size in ann:
         slice_level = ann[keys.slice_required]
         slice_size = parse_go_int32(ann[keys.slice_size])
         if slice_size is None:
             raise TopologyRequestError([_invalid(keys.slice_size, ann[keys.slice_size], "must be a numeric value")])
 
-    if required is None and preferred is None and unconstrained is None and slice_level is None:
+    if required is None and preferred is None and unconstrained is None and slice_level is None and not layers:
         return None
+    group = ann.get(keys.group) if required is not None or preferred is not None else None
     return TopologyRequest(
         required=required,
         preferred=preferred,
         unconstrained=unconstrained,
         slice_level=slice_level,
         slice_size=slice_size,
+        group=group,
+        slice_layers=layers,
     )
+
+
+def _lenient_layers(key: str, raw: str) -> tuple[SliceLayer, ...]:
+    """The layers as Kueue's ``Build()`` reads them: only undecodable JSON or a wrong count fail."""
+    try:
+        layers = decode_layers(raw)
+    except SliceLayersDecodeError as exc:
+        raise TopologyRequestError([f"annotation {key!r}: {PARSE_FAILURE_MESSAGE}: {exc}"]) from exc
+    if not 1 <= len(layers) <= MAX_LAYERS:
+        raise TopologyRequestError([f"annotation {key!r}: {LAYER_COUNT_MESSAGE}: got {len(layers)}"])
+    return tuple(layers)
 
 
 def template_annotations(template: Mapping[str, Any]) -> Mapping[str, str]:
@@ -287,6 +330,9 @@ def parse_template_topology_request(
     prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
     count: int | None = None,
     strict: bool = True,
+    gates: FeatureGates = DEFAULT_GATES,
 ) -> TopologyRequest | None:
     """``parse_topology_request`` on a PodTemplateSpec dict's annotations."""
-    return parse_topology_request(template_annotations(template), prefix=prefix, count=count, strict=strict)
+    return parse_topology_request(
+        template_annotations(template), prefix=prefix, count=count, strict=strict, gates=gates
+    )

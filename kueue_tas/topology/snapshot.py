@@ -8,15 +8,16 @@ stops at the first failure, as Kueue does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.capacity import CapacityMatrix, Matrix
-from kueue_tas.topology.filters import InvalidSelectorError, eligible_leaves
-from kueue_tas.topology.messages import ExclusionStats
+from kueue_tas.topology.elastic import place_elastic
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
+from kueue_tas.topology.find_assignment import PlaceOptions, find_topology_assignment
 from kueue_tas.topology.model import (
     HOSTNAME_LABEL,
     PODS,
@@ -26,12 +27,9 @@ from kueue_tas.topology.model import (
     Toleration,
     TopologyRequest,
 )
-from kueue_tas.topology.placement import (
-    PlacementFailure,
-    leaf_counts,
-    place_podset,
-    resolve_params,
-)
+from kueue_tas.topology.placement import PlacementFailure
+from kueue_tas.topology.podset_groups import PlacementGroup, group_podsets, ordered_results
+from kueue_tas.topology.replacement import replace_nodes, touches
 from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.tree import TopologyTree
 
@@ -44,12 +42,19 @@ def usage_of(assignment: TopologyAssignment, per_pod: ResourceMap) -> Iterable[t
         yield dom.values, usage
 
 
-def charges_snapshot(snapshot_flavor: str, snap: TopologySnapshot, usage_flavor: str, a: TopologyAssignment) -> bool:
+def charges_snapshot(
+    snapshot_flavor: str,
+    snap: TopologySnapshot,
+    usage_flavor: str,
+    a: TopologyAssignment,
+    gates: FeatureGates = DEFAULT_GATES,
+) -> bool:
     """Whether an assignment made on ``usage_flavor`` holds capacity in this flavor's snapshot:
-    its own flavor always; flavors sharing hostnames see each other's hostname-level usage (Kueue)."""
+    its own flavor always; flavors sharing hostnames see each other's hostname-level usage
+    (Kueue, with TASHandleOverlappingFlavors; without it each flavor sees only its own)."""
     if snapshot_flavor == usage_flavor:
         return True
-    return a.levels == (HOSTNAME_LABEL,) and snap.tree.lowest_is_hostname
+    return gates.overlapping_flavors and a.levels == (HOSTNAME_LABEL,) and snap.tree.lowest_is_hostname
 
 
 class TopologySnapshot:
@@ -109,24 +114,35 @@ class TopologySnapshot:
                 self.capacity.add_tas_usage(leaf, usage, sign)
 
     def place(
-        self, podsets: Sequence[PodSetRequest], *, simulate_empty: bool = False, allocatable_only: bool = False
+        self,
+        podsets: Sequence[PodSetRequest],
+        *,
+        gates: FeatureGates = DEFAULT_GATES,
+        simulate_empty: bool = False,
+        allocatable_only: bool = False,
+        current: Mapping[str, TopologyAssignment] | None = None,
+        unhealthy_nodes: Collection[str] = (),
+        elastic: bool = False,
     ) -> list[PodSetResult]:
-        """Place the PodSets of one workload in order; each success reduces capacity for the next.
+        """Place the PodSets of one workload, group by group (``podset_groups``); each success
+        reduces capacity for the next, and after the first failure nothing more is placed.
 
-        After the first failure the remaining PodSets get no result at all (Kueue stops there).
-        ``allocatable_only`` places on the empty cluster: a failure there means "never fits".
+        Every member of a failing group gets the same failure text. ``allocatable_only``
+        places on the empty cluster: a failure there means "never fits".
+
+        ``current`` (PodSet name -> assignment; never charged by the caller) selects the two
+        follow-up decisions: with ``unhealthy_nodes``, node replacement (``replacement``: the
+        healthy part of each assignment is kept and charged, the pods of the unhealthy nodes
+        are placed again); with ``elastic`` (and both elastic gates on), the replacement of a
+        workload slice (``elastic``).
         """
-        results: list[PodSetResult] = []
-        assumed: Matrix | None = None
-        for ps in podsets:
-            try:
-                assignment = self._place_one(ps, simulate_empty, allocatable_only, assumed)
-            except PlacementFailure as failure:
-                results.append(PodSetResult(ps.name, None, str(failure)))
-                break
-            results.append(PodSetResult(ps.name, assignment))
-            assumed = self._add_assumed(assumed, assignment, ps.requests)
-        return results
+        opts = PlaceOptions(gates, simulate_empty, allocatable_only)
+        run = _Run(self, podsets, opts)
+        if unhealthy_nodes and current:
+            run.replace_nodes(current, set(unhealthy_nodes))
+        else:
+            run.place_groups(current if elastic and gates.elastic_tas else None)
+        return ordered_results(podsets, run.got)
 
     def _add_assumed(self, assumed: Matrix | None, assignment: TopologyAssignment, per_pod: ResourceMap) -> Matrix:
         self.capacity.vector({**per_pod, PODS: 1})  # make sure every column exists
@@ -140,25 +156,97 @@ class TopologySnapshot:
                 grown[leaf] += self.capacity.vector(usage)[:ncols]
         return grown
 
-    def _place_one(
-        self, ps: PodSetRequest, simulate_empty: bool, allocatable_only: bool, assumed: Matrix | None
-    ) -> TopologyAssignment:
-        params = resolve_params(self.tree, ps.count, ps.topology, ps.implied)
-        stats = ExclusionStats(total_nodes=len(self.tree.leaves))
+
+class _Run:
+    """The state of one ``place`` call: results so far and the usage they add."""
+
+    def __init__(self, snap: TopologySnapshot, podsets: Sequence[PodSetRequest], opts: PlaceOptions) -> None:
+        self.snap = snap
+        self.podsets = podsets
+        self.opts = opts
+        self.got: dict[int, PodSetResult] = {}
+        self.assumed: Matrix | None = None
+
+    def _ok(self, idx: int, assignment: TopologyAssignment | None, charge: TopologyAssignment | None) -> None:
+        ps = self.podsets[idx]
+        self.got[idx] = PodSetResult(ps.name, assignment)
+        if charge is not None:
+            self.assumed = self.snap._add_assumed(self.assumed, charge, ps.requests)
+
+    def _fail(self, indices: Iterable[int], message: str) -> None:
+        for idx in indices:
+            self.got[idx] = PodSetResult(self.podsets[idx].name, None, message)
+
+    def _place_group(self, group: PlacementGroup) -> bool:
+        podsets = self.podsets
+        leader = podsets[group.leader] if group.leader is not None else None
         try:
-            eligible = eligible_leaves(
-                self.tree,
-                tuple(ps.tolerations) + self.flavor_tolerations,
-                ps.node_selector,
-                ps.required_affinity,
-                stats,
-            )
-        except InvalidSelectorError as exc:
-            raise PlacementFailure(f"invalid affinity node selectors: {exc}") from exc
-        request = self.capacity.vector({**ps.requests, PODS: 1})
-        remaining = self.capacity.remaining(
-            simulate_empty=simulate_empty, assumed=assumed, allocatable_only=allocatable_only
-        )
-        column_names = sorted(self.capacity.columns, key=self.capacity.columns.__getitem__)
-        pods = leaf_counts(remaining, request, column_names, eligible, stats)
-        return place_podset(self.tree, params, pods, self.topology_name, stats)
+            assignments = find_topology_assignment(self.snap, podsets[group.workers], leader, self.assumed, self.opts)
+        except PlacementFailure as failure:
+            self._fail(group.members, str(failure))
+            return False
+        for idx in group.members:
+            assignment = assignments.get(podsets[idx].name)
+            self._ok(idx, assignment, assignment)
+        return True
+
+    def place_groups(self, previous: Mapping[str, TopologyAssignment] | None) -> None:
+        """Kueue's normal path; ``previous`` holds the replaced slice's assignments (elastic)."""
+        podsets = self.podsets
+        for group in group_podsets(podsets):
+            workers = podsets[group.workers]
+            leader = podsets[group.leader] if group.leader is not None else None
+            outcome = None
+            if previous is not None and workers.name in previous:
+                leader_previous = previous.get(leader.name) if leader is not None else None
+                outcome = place_elastic(
+                    self.snap,
+                    workers,
+                    leader,
+                    previous[workers.name],
+                    leader_previous,
+                    self.assumed,
+                    self.opts,
+                    self.snap._add_assumed,
+                )
+            if outcome is None:
+                if not self._place_group(group):
+                    return
+                continue
+            if outcome.failure is not None:
+                self._fail([group.workers], outcome.failure)
+                return
+            for idx in group.members:
+                assignment = outcome.assignments.get(podsets[idx].name)
+                self._ok(idx, assignment, assignment)
+
+    def replace_nodes(self, current: Mapping[str, TopologyAssignment], unhealthy: set[str]) -> None:
+        """Node replacement for every PodSet whose assignment uses an unhealthy node; the
+        others keep theirs. A group without any current assignment is placed afresh."""
+        podsets, snap = self.podsets, self.snap
+        if not self.opts.gates.failed_node_replacement:
+            unhealthy = set()  # Kueue never asks for a replacement with the gate off
+        for ps in podsets:
+            cur = current.get(ps.name)
+            if cur is not None:
+                kept = TopologyAssignment(cur.levels, tuple(d for d in cur.domains if d.values[-1] not in unhealthy))
+                self.assumed = snap._add_assumed(self.assumed, kept, ps.requests)
+        for group in group_podsets(podsets):
+            if not any(podsets[idx].name in current for idx in group.members):
+                if not self._place_group(group):
+                    return
+                continue
+            for idx in group.members:
+                ps = podsets[idx]
+                cur = current.get(ps.name)
+                if cur is None:
+                    continue
+                if not touches(cur, unhealthy):
+                    self._ok(idx, cur, None)
+                    continue
+                try:
+                    merged, added = replace_nodes(snap, ps, cur, unhealthy, self.assumed, self.opts)
+                except PlacementFailure as failure:
+                    self._fail([idx], str(failure))
+                    return
+                self._ok(idx, merged, added)

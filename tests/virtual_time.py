@@ -1,4 +1,4 @@
-"""Test support: an event loop with virtual time.
+"""Test-only helper: an event loop with virtual time (not shipped in the wheel).
 
 ``run_virtual(main())`` runs a coroutine on a loop whose clock jumps straight to the next timer
 whenever nothing is ready, so ``await asyncio.sleep(600)`` takes no wall time and timing is

@@ -1,0 +1,177 @@
+"""One run of Kueue's findTopologyAssignment: a PodSet (the workers) and its optional leader.
+
+Checks the request in Kueue's order, computes what fits in every leaf, then takes
+the numpy fast path (``placement``) when the request uses none of the features
+only the general algorithm has (a leader, inner slice layers, preferred node
+affinity, BestFit for unconstrained with TASProfileMixed off), else the general
+one (``general``). Both give Kueue's assignment or raise PlacementFailure with
+Kueue's text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from kueue_tas.topology.affinity import preferred_scores
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.capacity import Matrix
+from kueue_tas.topology.domain_state import LeafInputs, Ordering
+from kueue_tas.topology.features import FeatureGates
+from kueue_tas.topology.filters import InvalidSelectorError, eligible_leaves
+from kueue_tas.topology.general import GeneralParams, place_general
+from kueue_tas.topology.layers import InnerLayers, as_single_layer, effective_layers, inner_layers
+from kueue_tas.topology.messages import ExclusionStats
+from kueue_tas.topology.model import PODS, PodSetRequest
+from kueue_tas.topology.placement import (
+    MAX_INT32,
+    PlacementFailure,
+    build_assignment,
+    leaf_counts,
+    place_podset,
+    resolve_params,
+)
+from kueue_tas.topology.tree import IntArray
+
+if TYPE_CHECKING:
+    from kueue_tas.topology.snapshot import TopologySnapshot
+
+PROFILE_MIXED = "TASProfileMixed"
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceOptions:
+    gates: FeatureGates
+    simulate_empty: bool = False
+    allocatable_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DomainLimit:
+    """Kueue's requiredReplacementDomain: only leaves under domain ``index`` of ``level``."""
+
+    level: int
+    index: int
+
+
+def find_topology_assignment(
+    snap: TopologySnapshot,
+    workers: PodSetRequest,
+    leader: PodSetRequest | None,
+    assumed: Matrix | None,
+    opts: PlaceOptions,
+    *,
+    limit: DomainLimit | None = None,
+    general_only: bool = False,
+) -> dict[str, TopologyAssignment]:
+    """Assignments by PodSet name (the leader's too, when there is one). ``general_only``
+    skips the fast path (tests cross-check the two algorithms with it)."""
+    tree = snap.tree
+    gates = opts.gates
+    layers = effective_layers(workers.topology, gates.multi_layer)
+    params = resolve_params(tree, workers.count, as_single_layer(workers.topology, layers), workers.implied)
+    inner = inner_layers(tree, layers, params.slice_size, params.slice_level_idx)
+    if isinstance(inner, str):
+        raise PlacementFailure(inner)
+    stats = ExclusionStats(total_nodes=len(tree.leaves))
+    try:
+        eligible = eligible_leaves(
+            tree,
+            tuple(workers.tolerations) + snap.flavor_tolerations,
+            workers.node_selector,
+            workers.required_affinity,
+            stats,
+        )
+    except InvalidSelectorError as exc:
+        raise PlacementFailure(f"invalid affinity node selectors: {exc}") from exc
+    affinity_on = gates.node_affinity_preferred
+    scores = preferred_scores(tree, workers.preferred_affinity, eligible) if affinity_on else None
+    if limit is not None:
+        level = tree.levels[limit.level]
+        lo, hi = int(level.child_start[limit.index]), int(level.child_end[limit.index])
+        for lvl in range(limit.level + 1, tree.depth - 1):
+            nxt = tree.levels[lvl]
+            lo, hi = int(nxt.child_start[lo]), int(nxt.child_end[hi - 1])
+        if limit.level == tree.depth - 1:
+            lo, hi = limit.index, limit.index + 1
+        inside = np.zeros(len(tree.leaves), dtype=np.bool_)
+        inside[lo:hi] = True
+        stats.topology_domain += int((eligible & ~inside).sum())
+        eligible = eligible & inside
+    cap = snap.capacity
+    request = cap.vector({**workers.requests, PODS: 1})
+    leader_request = cap.vector({**leader.requests, PODS: 1}) if leader is not None else None
+    remaining = cap.remaining(
+        simulate_empty=opts.simulate_empty, assumed=assumed, allocatable_only=opts.allocatable_only
+    )
+    ncols = len(cap.columns)
+    request, remaining = request[:ncols], _widen(remaining, ncols)
+    column_names = sorted(cap.columns, key=cap.columns.__getitem__)
+    pods = leaf_counts(remaining, request, column_names, eligible, stats)
+    order = Ordering(lfc=params.unconstrained and gates.enabled(PROFILE_MIXED), affinity=affinity_on)
+    fast = (
+        not general_only
+        and leader is None
+        and not inner.size_at_level
+        and order.lfc == params.unconstrained
+        and (scores is None or not scores.any())
+    )
+    if fast:
+        return {workers.name: place_podset(tree, params, pods, snap.topology_name, stats)}
+    leaf = _leaf_inputs(remaining, request, leader_request, eligible, pods, scores)
+    general = GeneralParams(
+        count=params.count,
+        leader_count=1 if leader is not None else 0,
+        level_idx=params.level_idx,
+        slice_level_idx=params.slice_level_idx,
+        slice_size=params.slice_size,
+        required=params.required,
+        unconstrained=params.unconstrained,
+        order=order,
+        size_at_level=inner.size_at_level,
+        layers=inner.layers if isinstance(inner, InnerLayers) else (),
+    )
+    placed, leaders = place_general(tree, general, leaf, snap.topology_name, stats)
+    out = {workers.name: build_assignment(tree, placed)}
+    if leader is not None:
+        out[leader.name] = build_assignment(tree, leaders)
+    return out
+
+
+def _widen(matrix: Matrix, ncols: int) -> Matrix:
+    if matrix.shape[1] >= ncols:
+        return matrix
+    return np.pad(matrix, ((0, 0), (0, ncols - matrix.shape[1])))
+
+
+def _count_in(remaining: Matrix, request: IntArray) -> IntArray:
+    """Kueue's Requests.CountIn per leaf: how many times ``request`` fits."""
+    cols = np.flatnonzero(request)
+    if cols.size == 0:
+        return np.zeros(remaining.shape[0], dtype=np.int64)
+    counts: IntArray = np.clip(remaining[:, cols] // request[cols], 0, MAX_INT32).min(axis=1)
+    return counts
+
+
+def _leaf_inputs(
+    remaining: Matrix,
+    request: IntArray,
+    leader_request: IntArray | None,
+    eligible: npt.NDArray[np.bool_],
+    pods: IntArray,
+    scores: IntArray | None,
+) -> LeafInputs:
+    """Kueue's fillLeafCounts: a leader fits where its request fits once; the workers' count
+    next to it is taken from what the leader leaves."""
+    n = remaining.shape[0]
+    affinity = scores if scores is not None else np.zeros(n, dtype=np.int64)
+    if leader_request is None:
+        return LeafInputs(pods, pods, np.zeros(n, dtype=np.int64), affinity)
+    lreq = _widen(leader_request[None, :], remaining.shape[1])[0]
+    leader = ((_count_in(remaining, lreq) > 0) & eligible).astype(np.int64)
+    with_leader = np.where(leader > 0, _count_in(remaining - lreq, request), pods)
+    with_leader[~eligible] = 0
+    return LeafInputs(pods, with_leader, leader, affinity)

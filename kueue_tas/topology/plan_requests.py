@@ -1,0 +1,133 @@
+"""``kueue-tas plan``: one PodSet's request, and the checks that need the whole workload or the
+Topology, each failure a ``PlanInputError`` naming the object, the field and the problem.
+
+The request comes from the pod template's annotations, or from the Workload's
+``spec.podSets[].topologyRequest`` when the template has none of ours; messages name the
+one that was used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pydantic
+
+from kueue_tas.api.models import JobSet, KubeObject, PodSetTopologyRequestModel, Workload
+from kueue_tas.api.podsets import PodSetSpec
+from kueue_tas.api.quantity import QuantityError
+from kueue_tas.topology.features import FeatureGates
+from kueue_tas.topology.groups import GroupMember, group_errors
+from kueue_tas.topology.inputs import PodSpecError, podset_request
+from kueue_tas.topology.levels import level_problem
+from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.request import TopologyRequestError, annotation_keys
+from kueue_tas.topology.request_field import TopologyFieldError, uses_field
+from kueue_tas.topology.snapshot import TopologySnapshot
+
+
+class PlanInputError(ValueError):
+    """Invalid input; the message is one line naming the object, the field and the problem."""
+
+
+def describe(obj: KubeObject) -> str:
+    ns = obj.metadata.namespace
+    return f"{obj.kind}/{ns + '/' if ns else ''}{obj.metadata.name}"
+
+
+def template_path(obj: KubeObject, index: int) -> str:
+    if isinstance(obj, Workload):
+        return f"spec.podSets[{index}].template"
+    if isinstance(obj, JobSet):
+        return f"spec.replicatedJobs[{index}].template.spec.template"
+    return "spec.template"
+
+
+def _field_path(index: int) -> str:
+    return f"spec.podSets[{index}]"
+
+
+def podset_request_for(
+    obj: KubeObject,
+    ps: PodSetSpec,
+    index: int,
+    field: PodSetTopologyRequestModel | None,
+    prefix: str,
+    gates: FeatureGates,
+    *,
+    implied: bool,
+) -> PodSetRequest:
+    context = describe(obj)
+    path = template_path(obj, index)
+    try:
+        return podset_request(
+            ps.name, ps.count, ps.template, prefix=prefix, implied=implied, gates=gates, topology_field=field
+        )
+    except TopologyFieldError as exc:
+        raise PlanInputError(f"{context}: {_field_path(index)}.{'; '.join(exc.errors)}") from exc
+    except PodSpecError as exc:
+        raise PlanInputError(f"{context}: {path}.{'; '.join(exc.errors)}") from exc
+    except TopologyRequestError as exc:
+        raise PlanInputError(f"{context}: {path}.metadata.annotations: {'; '.join(exc.errors)}") from exc
+    except QuantityError as exc:
+        raise PlanInputError(f"{context}: {path}.spec.containers[].resources: {exc}") from exc
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise PlanInputError(f"{context}: {path}.spec.tolerations: {loc}: {err['msg']}") from exc
+    except (ValueError, TypeError) as exc:
+        raise PlanInputError(f"{context}: {path}.spec.containers[].resources: {exc}") from exc
+
+
+def _from_field(obj: KubeObject, index: int, field: PodSetTopologyRequestModel | None, prefix: str) -> bool:
+    if field is None or not isinstance(obj, Workload):
+        return False
+    annotations = (obj.spec.pod_sets[index].template.get("metadata") or {}).get("annotations") or {}
+    return uses_field(annotations, field, prefix)
+
+
+def check_levels(
+    obj: KubeObject,
+    index: int,
+    request: PodSetRequest,
+    snap: TopologySnapshot,
+    field: PodSetTopologyRequestModel | None,
+    prefix: str,
+) -> None:
+    """A level the Topology lacks, or multi-layer slices out of order, is invalid input."""
+    problem = level_problem(snap.levels, request.topology)
+    if problem is None:
+        return
+    if _from_field(obj, index, field, prefix):
+        where = f"{_field_path(index)}.topologyRequest.{problem.field}"
+    else:
+        where = f"{template_path(obj, index)}.metadata.annotations[{prefix}{problem.suffix}]"
+    if problem.unknown is not None:
+        detail = (
+            f"unknown topology level {problem.unknown!r}; "
+            f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}"
+        )
+    else:
+        detail = problem.message
+    raise PlanInputError(f"{describe(obj)}: {where}: {detail}")
+
+
+def check_groups(
+    obj: KubeObject,
+    members: Sequence[tuple[int, PodSetRequest]],
+    fields: Sequence[PodSetTopologyRequestModel | None],
+    prefix: str,
+) -> None:
+    """PodSet groups must be leader + workers pairs (Kueue's webhook rules)."""
+    group_key = annotation_keys(prefix).group
+    described = []
+    for (index, request), field in zip(members, fields, strict=True):
+        if _from_field(obj, index, field, prefix):
+            group_field = f"{_field_path(index)}.topologyRequest.podSetGroupName"
+            where = f"{_field_path(index)}.topologyRequest"
+        else:
+            where = f"{template_path(obj, index)}.metadata.annotations"
+            group_field = f"{where}[{group_key}]"
+        described.append(GroupMember(request.name, request.count, request.topology, group_field, where))
+    errors = group_errors(described, prefix)
+    if errors:
+        raise PlanInputError(f"{describe(obj)}: " + "; ".join(e.message for e in errors))

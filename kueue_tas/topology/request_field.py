@@ -1,0 +1,122 @@
+"""Kueue's own request field, ``Workload.spec.podSets[].topologyRequest`` -> ``TopologyRequest``.
+
+Kueue's job controllers fill this field from the ``kueue.x-k8s.io/`` pod-template
+annotations; a Workload written directly may carry it alone. kueue-tas honours it field
+for field when the template has none of our annotations (when both are present, the
+annotations win: they are what the user wrote for kueue-tas).
+
+A PodSet requests TAS explicitly when one of required, preferred, unconstrained, the slice
+pair or the slice constraints is set (Kueue's ``IsExplicitlyRequestingTAS``); podIndexLabel,
+subGroupIndexLabel and subGroupCount, which Kueue sets on every PodSet it builds, are
+accepted and not used. A group name without any of those still groups the PodSet, as in
+Kueue's scheduler.
+
+Validation is what the API server would have enforced on that field: the CRD's limits
+(lengths, at most 3 layers, sizes >= 1) and, with TASValidateWorkloadSliceSize, the
+Workload webhook's ``validateTASSliceSize``, with their texts. Where both the slice pair and
+the constraints are set, the constraints win, as in Kueue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kueue_tas.api.models import PodSetTopologyRequestModel
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
+from kueue_tas.topology.model import SliceLayer, TopologyRequest
+from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation
+from kueue_tas.topology.slice_layers import MAX_LAYERS
+
+FIELD = "topologyRequest"
+VALIDATE_SLICE_SIZE = "TASValidateWorkloadSliceSize"
+_LEVEL_MAX = 63
+_GROUP_MAX = 256
+
+
+class TopologyFieldError(TopologyRequestError):
+    """Invalid ``topologyRequest``; each of ``errors`` starts with ``topologyRequest.<field>``."""
+
+
+def field_is_explicit(field: PodSetTopologyRequestModel | None) -> bool:
+    """Kueue's ``IsExplicitlyRequestingTAS`` for one PodSet."""
+    return field is not None and (
+        field.unconstrained is not None
+        or field.required is not None
+        or field.preferred is not None
+        or field.pod_set_slice_required_topology is not None
+        or field.pod_set_slice_size is not None
+        or bool(field.podset_slice_required_topology_constraints)
+    )
+
+
+def uses_field(annotations: Mapping[str, str] | None, field: PodSetTopologyRequestModel | None, prefix: str) -> bool:
+    """Whether the PodSet's request comes from ``topologyRequest`` (no annotation of ours, and
+    the field asks for something)."""
+    if field is None or has_topology_annotation(annotations, prefix=prefix):
+        return False
+    return field_is_explicit(field) or field.pod_set_group_name is not None
+
+
+def _too_long(name: str, value: str | None, limit: int) -> list[str]:
+    if value is not None and len(value) > limit:
+        return [f"{FIELD}.{name}: Too long: may not be more than {limit} bytes"]
+    return []
+
+
+def validate_topology_field(field: PodSetTopologyRequestModel, gates: FeatureGates = DEFAULT_GATES) -> list[str]:
+    """Every problem the API server would report for this field ([] when valid)."""
+    errors = [
+        *_too_long("required", field.required, _LEVEL_MAX),
+        *_too_long("preferred", field.preferred, _LEVEL_MAX),
+        *_too_long("podSetGroupName", field.pod_set_group_name, _GROUP_MAX),
+        *_too_long("podSetSliceRequiredTopology", field.pod_set_slice_required_topology, _LEVEL_MAX),
+    ]
+    layers = field.podset_slice_required_topology_constraints
+    name = "podsetSliceRequiredTopologyConstraints"
+    if len(layers) > MAX_LAYERS:
+        errors.append(f"{FIELD}.{name}: Too many: {len(layers)}: must have at most {MAX_LAYERS} items")
+    for i, layer in enumerate(layers):
+        path = f"{FIELD}.{name}[{i}]"
+        if not layer.topology:
+            errors.append(f'{path}.topology: Invalid value: "": should be at least 1 chars long')
+        errors.extend(_too_long(f"{name}[{i}].topology", layer.topology, _LEVEL_MAX))
+        if layer.size < 1:
+            errors.append(f"{path}.size: Invalid value: {layer.size}: should be greater than or equal to 1")
+    if gates.enabled(VALIDATE_SLICE_SIZE):
+        size = field.pod_set_slice_size
+        if field.pod_set_slice_required_topology is not None:
+            if size is None:
+                errors.append(
+                    f"{FIELD}.podSetSliceSize: Required value: "
+                    "must be set when podSetSliceRequiredTopology is specified"
+                )
+            elif size <= 0:
+                errors.append(f"{FIELD}.podSetSliceSize: Invalid value: {size}: must be greater than 0")
+        elif size is not None:
+            errors.append(
+                f"{FIELD}.podSetSliceSize: Forbidden: may not be set when podSetSliceRequiredTopology is not specified"
+            )
+    return errors
+
+
+def topology_request_from_field(
+    field: PodSetTopologyRequestModel, gates: FeatureGates = DEFAULT_GATES
+) -> TopologyRequest | None:
+    """The request the field states (None when it states none); ``TopologyFieldError`` if invalid."""
+    errors = validate_topology_field(field, gates)
+    if errors:
+        raise TopologyFieldError(errors)
+    if not field_is_explicit(field) and field.pod_set_group_name is None:
+        return None
+    layers = tuple(SliceLayer(layer.topology, layer.size) for layer in field.podset_slice_required_topology_constraints)
+    slice_level = None if layers else field.pod_set_slice_required_topology
+    slice_size = None if layers else field.pod_set_slice_size
+    return TopologyRequest(
+        required=field.required,
+        preferred=field.preferred,
+        unconstrained=field.unconstrained,
+        slice_level=slice_level,
+        slice_size=slice_size,
+        group=field.pod_set_group_name,
+        slice_layers=layers,
+    )

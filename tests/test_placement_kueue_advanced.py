@@ -1,0 +1,149 @@
+"""Kueue's advanced TAS placement cases (every ``tests/kueue_cases/advanced_*.py``), run through ``place``.
+
+Each module exports ``CASES: list[KueueCase]`` and ``NOT_TRANSCRIBED: dict[str, str]``.
+The snapshot is fed as Kueue's harness (``TestFindTopologyAssignments`` and
+``TestFindTopologyAssignmentsMultiLayerReplacement`` in ``tas_cache_test.go``) feeds it:
+
+* ``tas_usage`` (``priorOwnUsage``) is admitted TAS usage of the flavor;
+* ``other_flavor_usage`` (``priorFlavorUsage``) becomes Kueue's aggregated domain usage,
+  i.e. assumed usage that even ``simulate_empty`` keeps: it is charged like non-TAS usage,
+  and only when TASHandleOverlappingFlavors is on and the lowest level is the hostname;
+* node replacement: Kueue's harness never charges the replaced workload's own usage,
+  while ``place`` keeps the healthy part of ``current`` charged (as the admitted workload's
+  usage is in a live snapshot). The runner credits that healthy part back first, so the
+  net capacity is the harness's;
+* elastic: the old slice is not charged (Kueue's harness does not either).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.features import FeatureGates
+from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.results import PodSetResult
+from kueue_tas.topology.snapshot import TopologySnapshot
+
+try:  # tests/ is not a package: pytest puts tests/ itself on sys.path
+    from kueue_cases.model import KueueCase
+except ImportError:  # pragma: no cover
+    from tests.kueue_cases.model import KueueCase
+
+_CASES_DIR = Path(__file__).parent / "kueue_cases"
+
+
+def _modules() -> list[ModuleType]:
+    names = sorted(m.name for m in pkgutil.iter_modules([str(_CASES_DIR)]) if m.name.startswith("advanced_"))
+    return [importlib.import_module(f"kueue_cases.{name}") for name in names]
+
+
+MODULES = _modules()
+ALL_CASES: list[KueueCase] = [case for mod in MODULES for case in mod.CASES]
+
+# Features whose engine part is not built yet: their cases are strict xfails, so they turn
+# into failures ("XPASS") as soon as the feature lands and this entry must go.
+PENDING: dict[str, str] = {}
+
+
+def _pending(case: KueueCase) -> str | None:
+    if case.unhealthy_nodes and "replacement" in PENDING:
+        return PENDING["replacement"]
+    if case.elastic and "elastic" in PENDING:
+        return PENDING["elastic"]
+    if case.gates.get("TASBalancedPlacement") and "balanced" in PENDING:
+        return PENDING["balanced"]
+    return None
+
+
+def _params() -> list[object]:
+    out: list[object] = []
+    for case in ALL_CASES:
+        reason = _pending(case)
+        marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+        out.append(pytest.param(case, id=case.name, marks=marks))
+    return out
+
+
+def _healthy_part(assignment: TopologyAssignment, unhealthy: tuple[str, ...]) -> TopologyAssignment:
+    return TopologyAssignment(assignment.levels, tuple(d for d in assignment.domains if d.values[-1] not in unhealthy))
+
+
+def build_snapshot(case: KueueCase) -> TopologySnapshot:
+    snap = TopologySnapshot.build(
+        topology_name=case.topology_name,
+        levels=case.levels,
+        nodes=case.nodes,
+        flavor_node_labels=case.node_labels,
+        flavor_tolerations=case.flavor_tolerations,
+    )
+    for node_name, usage in case.non_tas_pods:
+        snap.add_non_tas_usage(node_name, usage)
+    for usage_case in case.tas_usage:
+        snap.add_tas_usage(usage_case.assignment, per_pod=usage_case.per_pod)
+    gates = FeatureGates(dict(case.gates))
+    if gates.overlapping_flavors and snap.tree.lowest_is_hostname:
+        for usage_case in case.other_flavor_usage:
+            for dom in usage_case.assignment.domains:
+                leaf = snap.tree.leaf_index_of(dom.values)
+                if leaf is None:
+                    continue
+                usage = {k: v * dom.count for k, v in usage_case.per_pod.items()}
+                usage["pods"] = usage.get("pods", 0) + dom.count
+                snap.add_non_tas_usage(snap.tree.leaf_nodes[leaf][0].name, usage)
+    if case.unhealthy_nodes:
+        for ps in case.podsets:
+            if ps.current is not None:
+                snap.add_tas_usage(_healthy_part(ps.current, case.unhealthy_nodes), ps.requests, sign=-1)
+    return snap
+
+
+def run_case(case: KueueCase) -> list[PodSetResult]:
+    snap = build_snapshot(case)
+    requests = [
+        PodSetRequest(
+            name=ps.name,
+            count=ps.count,
+            requests=ps.requests,
+            topology=ps.topology,
+            implied=ps.implied,
+            tolerations=ps.tolerations,
+            node_selector=ps.node_selector,
+            required_affinity=ps.required_affinity,
+            preferred_affinity=ps.preferred_affinity,
+        )
+        for ps in case.podsets
+    ]
+    current = {ps.name: ps.current for ps in case.podsets if ps.current is not None}
+    return snap.place(
+        requests,
+        gates=FeatureGates(dict(case.gates)),
+        simulate_empty=case.simulate_empty,
+        current=current or None,
+        unhealthy_nodes=case.unhealthy_nodes,
+        elastic=case.elastic,
+    )
+
+
+@pytest.mark.parametrize("case", _params())
+def test_kueue_advanced_case(case: KueueCase) -> None:
+    by_name = {r.name: r for r in run_case(case)}
+    for ps in case.podsets:
+        got = by_name.get(ps.name, PodSetResult(ps.name, None))
+        assert (got.assignment, got.message) == (ps.want, ps.reason), f"PodSet {ps.name!r}; note: {case.note or '-'}"
+
+
+def test_advanced_modules_are_well_formed() -> None:
+    assert MODULES, "no tests/kueue_cases/advanced_*.py module found"
+    names = [c.name for c in ALL_CASES]
+    assert len(names) == len(set(names)), "case names must be unique across the advanced modules"
+    skipped = {name for mod in MODULES for name in mod.NOT_TRANSCRIBED}
+    assert not set(names) & skipped
+    for case in ALL_CASES:
+        for ps in case.podsets:
+            assert (ps.want is None) != (ps.reason == ""), case.name

@@ -1,0 +1,240 @@
+"""``kueue-tas plan`` and the admission decision: where a PodSet's request comes from (annotations or
+Kueue's ``topologyRequest`` field), and the checks needing the Topology or the whole workload."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import plan_fixtures as pf
+import pytest
+
+from kueue_tas.api.models import Workload
+from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity
+from kueue_tas.cli.main import main
+from kueue_tas.controllers.decide import Outcome, decide
+from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo
+
+LAYERS = "kueue-tas.io/podset-slice-required-topology-constraints"
+GROUP = "kueue-tas.io/podset-group-name"
+NOT_FIT_RACK_9 = 'topology "topo" allows to fit only 8 out of 9 pod(s)'
+
+
+def run_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str], objects: list[dict[str, Any]]) -> tuple[int, Any, str]:
+    path = pf.write_yaml(tmp_path / "in.yaml", objects)
+    capsys.readouterr()
+    code = main(["plan", "-f", path, "-o", "json"])
+    cap = capsys.readouterr()
+    return code, (json.loads(cap.out) if cap.out else None), cap.err.strip()
+
+
+def with_field(wl: dict[str, Any], **field: Any) -> dict[str, Any]:
+    out = copy.deepcopy(wl)
+    out["spec"]["podSets"][0]["topologyRequest"] = field
+    return out
+
+
+def racks_of(ps: dict[str, Any]) -> set[str]:
+    return {d["values"][0].rsplit("-", 1)[0] for d in ps["domains"]}
+
+
+# --- plan: Kueue's topologyRequest field -------------------------------------------------------
+
+
+def test_field_is_the_request_when_no_annotation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fits = with_field(pf.workload("w8", 8, {}, admitted_flavor="gpu"), required=pf.RACK, podIndexLabel="idx")
+    too_big = with_field(pf.workload("w9", 9, {}, admitted_flavor="gpu"), required=pf.RACK)
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), fits, too_big])
+    assert code == 0, err
+    w8, w9 = out["workloads"]
+    assert w8["fits"] is True and len(racks_of(w8["podSets"][0])) == 1
+    # without the field 9 pods would be implied (anywhere) and fit
+    assert w9["fits"] is False
+    assert w9["podSets"][0]["message"].startswith(NOT_FIT_RACK_9)
+
+
+def test_only_index_labels_in_the_field_means_implied(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wl = with_field(pf.workload("w", 9, {}, admitted_flavor="gpu"), podIndexLabel="idx", subGroupCount=1)
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), wl])
+    assert code == 0, err
+    assert out["workloads"][0]["fits"] is True
+
+
+def test_annotations_win_over_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wl = with_field(pf.workload("w", 9, pf.required(pf.BLOCK), admitted_flavor="gpu"), required=pf.RACK)
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), wl])
+    assert code == 0, err
+    assert out["workloads"][0]["fits"] is True  # one block holds 16
+
+
+def test_field_unknown_level_and_invalid_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wl = with_field(pf.workload("w", 2, {}, admitted_flavor="gpu"), preferred="zone")
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), wl])
+    assert code == 1 and out is None
+    assert err == (
+        "error: Workload/team-a/w: spec.podSets[0].topologyRequest.preferred: unknown topology level 'zone'; "
+        f"Topology 'topo' has levels {pf.BLOCK}, {pf.RACK}, {pf.HOST}"
+    )
+    bad = with_field(pf.workload("w", 2, {}, admitted_flavor="gpu"), podSetSliceRequiredTopology=pf.RACK)
+    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), bad])
+    assert code == 1
+    assert err == (
+        "error: Workload/team-a/w: spec.podSets[0].topologyRequest.podSetSliceSize: Required value: "
+        "must be set when podSetSliceRequiredTopology is specified"
+    )
+
+
+# --- plan: levels of the slice layers, groups ----------------------------------------------------
+
+
+def test_layer_level_problems_are_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    unknown = json.dumps([{"topology": pf.RACK, "size": 4}, {"topology": "gpu-tray", "size": 2}])
+    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), pf.job("j", 8, {pf.REQUIRED: pf.BLOCK, LAYERS: unknown})])
+    assert code == 1
+    assert err.startswith(
+        f"error: Job/team-a/j: spec.template.metadata.annotations[{LAYERS}[1].topology]: unknown topology level "
+        "'gpu-tray'"
+    )
+    upside_down = json.dumps([{"topology": pf.HOST, "size": 4}, {"topology": pf.RACK, "size": 2}])
+    job = pf.job("j", 8, {pf.REQUIRED: pf.BLOCK, LAYERS: upside_down})
+    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), job])
+    assert code == 1
+    assert err == (
+        f"error: Job/team-a/j: spec.template.metadata.annotations[{LAYERS}[1].topology]: "
+        f"additional slice layer topology {pf.RACK} must be at a lower level than {pf.HOST}"
+    )
+
+
+def test_malformed_layers_are_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), pf.job("j", 8, {pf.REQUIRED: pf.BLOCK, LAYERS: "[]"})])
+    assert code == 1
+    assert "topology constraints must contain between 1 and 3 entries" in err
+    assert err.startswith("error: Job/team-a/j: spec.template.metadata.annotations: ")
+
+
+def lws(leader: dict[str, str], workers: dict[str, str], worker_pods: int = 4) -> dict[str, Any]:
+    return pf.jobset("lws", [("leader", 1, 1, 1, leader), ("workers", 1, worker_pods, worker_pods, workers)])
+
+
+def test_group_rules_are_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rack = {pf.REQUIRED: pf.RACK, GROUP: "g"}
+    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), lws(rack, {pf.REQUIRED: pf.BLOCK, GROUP: "g"})])
+    assert code == 1
+    leader_path = "spec.replicatedJobs[0].template.spec.template.metadata.annotations"
+    workers_path = "spec.replicatedJobs[1].template.spec.template.metadata.annotations"
+    assert err == (
+        "error: JobSet/team-a/lws: "
+        f"must specify '{pf.REQUIRED}' or '{pf.PREFERRED}' topology consistent with '{workers_path}' in group 'g'; "
+        f"must specify '{pf.REQUIRED}' or '{pf.PREFERRED}' topology consistent with '{leader_path}' in group 'g'"
+    )
+    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), lws(rack, {pf.REQUIRED: pf.RACK})])
+    assert code == 1
+    assert err == (
+        f'error: JobSet/team-a/lws: {leader_path}[{GROUP}]: invalid value "g": '
+        "can only define groups of exactly 2 pod sets, got: 1 pod set(s)"
+    )
+
+
+def test_valid_group_is_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rack = {pf.REQUIRED: pf.RACK, GROUP: "g"}
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), lws(rack, rack)])
+    assert code == 0, err
+    [wl] = out["workloads"]
+    assert wl["fits"] is True
+    assert [ps["name"] for ps in wl["podSets"]] == ["leader", "workers"]
+
+
+# --- the admission decision ---------------------------------------------------------------------
+
+BLOCK, RACK = "example.com/block", "example.com/rack"
+
+
+def live_capacity() -> LiveCapacity:
+    live = LiveCapacity()
+    live.set_flavors({"gpu": FlavorSpec("gpu", "topo", (BLOCK, RACK, HOSTNAME_LABEL), {"pool": "gpu"})})
+    for r in ("b1-r1", "b1-r2"):
+        for h in range(2):
+            labels = {BLOCK: "b1", RACK: r, HOSTNAME_LABEL: f"{r}-h{h}", "pool": "gpu"}
+            live.upsert_node(NodeInfo(f"{r}-h{h}", labels, {"cpu": 16000, "pods": 110, "nvidia.com/gpu": 4}))
+    return live
+
+
+def kueue_workload(podsets: list[tuple[str, int, dict[str, str], dict[str, Any] | None]]) -> Workload:
+    spec_podsets = []
+    for name, count, ann, field in podsets:
+        ps: dict[str, Any] = {
+            "name": name,
+            "count": count,
+            "template": {
+                "metadata": {"annotations": ann},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+            },
+        }
+        if field is not None:
+            ps["topologyRequest"] = field
+        spec_podsets.append(ps)
+    assignments = [{"name": n, "flavors": {"nvidia.com/gpu": "gpu"}, "count": c} for n, c, _, _ in podsets]
+    return Workload.model_validate(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ns"},
+            "spec": {"podSets": spec_podsets},
+            "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": assignments}},
+        }
+    )
+
+
+def test_decide_honours_the_field() -> None:
+    live = live_capacity()
+    assert decide(kueue_workload([("main", 9, {}, {"required": RACK})]), {"gpu"}, live).outcome is Outcome.REJECTED
+    ready = decide(kueue_workload([("main", 8, {}, {"required": RACK})]), {"gpu"}, live)
+    assert ready.outcome is Outcome.READY
+    assert {d.values[0].rsplit("-", 1)[0] for d in ready.placements[0].assignment.domains} in ({"b1-r1"}, {"b1-r2"})
+
+
+def test_decide_rejects_unknown_field_level_and_bad_groups() -> None:
+    d = decide(kueue_workload([("main", 2, {}, {"preferred": "zone"})]), {"gpu"}, live_capacity())
+    assert d.outcome is Outcome.REJECTED
+    assert d.message == (
+        'PodSet "main": topologyRequest.preferred: unknown topology level "zone"; '
+        f'Topology "topo" has levels {BLOCK}, {RACK}, {HOSTNAME_LABEL}'
+    )
+    both = {pf.REQUIRED: RACK, GROUP: "g"}
+    d = decide(kueue_workload([("a", 2, both, None), ("b", 2, both, None)]), {"gpu"}, live_capacity())
+    assert d.outcome is Outcome.REJECTED
+    assert d.message.startswith(
+        f'PodSet "a": annotation {GROUP}: invalid value "g": can only define groups where at least one pod set has '
+        "only 1 replica, got: 2 replica(s) and 2 replica(s) in the group"
+    )
+
+
+def test_decide_rejects_layers_out_of_order() -> None:
+    layers = json.dumps([{"topology": HOSTNAME_LABEL, "size": 2}, {"topology": RACK, "size": 1}])
+    d = decide(kueue_workload([("main", 4, {pf.REQUIRED: BLOCK, LAYERS: layers}, None)]), {"gpu"}, live_capacity())
+    assert d.outcome is Outcome.REJECTED
+    assert d.message == (
+        f'PodSet "main": annotation {LAYERS}[1].topology: '
+        f"additional slice layer topology {RACK} must be at a lower level than {HOSTNAME_LABEL}"
+    )
+
+
+def test_group_is_placed_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A leader + 7 workers fit one rack (8 GPUs) together; a leader + 8 workers do not, though
+    each PodSet alone would."""
+    rack = {pf.REQUIRED: pf.RACK, GROUP: "g"}
+    ok = pf.jobset("ok", [("leader", 1, 1, 1, rack), ("workers", 1, 7, 7, rack)])
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), ok])
+    assert code == 0, err
+    leader, workers = out["workloads"][0]["podSets"]
+    assert racks_of(leader) == racks_of(workers) and len(racks_of(workers)) == 1
+    too_big = pf.jobset("big", [("leader", 1, 1, 1, rack), ("workers", 1, 8, 8, rack)])
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), too_big])
+    assert code == 0, err
+    [wl] = out["workloads"]
+    assert wl["fits"] is False
+    # separately each PodSet would fit a rack; together they do not
+    messages = {ps["message"] for ps in wl["podSets"]}
+    assert len(messages) == 1 and "out of" in messages.pop()
