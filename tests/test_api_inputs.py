@@ -6,13 +6,11 @@ from typing import Any
 
 import pytest
 
-from kueue_tas.api.models import Node, Pod
+from kueue_tas.api.models import Node
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.topology.inputs import (
-    is_tas_pod,
     node_constraints,
     node_info,
-    pod_usage,
     podset_request,
     taint,
     toleration,
@@ -158,46 +156,3 @@ def test_podset_request_validates_against_count() -> None:
     with pytest.raises(TopologyRequestError, match="must not be greater than pod set count 4"):
         podset_request("main", 4, template)
     assert podset_request("main", 5, template).topology == TopologyRequest(slice_level="rack", slice_size=5)
-
-
-def pod(**overrides: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "ns", "labels": {}, "annotations": {}},
-        "spec": {
-            "nodeName": "n1",
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
-            "overhead": {"cpu": "50m"},
-        },
-        "status": {"phase": "Running"},
-    }
-    for key, value in overrides.items():
-        base[key] = {**base[key], **value}
-    return base
-
-
-def test_pod_usage() -> None:
-    assert pod_usage(pod()) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
-    assert pod_usage(Pod.model_validate(pod())) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
-    # a pending pod that is already bound counts
-    assert pod_usage(pod(status={"phase": "Pending"})) is not None
-
-
-@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
-def test_terminal_pods_have_no_usage(phase: str) -> None:
-    assert pod_usage(pod(status={"phase": phase})) is None
-
-
-def test_unbound_pod_has_no_usage() -> None:
-    assert pod_usage(pod(spec={"nodeName": None})) is None
-    assert pod_usage(pod(spec={"nodeName": ""})) is None
-
-
-def test_is_tas_pod() -> None:
-    assert not is_tas_pod(pod())
-    assert is_tas_pod(pod(metadata={"labels": {"kueue-tas.io/workload": "w"}}))
-    assert is_tas_pod(pod(metadata={"annotations": {"kueue-tas.io/podset-unconstrained-topology": "true"}}))
-    kueue_annotated = pod(metadata={"annotations": {"kueue.x-k8s.io/podset-required-topology": "rack"}})
-    assert not is_tas_pod(kueue_annotated)
-    assert is_tas_pod(kueue_annotated, prefix="kueue.x-k8s.io/")

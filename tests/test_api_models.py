@@ -96,7 +96,7 @@ def test_admission_check() -> None:
         }
     )
     assert isinstance(obj, AdmissionCheck)
-    assert obj.is_ours
+    assert obj.spec.controller_name == "kueue-tas.io/topology"
     assert obj.active
     assert obj.spec.parameters is not None
     assert (obj.spec.parameters.api_group, obj.spec.parameters.kind, obj.spec.parameters.name) == (
@@ -105,7 +105,7 @@ def test_admission_check() -> None:
         "default",
     )
     other = AdmissionCheck.model_validate({"spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"}})
-    assert not other.is_ours
+    assert other.spec.controller_name == "kueue.x-k8s.io/provisioning-request"
     assert not other.active
     assert other.spec.parameters is None
 

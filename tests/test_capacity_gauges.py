@@ -7,7 +7,8 @@ import asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
-from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity, UsageEntry
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
 from kueue_tas.controllers.capacity_gauges import CapacityGauges, publish_domain_free
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment

@@ -292,6 +292,20 @@ def test_pending_check_and_a_stale_assignment_from_an_earlier_admission() -> Non
     )
 
 
+def test_a_finished_workload_holds_no_assignment_in_force() -> None:
+    # The controller's trust rule (capacity.rules.assignment_trusted): a finished Workload's
+    # assignment no longer holds capacity, so describe does not show it as in force either.
+    wl = workload()
+    wl.status.conditions.append(
+        Condition.model_validate(
+            {"type": "Finished", "status": "True", "reason": "Succeeded", "message": "Job finished successfully"}
+        )
+    )
+    (ps,) = describe(wl).podsets
+    assert ps.domains is None
+    assert ps.message == "no assignment in force: the Workload is finished: Succeeded: Job finished successfully"
+
+
 def test_eviction_after_a_rejection_is_explained_from_the_evicted_condition() -> None:
     # What Kueue leaves after our check said Rejected: deactivated, evicted, our entry reset.
     why = (

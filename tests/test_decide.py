@@ -6,7 +6,8 @@ from typing import Any
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.models import Workload
-from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.controllers.decide import Outcome, decide
 from kueue_tas.topology.model import NodeInfo
 

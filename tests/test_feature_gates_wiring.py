@@ -11,7 +11,8 @@ from typing import Any
 import plan_fixtures as pf
 import pytest
 
-from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity, UsageEntry
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
 from kueue_tas.cli.main import build_parser, main
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment

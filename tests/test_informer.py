@@ -23,6 +23,7 @@ from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
 
 from kueue_tas.api import constants as c
+from kueue_tas.api.resources import pod_requests
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.catalogue import NODES, PODS, WORKLOADS, Resource
 from kueue_tas.kube.decoding import decode, raw_transform, strip_managed_fields
@@ -30,7 +31,7 @@ from kueue_tas.kube.errors import ApiError, ServerError, from_status
 from kueue_tas.kube.informer import Informer
 from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.kube.stores import PodStore, Store
-from kueue_tas.topology.inputs import is_tas_pod, node_info, pod_usage
+from kueue_tas.topology.inputs import node_info
 
 # --- fake API server ------------------------------------------------------------------------------
 
@@ -717,10 +718,10 @@ REAL_POD: dict[str, Any] = {
 
 def test_slim_pod_matches_inputs_conversions() -> None:
     pod = slim_pod(REAL_POD)
-    usage = pod_usage(REAL_POD)
-    assert usage is not None and pod.counts_on_node
-    assert pod.node_name == usage[0] and pod.usage_map() == usage[1]
-    assert pod.is_tas == is_tas_pod(REAL_POD) is True
+    assert pod.counts_on_node
+    assert pod.node_name == REAL_POD["spec"]["nodeName"]
+    assert pod.usage_map() == {**pod_requests(REAL_POD["spec"]), "pods": 1}
+    assert pod.is_tas is True
     assert not pod.gated and pod.terminating
     assert (pod.completion_index, pod.job_index, pod.workload, pod.podset, pod.kueue_podset) == (
         12,
@@ -735,10 +736,10 @@ def test_slim_pod_matches_inputs_conversions() -> None:
     plain = copy.deepcopy(REAL_POD)
     plain["metadata"]["labels"] = {}
     plain["metadata"]["annotations"] = {"kueue.x-k8s.io/podset-required-topology": "rack"}
-    assert slim_pod(plain).is_tas == is_tas_pod(plain) is False
-    assert slim_pod(plain, prefix="kueue.x-k8s.io/").is_tas == is_tas_pod(plain, prefix="kueue.x-k8s.io/") is True
+    assert slim_pod(plain).is_tas is False
+    assert slim_pod(plain, prefix="kueue.x-k8s.io/").is_tas is True
     plain["status"]["phase"] = "Succeeded"
-    assert pod_usage(plain) is None and not slim_pod(plain).counts_on_node
+    assert not slim_pod(plain).counts_on_node
 
     # Shared values: same requests and selector => the same tuples; equality ignores the rv.
     other = copy.deepcopy(REAL_POD)

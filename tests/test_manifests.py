@@ -17,8 +17,8 @@ import yaml
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import KubeObject, parse_object
+from kueue_tas.cli.planner import Planner
 from kueue_tas.runtime.config import Settings, parse_bind
-from kueue_tas.topology.planner import Planner
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = REPO / "manifests" / "base"

@@ -1,6 +1,8 @@
 """Properties of the general placement path: PodSet groups and multi-layer slices.
 
-On random three-level clusters (block > rack > host), whenever a placement succeeds:
+Also: Kueue's core cases give the same results through the general algorithm as
+through the fast path. On random three-level clusters (block > rack > host), whenever a
+placement succeeds:
 counts sum to the request; every slice of every layer lies whole within one domain
 of its level; a group's leader and workers share one domain of the required level;
 and leader plus workers never exceed a node's capacity. Failures carry the same
@@ -9,15 +11,30 @@ text for every member of the group.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kueue_tas.topology import snapshot as snapshot_module
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, PodSetRequest, SliceLayer, TopologyRequest
+from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.snapshot import TopologySnapshot
+
+try:  # tests/ is not a package: pytest puts tests/ itself on sys.path
+    from kueue_cases.find_topology_assignments import CASES as FIND_CASES
+    from kueue_cases.model import KueueCase
+    from kueue_cases.schedule_for_tas import SCHEDULE_CASES
+    from kueue_cases.simulate_empty import SIMULATE_EMPTY_CASES
+except ImportError:  # pragma: no cover
+    from tests.kueue_cases.find_topology_assignments import CASES as FIND_CASES
+    from tests.kueue_cases.model import KueueCase
+    from tests.kueue_cases.schedule_for_tas import SCHEDULE_CASES
+    from tests.kueue_cases.simulate_empty import SIMULATE_EMPTY_CASES
 
 BLOCK, RACK = "block", "rack"
 LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)
@@ -147,3 +164,45 @@ def test_gate_off_keeps_only_the_first_slice_layer() -> None:
     )
     [off] = snap.place(request, gates=FeatureGates({"TASMultiLayerTopology": False}))
     assert off.assignment is not None and off.assignment.total == 4
+
+
+def _core_cases() -> list[KueueCase]:
+    return [*FIND_CASES, *SCHEDULE_CASES, *SIMULATE_EMPTY_CASES]
+
+
+@pytest.mark.parametrize("case", _core_cases(), ids=lambda c: c.name)
+def test_general_path_agrees_with_the_fast_path(case: KueueCase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kueue's core cases (no groups, no layers, default gates) placed by the general
+    algorithm give exactly the fast path's results, failure texts included."""
+    fast = _run_core(case)
+    general = functools.partial(snapshot_module.find_topology_assignment, general_only=True)
+    monkeypatch.setattr(snapshot_module, "find_topology_assignment", general)
+    assert _run_core(case) == fast
+
+
+def _run_core(case: KueueCase) -> list[PodSetResult]:
+    snap = TopologySnapshot.build(
+        topology_name=case.topology_name,
+        levels=case.levels,
+        nodes=case.nodes,
+        flavor_node_labels=case.node_labels,
+        flavor_tolerations=case.flavor_tolerations,
+    )
+    for node_name, usage in case.non_tas_pods:
+        snap.add_non_tas_usage(node_name, usage)
+    for usage_case in case.tas_usage:
+        snap.add_tas_usage(usage_case.assignment, per_pod=usage_case.per_pod)
+    requests = [
+        PodSetRequest(
+            name=ps.name,
+            count=ps.count,
+            requests=ps.requests,
+            topology=ps.topology,
+            implied=ps.implied,
+            tolerations=ps.tolerations,
+            node_selector=ps.node_selector,
+            required_affinity=ps.required_affinity,
+        )
+        for ps in case.podsets
+    ]
+    return snap.place(requests, simulate_empty=case.simulate_empty)

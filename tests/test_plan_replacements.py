@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 import plan_fixtures as pf
 
 from kueue_tas.api.models import parse_object
+from kueue_tas.cli.planner import Planner, WorkloadPlan
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.planner import Planner, WorkloadPlan
 from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.snapshot import TopologySnapshot
 

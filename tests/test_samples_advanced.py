@@ -12,9 +12,9 @@ from test_manifests import SAMPLES, _demo_nodes, documents, kustomization
 
 from kueue_tas.api.models import KubeObject, parse_object
 from kueue_tas.api.podsets import podsets_of
+from kueue_tas.cli.planner import Planner
 from kueue_tas.topology.inputs import podset_request
 from kueue_tas.topology.model import SliceLayer, TopologyRequest
-from kueue_tas.topology.planner import Planner
 
 ADVANCED = SAMPLES / "advanced"
 BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"

@@ -161,10 +161,6 @@ class AdmissionCheck(TypedObject):
     status: AdmissionCheckStatus = Field(default_factory=AdmissionCheckStatus)
 
     @property
-    def is_ours(self) -> bool:
-        return self.spec.controller_name == c.CONTROLLER_NAME
-
-    @property
     def active(self) -> bool:
         return condition_is_true(self.status.conditions, c.CONDITION_ACTIVE)
 

@@ -4,7 +4,7 @@ Free = allocatable of the flavor's eligible nodes (Ready, schedulable, the flavo
 labels, a label for every level) minus bound non-terminal pods that are not kueue-tas pods,
 minus the assignments of Workloads our check holds Ready; never below zero on a leaf, and a
 domain's free is the sum of its leaves'. The numbers come from the
-controller's own model (``kueue_tas.cache.capacity_feed`` feeding a ``LiveCapacity``), so they
+controller's own model (``kueue_tas.capacity``: its rules feeding a ``LiveCapacity``), so they
 are the numbers the next admission decision starts from.
 
 ``-o json`` prints, with these keys only::
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from kueue_tas.cache.capacity_feed import capacity_from_lists
+from kueue_tas.capacity.feed import capacity_from_lists
 from kueue_tas.cli.cluster_read import ClusterReadError, load_settings, read_for_capacity, run_read, tas_config
 from kueue_tas.cli.render import format_amount
 from kueue_tas.topology.free import leaf_free, level_sums

@@ -20,8 +20,7 @@ from kubernetes_asyncio import client as k8s
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
 from kueue_tas.api.quantity import QuantityError
-from kueue_tas.cache.capacity_feed import flavor_specs, our_checks
-from kueue_tas.cache.live_capacity import FlavorSpec
+from kueue_tas.capacity.rules import FlavorSpec, flavor_specs, our_checks
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.client import call_json, kubeconfig_namespace, raw_kwargs
 from kueue_tas.kube.errors import ApiError, Forbidden, NotFound, TransportError, Unauthorized
@@ -39,7 +38,7 @@ PAGE_SIZE = 500
 TIMEOUT_SECONDS = 30.0
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-# Only these pods can be charged to a node (see ``capacity_feed.pod_charge``); asking the API
+# Only these pods can be charged to a node (see ``kueue_tas.capacity.rules.pod_charge``); asking the API
 # server for just them keeps a 100,000-pod cluster's read small without changing any number.
 CHARGEABLE_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 

@@ -43,6 +43,7 @@ from typing import Any
 from kueue_tas.api import constants as c
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.models import Condition, Workload, find_condition
+from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.cli.cluster_read import (
     ClusterReadError,
     TasConfig,
@@ -244,6 +245,13 @@ def _evicted_reason(wl: Workload) -> str | None:
     return f"not placed: the Workload was evicted{inactive}: {why}"
 
 
+def _finished_reason(wl: Workload) -> str:
+    """A finished Workload's assignment holds nothing any more, so it is not shown as in force."""
+    finished = find_condition(wl.status.conditions, c.CONDITION_FINISHED)
+    why = ": ".join(x for x in (finished.reason, finished.message) if x) if finished is not None else ""
+    return f"no assignment in force: the Workload is finished{': ' + why if why else ''}"
+
+
 def _waiting_for_quota(wl: Workload) -> str:
     cond = find_condition(wl.status.conditions, c.CONDITION_QUOTA_RESERVED)
     why = f": {cond.message}" if cond is not None and cond.message else ""
@@ -269,6 +277,8 @@ def _why_unplaced(
     """Why a PodSet has no assignment in force; ``stale``: the annotation still holds an older one."""
     if (evicted := _evicted_reason(wl)) is not None:
         return evicted
+    if wl.is_finished:
+        return _finished_reason(wl)
     if flavor is None:
         return _waiting_for_quota(wl)
     if not governed:
@@ -340,6 +350,7 @@ def describe_workload(
         except ValueError as exc:
             notes.append(f"annotation {c.TOPOLOGY_ASSIGNMENT_ANNOTATION} is malformed: {exc}")
 
+    trusted = assignment_trusted(wl, tas.checks)
     by_podset: dict[str, list[SlimPod]] = {}
     for pod in pods:
         by_podset.setdefault(pod.podset or pod.kueue_podset or "", []).append(pod)
@@ -362,9 +373,9 @@ def describe_workload(
         except TopologyRequestError as exc:
             message = "invalid topology annotations: " + "; ".join(exc.errors)
 
-        # Trusted only while our entry is Ready: an assignment left from an earlier admission
-        # (Kueue reset the entry on eviction) says nothing about where pods go now.
-        assignment = assignments.get(ps.name) if entry is not None and entry.state == c.CHECK_STATE_READY else None
+        # In force only while the controller trusts it (the same rule that charges it as usage):
+        # an assignment left from an earlier admission says nothing about where pods go now.
+        assignment = assignments.get(ps.name) if trusted else None
         if not message and assignment is None:
             message = _why_unplaced(wl, flavor, spec is not None, entry, ps.name in assignments, tas.controller_name)
 

@@ -10,10 +10,10 @@ from typing import Any
 import yaml
 
 from kueue_tas.cli.inputs import InputError, read_objects
+from kueue_tas.cli.planner import PlanInputError, Planner, PodSetPlan, WorkloadPlan
 from kueue_tas.cli.render import render_text
 from kueue_tas.topology.codec import encode_v1beta2
 from kueue_tas.topology.features import FeatureGateError, FeatureGates
-from kueue_tas.topology.planner import PlanInputError, Planner, PodSetPlan, WorkloadPlan
 
 
 def podset_json(ps: PodSetPlan) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kueue_tas.topology.planner import Planner, PodSetPlan, WorkloadPlan
+from kueue_tas.cli.planner import Planner, PodSetPlan, WorkloadPlan
 from kueue_tas.topology.snapshot import TopologySnapshot
 
 SHOWN_RESOURCES = ("nvidia.com/gpu", "cpu", "memory", "pods")

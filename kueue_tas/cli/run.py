@@ -13,7 +13,7 @@ import signal
 
 import structlog
 
-from kueue_tas.cache.live_capacity import LiveCapacity
+from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission import WorkloadAdmission
 from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
 from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus, KubeCheckStatusWriter

@@ -17,10 +17,11 @@ import structlog
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import Workload
-from kueue_tas.cache.live_capacity import LiveCapacity
+from kueue_tas.capacity.feed import workload_key
+from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission_writes import AdmissionWriter, GateInjectionError, check_entry, merged_annotation
 from kueue_tas.controllers.decide import Decision, Outcome, decide
-from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change, workload_key
+from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
 from kueue_tas.kube.errors import ApiError, Conflict
 from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.runtime.config import Settings

@@ -4,19 +4,18 @@ Nodes and non-TAS pods go to their snapshots; each Workload whose assignment is 
 its committed usage; the Kueue configuration decides the TAS flavors and, per check of ours,
 the flavors it governs. A configuration change recomputes every Workload's usage (which
 flavors are TAS flavors may have changed). The capacity model's rules are in
-``capacity_feed``; this module only routes events to them.
+``kueue_tas.capacity``; this module only routes events to them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
-
 import structlog
 
 from kueue_tas.api.models import Workload
-from kueue_tas.cache.capacity_feed import feed_pod, flavor_specs, workload_usage
-from kueue_tas.cache.live_capacity import FlavorSpec, LiveCapacity
-from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change, workload_key
+from kueue_tas.capacity.feed import feed_pod, feed_workload, workload_key
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import FlavorSpec, flavor_specs
+from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
 from kueue_tas.topology.flavors import FlavorMappingError
 
 log = structlog.get_logger(__name__)
@@ -64,18 +63,10 @@ class CapacityCache:
         self._capacity.set_flavors(specs)
         self._check_flavors = per_check
         for wl in self._informers.workloads.store.values():
-            self._update_usage(wl, checks)
+            feed_workload(self._capacity, wl, checks)
 
     def _on_workload(self, wl: Workload) -> None:
-        self._update_usage(wl, self._checks.by_name())
-
-    def _update_usage(self, wl: Workload, checks: Container[str]) -> None:
-        key = workload_key(wl)
-        usage = workload_usage(wl, checks, self._capacity.flavors())
-        if usage is not None:
-            self._capacity.set_workload_usage(key, usage)
-        else:
-            self._capacity.remove_workload_usage(key)
+        feed_workload(self._capacity, wl, self._checks.by_name())
 
     def _on_deleted(self, wl: Workload) -> None:
         key = workload_key(wl)

@@ -13,7 +13,7 @@ import time
 
 import structlog
 
-from kueue_tas.cache.live_capacity import LiveCapacity
+from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.free import domain_free
 

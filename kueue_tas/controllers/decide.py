@@ -15,7 +15,8 @@ from enum import StrEnum
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import Workload
 from kueue_tas.api.quantity import QuantityError
-from kueue_tas.cache.live_capacity import LiveCapacity, UsageEntry
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import UsageEntry
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.groups import GroupMember, group_errors

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
-from kueue_tas.cache.capacity_feed import our_checks
+from kueue_tas.capacity.rules import our_checks
 from kueue_tas.kube import catalogue as cat
 from kueue_tas.kube.decoding import RawObject, model_transform
 from kueue_tas.kube.informer import Informer
@@ -96,7 +96,3 @@ class OurChecks:
 
     def names(self) -> set[str]:
         return set(self.by_name())
-
-
-def workload_key(wl: Workload) -> str:
-    return f"{wl.namespace}/{wl.name}"

@@ -31,8 +31,9 @@ from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import Workload
-from kueue_tas.cache.capacity_feed import assignment_trusted
-from kueue_tas.controllers.informers import OurChecks, SharedInformers, workload_key
+from kueue_tas.capacity.feed import workload_key
+from kueue_tas.capacity.rules import assignment_trusted
+from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.controllers.ungate_plan import PodView, Release, plan_releases
 from kueue_tas.kube.client import patch_pod
 from kueue_tas.kube.errors import ApiError, Conflict, NotFound

@@ -6,13 +6,14 @@ ungater read, in ``__slots__``, with repeated strings interned and identical
 node selectors and usage tuples shared between pods. A cached pod costs well
 under 1 KiB (see ``benchmarks/informer.py``).
 
-Requests come from ``kueue_tas.api.resources.pod_requests`` (what the engine's
-``pod_usage`` uses); the TAS test is the workload label or any of the topology
-annotations (``api.constants.TOPOLOGY_ANNOTATION_SUFFIXES`` under the prefix), as
-``is_tas_pod`` decides it. Both are applied to the raw dict directly, without building
-the pydantic ``Pod`` model, which would cost more than the rest of the event path
-together; tests check the results equal ``pod_usage`` / ``is_tas_pod`` on the same pods.
-(Nodes are kept as the engine's ``NodeInfo``: see ``controllers/informers.py``.)
+Requests come from ``kueue_tas.api.resources.pod_requests``; the TAS test is the workload
+label or any of the topology annotations (``api.constants.TOPOLOGY_ANNOTATION_SUFFIXES``
+under the prefix, as ``topology.request.has_topology_annotation``). Both are applied to the
+raw dict directly, without building the pydantic ``Pod`` model, which would cost more than
+the rest of the event path together. This is the only decoding of a pod for capacity:
+``kueue-tas plan`` slims the pods of its dump too, and ``kueue_tas.capacity.rules.pod_charge``
+decides what a slim pod holds. (Nodes are kept as the engine's ``NodeInfo``: see
+``controllers/informers.py``.)
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class SlimPod:
 
     ``node_name`` is ``""`` while unbound. ``usage`` is requests plus ``pods: 1``
     whether or not the pod is bound; ``counts_on_node`` says whether it occupies
-    its node now (bound and not terminal, as ``pod_usage`` counts it).
+    its node now (bound and not terminal).
     Equality ignores ``resource_version`` (an update that changed nothing we keep
     compares equal).
     """
@@ -238,7 +239,7 @@ class SlimPod:
 
 
 def make_pod_transform(prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> Callable[[Mapping[str, Any]], SlimPod]:
-    """A transform for the pod informer; ``prefix`` is the topology annotation prefix (see ``is_tas_pod``)."""
+    """A transform for the pod informer; ``prefix`` is the topology annotation prefix (see ``slim_pod``)."""
 
     def transform(raw: Mapping[str, Any]) -> SlimPod:
         return slim_pod(raw, prefix=prefix)
@@ -271,7 +272,7 @@ def slim_pod(raw: Mapping[str, Any], prefix: str = c.DEFAULT_ANNOTATION_PREFIX) 
         job_index=_index(labels.get(c.JOBSET_JOB_INDEX_LABEL)),
         # JobSet: how many Jobs the replicated job has (the PodSet's sub-groups, for rank order).
         sub_groups=_index(labels.get(c.JOBSET_REPLICATED_JOB_REPLICAS_LABEL)),
-        # is_tas_pod without building the Pod model: our workload label or a topology annotation.
+        # A kueue-tas pod (its Workload's assignment holds it): our workload label or a topology annotation.
         is_tas=workload is not None or _requests_topology(meta.get("annotations"), prefix),
         usage=_usage(spec),
     )

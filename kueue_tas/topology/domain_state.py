@@ -37,6 +37,17 @@ class DomainState:
     leader: list[IntArray]
     affinity: list[IntArray]
 
+    def copy(self) -> DomainState:
+        """Independent state (Kueue's cloneDomains gives cloned domains their own state)."""
+        return DomainState(
+            [a.copy() for a in self.pods],
+            [a.copy() for a in self.slices],
+            [a.copy() for a in self.pods_l],
+            [a.copy() for a in self.slices_l],
+            [a.copy() for a in self.leader],
+            [a.copy() for a in self.affinity],
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class LeafInputs:
@@ -73,6 +84,10 @@ def fill_in_counts(
         leader=[np.zeros(0, dtype=np.int64)] * depth,
         affinity=[np.zeros(0, dtype=np.int64)] * depth,
     )
+    for lvl in range(low):
+        n = len(tree.levels[lvl])
+        st.pods[lvl], st.slices[lvl], st.pods_l[lvl] = (np.zeros(n, dtype=np.int64) for _ in range(3))
+        st.slices_l[lvl], st.leader[lvl], st.affinity[lvl] = (np.zeros(n, dtype=np.int64) for _ in range(3))
     st.pods[low] = leaf.pods.copy()
     st.pods_l[low] = leaf.pods_l.copy()
     st.leader[low] = leaf.leader.copy()
@@ -84,35 +99,51 @@ def fill_in_counts(
         st.slices[low] = np.zeros(len(leaf.pods), dtype=np.int64)
         st.slices_l[low] = np.zeros(len(leaf.pods), dtype=np.int64)
     for lvl in range(low - 1, -1, -1):
-        child = lvl + 1
-        starts = tree.levels[lvl].child_start
-        if len(starts) == 0:
-            empty = np.zeros(0, dtype=np.int64)
-            st.pods[lvl] = st.pods_l[lvl] = st.slices[lvl] = st.slices_l[lvl] = empty
-            st.leader[lvl] = st.affinity[lvl] = empty
-            continue
-        cp, cpl = st.pods[child], st.pods_l[child]
-        inner = size_at_level.get(child)
-        if inner is not None:
-            cp = cp // inner * inner
-            cpl = cpl // inner * inner
-        pods = np.add.reduceat(cp, starts)
-        slice_cap = np.add.reduceat(st.slices[child], starts)
-        contrib = st.leader[child] > 0 if leader_required else np.ones(len(cp), dtype=np.bool_)
-        has = np.logical_or.reduceat(contrib, starts)
-        pod_diff = np.minimum.reduceat(np.where(contrib, cp - cpl, _BIG), starts)
-        slice_diff = np.minimum.reduceat(np.where(contrib, st.slices[child] - st.slices_l[child], _BIG), starts)
-        st.pods[lvl] = pods
-        st.pods_l[lvl] = np.where(has, pods - pod_diff, 0)
-        st.leader[lvl] = np.maximum.reduceat(st.leader[child], starts)
-        st.affinity[lvl] = np.add.reduceat(st.affinity[child], starts)
-        if lvl == slice_level_idx:
-            st.slices[lvl] = pods // slice_size
-            st.slices_l[lvl] = st.pods_l[lvl] // slice_size
-        else:
-            st.slices[lvl] = slice_cap
-            st.slices_l[lvl] = np.where(has, slice_cap - slice_diff, 0)
+        roll_up(tree, st, lvl, 0, len(tree.levels[lvl]), slice_size, slice_level_idx, size_at_level, leader_required)
     return st
+
+
+def roll_up(
+    tree: TopologyTree,
+    st: DomainState,
+    lvl: int,
+    lo: int,
+    hi: int,
+    slice_size: int,
+    slice_level_idx: int,
+    size_at_level: dict[int, int],
+    leader_required: bool,
+) -> None:
+    """Recompute domains ``lo:hi`` of level ``lvl`` from their children (Kueue's parent step of
+    fillInCountsHelper)."""
+    if hi <= lo:
+        return
+    level = tree.levels[lvl]
+    c_lo, c_hi = int(level.child_start[lo]), int(level.child_end[hi - 1])
+    starts = level.child_start[lo:hi] - c_lo
+    child = lvl + 1
+    cp, cpl = st.pods[child][c_lo:c_hi], st.pods_l[child][c_lo:c_hi]
+    cs, csl = st.slices[child][c_lo:c_hi], st.slices_l[child][c_lo:c_hi]
+    inner = size_at_level.get(child)
+    if inner is not None:
+        cp = cp // inner * inner
+        cpl = cpl // inner * inner
+    pods = np.add.reduceat(cp, starts)
+    slice_cap = np.add.reduceat(cs, starts)
+    contrib = st.leader[child][c_lo:c_hi] > 0 if leader_required else np.ones(len(cp), dtype=np.bool_)
+    has = np.logical_or.reduceat(contrib, starts)
+    pod_diff = np.minimum.reduceat(np.where(contrib, cp - cpl, _BIG), starts)
+    slice_diff = np.minimum.reduceat(np.where(contrib, cs - csl, _BIG), starts)
+    st.pods[lvl][lo:hi] = pods
+    st.pods_l[lvl][lo:hi] = np.where(has, pods - pod_diff, 0)
+    st.leader[lvl][lo:hi] = np.maximum.reduceat(st.leader[child][c_lo:c_hi], starts)
+    st.affinity[lvl][lo:hi] = np.add.reduceat(st.affinity[child][c_lo:c_hi], starts)
+    if lvl == slice_level_idx:
+        st.slices[lvl][lo:hi] = pods // slice_size
+        st.slices_l[lvl][lo:hi] = st.pods_l[lvl][lo:hi] // slice_size
+    else:
+        st.slices[lvl][lo:hi] = slice_cap
+        st.slices_l[lvl][lo:hi] = np.where(has, slice_cap - slice_diff, 0)
 
 
 @dataclass(frozen=True, slots=True)

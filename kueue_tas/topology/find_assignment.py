@@ -71,7 +71,7 @@ def find_topology_assignment(
     skips the fast path (tests cross-check the two algorithms with it)."""
     tree = snap.tree
     gates = opts.gates
-    layers = effective_layers(workers.topology, gates.multi_layer)
+    layers = effective_layers(workers.topology, gates)
     params = resolve_params(tree, workers.count, as_single_layer(workers.topology, layers), workers.implied)
     inner = inner_layers(tree, layers, params.slice_size, params.slice_level_idx)
     if isinstance(inner, str):
@@ -87,8 +87,6 @@ def find_topology_assignment(
         )
     except InvalidSelectorError as exc:
         raise PlacementFailure(f"invalid affinity node selectors: {exc}") from exc
-    affinity_on = gates.node_affinity_preferred
-    scores = preferred_scores(tree, workers.preferred_affinity, eligible) if affinity_on else None
     if limit is not None:
         level = tree.levels[limit.level]
         lo, hi = int(level.child_start[limit.index]), int(level.child_end[limit.index])
@@ -102,25 +100,31 @@ def find_topology_assignment(
         stats.topology_domain += int((eligible & ~inside).sum())
         eligible = eligible & inside
     cap = snap.capacity
+    # Every vector exists before ``remaining`` is taken, so they all have its width.
     request = cap.vector({**workers.requests, PODS: 1})
     leader_request = cap.vector({**leader.requests, PODS: 1}) if leader is not None else None
     remaining = cap.remaining(
         simulate_empty=opts.simulate_empty, assumed=assumed, allocatable_only=opts.allocatable_only
     )
-    ncols = len(cap.columns)
-    request, remaining = request[:ncols], _widen(remaining, ncols)
     column_names = sorted(cap.columns, key=cap.columns.__getitem__)
     pods = leaf_counts(remaining, request, column_names, eligible, stats)
-    order = Ordering(lfc=params.unconstrained and gates.enabled(PROFILE_MIXED), affinity=affinity_on)
+    # Gates are read only when the request could use what they switch on.
+    lfc = params.unconstrained and gates.enabled(PROFILE_MIXED)
+    balanced = not params.required and not params.unconstrained and gates.balanced
+    scores = None
+    if workers.preferred_affinity and gates.node_affinity_preferred:
+        scores = preferred_scores(tree, workers.preferred_affinity, eligible)
     fast = (
         not general_only
         and leader is None
         and not inner.size_at_level
-        and order.lfc == params.unconstrained
+        and lfc == params.unconstrained
+        and not balanced
         and (scores is None or not scores.any())
     )
     if fast:
         return {workers.name: place_podset(tree, params, pods, snap.topology_name, stats)}
+    order = Ordering(lfc=lfc, affinity=gates.node_affinity_preferred)
     leaf = _leaf_inputs(remaining, request, leader_request, eligible, pods, scores)
     general = GeneralParams(
         count=params.count,
@@ -133,18 +137,13 @@ def find_topology_assignment(
         order=order,
         size_at_level=inner.size_at_level,
         layers=inner.layers if isinstance(inner, InnerLayers) else (),
+        balanced=balanced,
     )
     placed, leaders = place_general(tree, general, leaf, snap.topology_name, stats)
     out = {workers.name: build_assignment(tree, placed)}
     if leader is not None:
         out[leader.name] = build_assignment(tree, leaders)
     return out
-
-
-def _widen(matrix: Matrix, ncols: int) -> Matrix:
-    if matrix.shape[1] >= ncols:
-        return matrix
-    return np.pad(matrix, ((0, 0), (0, ncols - matrix.shape[1])))
 
 
 def _count_in(remaining: Matrix, request: IntArray) -> IntArray:
@@ -170,8 +169,7 @@ def _leaf_inputs(
     affinity = scores if scores is not None else np.zeros(n, dtype=np.int64)
     if leader_request is None:
         return LeafInputs(pods, pods, np.zeros(n, dtype=np.int64), affinity)
-    lreq = _widen(leader_request[None, :], remaining.shape[1])[0]
-    leader = ((_count_in(remaining, lreq) > 0) & eligible).astype(np.int64)
-    with_leader = np.where(leader > 0, _count_in(remaining - lreq, request), pods)
+    leader = ((_count_in(remaining, leader_request) > 0) & eligible).astype(np.int64)
+    with_leader = np.where(leader > 0, _count_in(remaining - leader_request, request), pods)
     with_leader[~eligible] = 0
     return LeafInputs(pods, with_leader, leader, affinity)

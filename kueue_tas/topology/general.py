@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kueue_tas.topology import messages
+from kueue_tas.topology.balanced import BalancedParams, apply_balanced, best_candidate
 from kueue_tas.topology.domain_state import (
     DomainState,
     LeafInputs,
@@ -50,6 +51,7 @@ class GeneralParams:
     order: Ordering
     size_at_level: dict[int, int] = field(default_factory=dict)
     layers: tuple[SliceLayer, ...] = ()  # set only with inner layers: selects the multi-layer text
+    balanced: bool = False  # TASBalancedPlacement for this request (preferred only)
 
 
 @dataclass
@@ -233,25 +235,45 @@ def update_counts_to_minimum(
     return np.array([*result, *whole.tolist(), d], dtype=np.int64)
 
 
+def _balanced(run: Run) -> tuple[int, IntArray] | None:
+    """Balanced placement's level and domains, switching the run to the chosen candidate's
+    state; None falls back to BestFit on the untouched state."""
+    p = run.p
+    params = BalancedParams(p.count, p.leader_count, p.level_idx, p.slice_level_idx, p.slice_size, p.order)
+    cand = best_candidate(run.tree, run.st, params)
+    if cand is None:
+        return None
+    placed = apply_balanced(run.tree, cand, params)
+    if placed is not None:
+        run.st = cand.st
+    return placed
+
+
 def place_general(
     tree: TopologyTree, p: GeneralParams, leaf: LeafInputs, topology_name: str, stats: ExclusionStats
 ) -> tuple[Placed, Placed]:
     """(workers, leaders) as (leaf, count) pairs, or PlacementFailure with Kueue's text."""
     st = fill_in_counts(tree, leaf, p.slice_size, p.slice_level_idx, p.size_at_level, p.leader_count > 0)
     run = Run(tree, st, p, topology_name, stats)
-    fit_level, fit = find_level_with_fit_domains(run, p.level_idx)
+    balanced = _balanced(run) if p.balanced else None
+    if balanced is not None:
+        st = run.st
+        fit_level, fit = balanced
+    else:
+        fit_level, fit = find_level_with_fit_domains(run, p.level_idx)
     cur = update_counts_to_minimum(run, fit_level, fit, p.count, p.leader_count, p.slice_size, True)
     lvl = fit_level
     low = tree.depth - 1
-    # Above the slice level the children of all chosen domains form one pool, filled from scratch.
-    while lvl < min(low, p.slice_level_idx):
+    # Above the slice level the children of all chosen domains form one pool, filled from scratch
+    # (balanced placement already chose the domains there).
+    while balanced is None and lvl < min(low, p.slice_level_idx):
         pool = np.concatenate([children(tree, lvl, int(d)) for d in cur]) if cur.size else cur
         pool = sorted_domains(st, lvl + 1, pool, p.order)
         cur = update_counts_to_minimum(run, lvl + 1, pool, p.count, p.leader_count, p.slice_size, True)
         lvl += 1
     # At and below it each domain spreads what it was given over its own children.
     while lvl < low:
-        size_on = p.size_at_level.get(lvl + 1, 1)
+        size_on = p.slice_size if lvl < p.slice_level_idx else p.size_at_level.get(lvl + 1, 1)
         parts: list[IntArray] = []
         for d in cur.tolist():
             kids = sorted_domains(st, lvl + 1, children(tree, lvl, d), p.order)

@@ -6,12 +6,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Node, Pod, PodSetTopologyRequestModel, TaintModel, TolerationModel
+from kueue_tas.api.models import Node, PodSetTopologyRequestModel, TaintModel, TolerationModel
 from kueue_tas.api.quantity import resource_list_to_ints
 from kueue_tas.api.resources import pod_requests
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import (
-    PODS,
     NodeInfo,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -39,10 +38,6 @@ class PodSpecError(TopologyRequestError):
 
 def _as_node(node: Node | Mapping[str, Any]) -> Node:
     return node if isinstance(node, Node) else Node.model_validate(node)
-
-
-def _as_pod(pod: Pod | Mapping[str, Any]) -> Pod:
-    return pod if isinstance(pod, Pod) else Pod.model_validate(pod)
 
 
 def taint(t: TaintModel | Mapping[str, Any]) -> Taint:
@@ -163,23 +158,3 @@ def requests_topology(
     """Whether the PodSet asks for TAS itself (an annotation of ours, or an explicit field);
     otherwise, on a governed flavor, it is placed as implied."""
     return has_topology_annotation(template_annotations(template), prefix=prefix) or field_is_explicit(topology_field)
-
-
-def is_tas_pod(pod: Pod | Mapping[str, Any], prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> bool:
-    """A pod accounted by TAS assignments: it carries a topology annotation or our workload label."""
-    m = _as_pod(pod)
-    return c.WORKLOAD_LABEL in m.metadata.labels or has_topology_annotation(m.metadata.annotations, prefix=prefix)
-
-
-def pod_usage(pod: Pod | Mapping[str, Any]) -> tuple[str, dict[str, int]] | None:
-    """(node name, requests + ``pods: 1``) of a bound, non-terminal pod; None otherwise.
-
-    Whether the pod is a TAS pod (and so must not be counted as non-TAS usage) is
-    the caller's decision; see ``is_tas_pod``.
-    """
-    m = _as_pod(pod)
-    if not m.spec.node_name or m.is_terminal:
-        return None
-    usage = pod_requests(m.spec.as_dict())
-    usage[PODS] = 1
-    return m.spec.node_name, usage

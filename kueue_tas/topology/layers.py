@@ -19,16 +19,17 @@ import dataclasses
 from dataclasses import dataclass
 
 from kueue_tas.topology import messages
+from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import SliceLayer, TopologyRequest
 from kueue_tas.topology.tree import TopologyTree
 
 
-def effective_layers(topology: TopologyRequest | None, multi_layer: bool) -> tuple[SliceLayer, ...]:
+def effective_layers(topology: TopologyRequest | None, gates: FeatureGates) -> tuple[SliceLayer, ...]:
     """The slice layers Kueue's scheduler sees for this request (size 0 when missing)."""
     if topology is None:
         return ()
     if topology.slice_layers:
-        return topology.slice_layers if multi_layer else topology.slice_layers[:1]
+        return topology.slice_layers if gates.multi_layer else topology.slice_layers[:1]
     if topology.slice_level is None:
         return ()
     return (SliceLayer(topology.slice_level, topology.slice_size or 0),)
@@ -50,12 +51,17 @@ class InnerLayers:
     layers: tuple[SliceLayer, ...]  # all layers when there are inner ones, else empty
 
 
+NO_INNER_LAYERS = InnerLayers({}, ())
+
+
 def inner_layers(
     tree: TopologyTree, layers: tuple[SliceLayer, ...], slice_size: int, slice_level_idx: int
 ) -> InnerLayers | str:
     """Kueue's buildSliceSizeAtLevel: every level from below one layer down to the next
     layer's level distributes in multiples of that next layer's size. Returns Kueue's
     failure text for an invalid layer list."""
+    if len(layers) <= 1:
+        return NO_INNER_LAYERS
     size_at_level: dict[int, int] = {}
     prev_size, prev_idx = slice_size, slice_level_idx
     for layer in layers[1:]:

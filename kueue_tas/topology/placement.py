@@ -25,6 +25,7 @@ from kueue_tas.topology.model import HOSTNAME_LABEL, TopologyRequest
 from kueue_tas.topology.tree import IntArray, TopologyTree
 
 MAX_INT32 = 2**31 - 1
+_INT64_MAX = np.iinfo(np.int64).max  # np.iinfo is slow to build; placements read it often
 
 
 class PlacementFailure(Exception):
@@ -164,7 +165,7 @@ def best_fit_position(caps: IntArray, needed: int) -> int:
     fitting = caps >= needed
     if not fitting.any():
         return 0
-    masked = np.where(fitting, caps, np.iinfo(np.int64).max)
+    masked = np.where(fitting, caps, _INT64_MAX)
     return int(masked.argmin())
 
 

@@ -25,6 +25,8 @@ class PlacementGroup:
 
 
 def group_podsets(podsets: Sequence[PodSetRequest]) -> list[PlacementGroup]:
+    if all(ps.topology is None or ps.topology.group is None for ps in podsets):
+        return [PlacementGroup((idx,), idx, None) for idx in range(len(podsets))]
     keyed: dict[str, list[int]] = {}
     for idx, ps in enumerate(podsets):
         group = ps.topology.group if ps.topology is not None else None

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from kueue_tas.topology import messages
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.capacity import Matrix
+from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.find_assignment import DomainLimit, PlaceOptions, find_topology_assignment
 from kueue_tas.topology.layers import effective_layers
 from kueue_tas.topology.model import PodSetRequest, TopologyRequest
@@ -91,14 +92,14 @@ def _incomplete_slice_domain(
 
 
 def required_replacement_domain(
-    tree: TopologyTree, ps: PodSetRequest, kept: TopologyAssignment, missing: int, multi_layer: bool
+    tree: TopologyTree, ps: PodSetRequest, kept: TopologyAssignment, missing: int, gates: FeatureGates
 ) -> DomainLimit | None:
     """Kueue's requiredReplacementDomain (None: anywhere)."""
     key = requested_level_key(tree, ps.topology, ps.implied)
     level = tree.level_index(key) if key is not None else None
     if level is None or not kept.domains:
         return None
-    layers = effective_layers(ps.topology, multi_layer)
+    layers = effective_layers(ps.topology, gates)
     slice_size = layers[0].size if layers else 1
     if slice_size <= 0:
         return None
@@ -114,11 +115,11 @@ def required_replacement_domain(
     return DomainLimit(level, _ancestor(tree, leaf, level)) if leaf is not None else None
 
 
-def _replacement_request(ps: PodSetRequest, missing: int, confined: bool, multi_layer: bool) -> PodSetRequest:
+def _replacement_request(ps: PodSetRequest, missing: int, confined: bool, gates: FeatureGates) -> PodSetRequest:
     """The missing pods as a request; when confined to a domain and they are not whole
     slices, slice by the innermost layer whose size divides them (else not at all)."""
     topology: TopologyRequest | None = ps.topology
-    layers = effective_layers(topology, multi_layer)
+    layers = effective_layers(topology, gates)
     if topology is not None and layers and confined and missing % layers[0].size != 0:
         inner = next((layer for layer in reversed(layers) if missing % layer.size == 0), None)
         topology = dataclasses.replace(
@@ -146,9 +147,8 @@ def replace_nodes(
     stale = stale_domain(tree, kept)
     if stale is not None:
         raise PlacementFailure(messages.stale_assignment(stale))
-    multi_layer = opts.gates.multi_layer
-    limit = required_replacement_domain(tree, ps, kept, missing, multi_layer)
-    request = _replacement_request(ps, missing, limit is not None, multi_layer)
+    limit = required_replacement_domain(tree, ps, kept, missing, opts.gates)
+    request = _replacement_request(ps, missing, limit is not None, opts.gates)
     # Kueue never simulates an empty cluster for a replacement.
     run_opts = dataclasses.replace(opts, simulate_empty=False)
     replacement = find_topology_assignment(snap, request, None, assumed, run_opts, limit=limit)[ps.name]

@@ -19,7 +19,6 @@ from kueue_tas.topology.elastic import place_elastic
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.find_assignment import PlaceOptions, find_topology_assignment
 from kueue_tas.topology.model import (
-    HOSTNAME_LABEL,
     PODS,
     NodeInfo,
     PodSetRequest,
@@ -40,21 +39,6 @@ def usage_of(assignment: TopologyAssignment, per_pod: ResourceMap) -> Iterable[t
         usage = {name: value * dom.count for name, value in per_pod.items() if name != PODS}
         usage[PODS] = usage.get(PODS, 0) + dom.count
         yield dom.values, usage
-
-
-def charges_snapshot(
-    snapshot_flavor: str,
-    snap: TopologySnapshot,
-    usage_flavor: str,
-    a: TopologyAssignment,
-    gates: FeatureGates = DEFAULT_GATES,
-) -> bool:
-    """Whether an assignment made on ``usage_flavor`` holds capacity in this flavor's snapshot:
-    its own flavor always; flavors sharing hostnames see each other's hostname-level usage
-    (Kueue, with TASHandleOverlappingFlavors; without it each flavor sees only its own)."""
-    if snapshot_flavor == usage_flavor:
-        return True
-    return gates.overlapping_flavors and a.levels == (HOSTNAME_LABEL,) and snap.tree.lowest_is_hostname
 
 
 class TopologySnapshot:
@@ -165,13 +149,26 @@ class _Run:
         self.podsets = podsets
         self.opts = opts
         self.got: dict[int, PodSetResult] = {}
-        self.assumed: Matrix | None = None
+        self._assumed: Matrix | None = None
+        # Usage is folded into the matrix only when a later placement needs it (most
+        # workloads have a single PodSet).
+        self._pending: list[tuple[TopologyAssignment, ResourceMap]] = []
+
+    @property
+    def assumed(self) -> Matrix | None:
+        for assignment, per_pod in self._pending:
+            self._assumed = self.snap._add_assumed(self._assumed, assignment, per_pod)
+        self._pending.clear()
+        return self._assumed
+
+    def _charge(self, assignment: TopologyAssignment, per_pod: ResourceMap) -> None:
+        self._pending.append((assignment, per_pod))
 
     def _ok(self, idx: int, assignment: TopologyAssignment | None, charge: TopologyAssignment | None) -> None:
         ps = self.podsets[idx]
         self.got[idx] = PodSetResult(ps.name, assignment)
         if charge is not None:
-            self.assumed = self.snap._add_assumed(self.assumed, charge, ps.requests)
+            self._charge(charge, ps.requests)
 
     def _fail(self, indices: Iterable[int], message: str) -> None:
         for idx in indices:
@@ -230,7 +227,7 @@ class _Run:
             cur = current.get(ps.name)
             if cur is not None:
                 kept = TopologyAssignment(cur.levels, tuple(d for d in cur.domains if d.values[-1] not in unhealthy))
-                self.assumed = snap._add_assumed(self.assumed, kept, ps.requests)
+                self._charge(kept, ps.requests)
         for group in group_podsets(podsets):
             if not any(podsets[idx].name in current for idx in group.members):
                 if not self._place_group(group):

@@ -91,6 +91,23 @@ class TopologyTree:
         self.leaf_by_node_name: dict[str, int] = {node.name: i for i, nodes in enumerate(leaf_nodes) for node in nodes}
         # Node filters look at the first node of a leaf only (Kueue keeps one node per hostname).
         self.tainted_leaves: list[int] = [i for i, nodes in enumerate(leaf_nodes) if nodes[0].taints]
+        self._label_columns: dict[str, tuple[npt.NDArray[np.object_], npt.NDArray[np.bool_]]] = {}
+
+    def label_column(self, key: str) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.bool_]]:
+        """Per leaf, the value of label ``key`` on its first node ("" when absent) and whether
+        it is present; ``metadata.name`` gives the node name. Cached: the tree never changes."""
+        column = self._label_columns.get(key)
+        if column is None:
+            firsts = [nodes[0] for nodes in self.leaf_nodes]
+            if key == "metadata.name":
+                values = [n.name for n in firsts]
+                present = [True] * len(firsts)
+            else:
+                values = [n.labels.get(key, "") for n in firsts]
+                present = [key in n.labels for n in firsts]
+            column = (np.array(values, dtype=object), np.array(present, dtype=np.bool_))
+            self._label_columns[key] = column
+        return column
 
     @classmethod
     def build(

@@ -1,9 +1,12 @@
 """Offline placement of a cluster dump: the engine behind ``kueue-tas plan``.
 
-Pure: parsed objects in, per-PodSet results out. It builds one snapshot per
-TAS flavor (eligible nodes, non-TAS pods, Workloads already admitted by our
-check), then places every other Workload, Job and JobSet in input order, each
-placed one counting as usage for the next, exactly as the controller would.
+Pure: parsed objects in, per-PodSet results out. The dump feeds the controller's own
+capacity model (``kueue_tas.capacity``: the same rules for eligible nodes, non-TAS pods and
+Workloads already admitted by our check), then every other Workload, Job and JobSet is
+placed in input order, each placed one held as usage for the next, exactly as the
+controller would. Workloads placed again from an existing assignment (node replacement,
+elastic slices; ``kueue_tas.topology.plan_replacements``) pass it to the engine as
+``current`` instead of holding it as usage.
 """
 
 from __future__ import annotations
@@ -27,12 +30,22 @@ from kueue_tas.api.models import (
 )
 from kueue_tas.api.podsets import PodSetSpec, podsets_of
 from kueue_tas.api.quantity import QuantityError
-from kueue_tas.api.resources import pod_requests
+from kueue_tas.capacity.feed import feed_pod, feed_workload
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import (
+    FlavorSpec,
+    UsageEntry,
+    UsageError,
+    assignment_trusted,
+    flavor_specs,
+    our_checks,
+    pod_charge,
+)
+from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.codec import AssignmentFormatError, decode_assignment_annotation
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors
-from kueue_tas.topology.inputs import is_tas_pod, node_info, pod_usage, tolerations
+from kueue_tas.topology.inputs import node_info
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.plan_replacements import ReplacementIndex
 from kueue_tas.topology.plan_requests import (
@@ -45,9 +58,13 @@ from kueue_tas.topology.plan_requests import (
 from kueue_tas.topology.plan_requests import template_path as _template_path
 from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
 from kueue_tas.topology.request_field import field_is_explicit
-from kueue_tas.topology.snapshot import TopologySnapshot, charges_snapshot
+from kueue_tas.topology.snapshot import TopologySnapshot
 
 __all__ = ["Placeable", "PlanInputError", "Planner", "PodSetPlan", "WorkloadPlan", "describe"]
+
+# The PodSpec fields requests are read from: a pod whose requests are malformed is an input
+# error only when it would be charged.
+_REQUEST_FIELDS = frozenset({"containers", "initContainers", "overhead", "resources"})
 
 
 @dataclass
@@ -101,124 +118,94 @@ class Planner:
         self.topologies = {o.name: o for o in objects if isinstance(o, Topology)}
         self.flavors = {o.name: o for o in objects if isinstance(o, ResourceFlavor)}
         checks = [o for o in objects if isinstance(o, AdmissionCheck)]
-        self.our_checks = {ac.name for ac in checks if ac.is_ours}
+        self.our_checks = our_checks(checks, c.CONTROLLER_NAME)
         queues = [o for o in objects if isinstance(o, ClusterQueue)]
         self.nodes = [o for o in objects if isinstance(o, Node)]
         self.pods = [o for o in objects if isinstance(o, Pod)]
         self.workloads = [o for o in objects if isinstance(o, Workload)]
         self.order = [o for o in objects if isinstance(o, Workload | Job | JobSet)]
+        topology_names = {name: f.spec.topology_name for name, f in self.flavors.items()}
         try:
-            self.bindings: dict[str, FlavorBinding] = bind_flavors(
-                checks, queues, {name: f.spec.topology_name for name, f in self.flavors.items()}
-            )
+            # Every flavor plan governs (also those whose Topology is missing: placing on one is an
+            # input error); the specs are those the capacity model can build a snapshot for.
+            self.bindings: dict[str, FlavorBinding] = bind_flavors(checks, queues, topology_names)
+            self.specs: dict[str, FlavorSpec] = flavor_specs(
+                self.our_checks, queues, self.topologies.get, self.flavors.get, c.CONTROLLER_NAME, topology_names
+            )[0]
         except FlavorMappingError as exc:
             raise PlanInputError(str(exc)) from exc
         if default_flavor is not None and default_flavor not in self.flavors and default_flavor not in self.bindings:
             raise PlanInputError(f"--flavor {default_flavor!r}: no ResourceFlavor of that name in the input")
-        self._snapshots: dict[str, TopologySnapshot] = {}
-        self.replacements = ReplacementIndex.build(self.workloads, self._is_admitted_by_us, gates)
-        # Every assignment that holds capacity: admitted Workloads first, then each placed one.
-        self._usage: list[tuple[str, TopologyAssignment, dict[str, int]]] | None = None
+        self.capacity = LiveCapacity(gates, snapshot_class=self.snapshot_class)
+        self.capacity.set_flavors(self.specs)
+        # Re-placed Workloads (node replacement) and replaced slices (elastic): their current
+        # assignment is the engine's ``current``, not usage.
+        self.replacements = ReplacementIndex.build(self.workloads, self._trusted, gates)
+        self._usage_fed = False  # admitted Workloads: read up front, every annotation validated
+        self._cluster_fed = False  # nodes and pods: read when a snapshot is first needed
+        self._placed = 0
 
-    # --- snapshots ----------------------------------------------------------------------------
+    # --- the capacity model -------------------------------------------------------------------
 
     def snapshot(self, flavor: str, context: str) -> TopologySnapshot:
-        snap = self._snapshots.get(flavor)
-        if snap is not None:
-            return snap
-        binding = self.bindings[flavor]
-        topology = self.topologies.get(binding.topology)
-        if topology is None:
-            raise PlanInputError(
-                f"{context}: flavor {flavor!r} is on Topology {binding.topology!r}, which is not in the input"
-            )
-        if not topology.levels:
+        if flavor not in self.specs:
+            binding = self.bindings[flavor]
+            topology = self.topologies.get(binding.topology)
+            if topology is None:
+                raise PlanInputError(
+                    f"{context}: flavor {flavor!r} is on Topology {binding.topology!r}, which is not in the input"
+                )
             raise PlanInputError(f"Topology/{topology.name}: spec.levels: must list at least one level")
-        rf = self.flavors.get(flavor)
-        infos = []
-        for n in self.nodes:
-            try:
-                infos.append(node_info(n))
-            except (QuantityError, ValueError) as exc:
-                raise PlanInputError(f"{describe(n)}: status.allocatable: {exc}") from exc
-        snap = self.snapshot_class.build(
-            topology_name=topology.name,
-            levels=topology.levels,
-            nodes=infos,
-            flavor_node_labels=rf.spec.node_labels if rf else {},
-            flavor_tolerations=tolerations(rf.spec.tolerations) if rf else (),
-        )
-        for pod in self.pods:
-            if is_tas_pod(pod, self.prefix):
-                continue
-            try:
-                usage = pod_usage(pod)
-            except QuantityError as exc:
-                raise PlanInputError(f"{describe(pod)}: spec.containers[].resources: {exc}") from exc
-            if usage is not None:
-                snap.add_non_tas_usage(*usage)
-        if self._usage is None:
-            self._usage = self._all_admitted_usage()
-        self._snapshots[flavor] = snap
-        for ps_flavor, assignment, per_pod in self._usage:
-            self._charge(ps_flavor, assignment, per_pod, only=flavor)
+        self._feed_usage()
+        self._feed_cluster()
+        snap = self.capacity.snapshot(flavor)
+        assert snap is not None  # every flavor with a spec has one
         return snap
 
-    def _all_admitted_usage(self) -> list[tuple[str, TopologyAssignment, dict[str, int]]]:
-        return [u for wl in self.workloads if self.replacements.counts_as_usage(wl) for u in self._admitted_usage(wl)]
-
-    def _commit(self, flavor: str, assignment: TopologyAssignment, per_pod: dict[str, int]) -> None:
-        if self._usage is None:
-            self._usage = []
-        self._usage.append((flavor, assignment, per_pod))
-        self._charge(flavor, assignment, per_pod)
-
-    def _charge(
-        self, flavor: str, assignment: TopologyAssignment, per_pod: dict[str, int], only: str | None = None
-    ) -> None:
-        """Charge an assignment to its flavor's snapshot; hostname assignments also to every
-        other built snapshot with a hostname leaf (flavors sharing nodes see each other's usage)."""
-        for name, snap in self._snapshots.items():
-            if (only is None or name == only) and charges_snapshot(name, snap, flavor, assignment, self.gates):
-                snap.add_tas_usage(assignment, per_pod)
-
-    def _admitted_usage(self, wl: Workload) -> list[tuple[str, TopologyAssignment, dict[str, int]]]:
-        """(flavor, assignment, per-pod requests) of a Workload our check admitted; [] otherwise."""
-        if not self._is_admitted_by_us(wl):
-            return []
-        text = wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
-        try:
-            decoded = decode_assignment_annotation(text)
-        except AssignmentFormatError as exc:
-            raise PlanInputError(
-                f"{describe(wl)}: metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]: {exc}"
-            ) from exc
-        out = []
-        for ps_name, assignment in decoded:
-            ps = wl.pod_set(ps_name)
-            if ps is None:
-                raise PlanInputError(
-                    f"{describe(wl)}: metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]: "
-                    f"names PodSet {ps_name!r}, which spec.podSets does not have"
-                )
-            flavor = self._flavor_of(wl, ps_name, describe(wl), governed_only=True)
-            if flavor is None:
+    def _feed_usage(self) -> None:
+        if self._usage_fed:
+            return
+        for wl in self.workloads:
+            if not self.replacements.counts_as_usage(wl):
                 continue
             try:
-                per_pod = pod_requests(ps.template.get("spec") or {})
-            except QuantityError as exc:
-                raise PlanInputError(f"{describe(wl)}: spec.podSets[{ps_name}].template: {exc}") from exc
-            out.append((flavor, assignment, per_pod))
-        return out
+                feed_workload(self.capacity, wl, self.our_checks, strict=True)
+            except UsageError as exc:
+                raise PlanInputError(f"{describe(wl)}: {exc.field}: {exc.problem}") from exc
+        self._usage_fed = True
 
-    def _is_admitted_by_us(self, wl: Workload) -> bool:
-        if c.TOPOLOGY_ASSIGNMENT_ANNOTATION not in wl.metadata.annotations or wl.is_finished:
-            return False
-        return any(st.name in self.our_checks and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks)
+    def _feed_cluster(self) -> None:
+        if self._cluster_fed:
+            return
+        for n in self.nodes:
+            try:
+                self.capacity.upsert_node(node_info(n))
+            except (QuantityError, ValueError) as exc:
+                raise PlanInputError(f"{describe(n)}: status.allocatable: {exc}") from exc
+        for pod in self.pods:
+            slim = self._slim_pod(pod)
+            if slim is not None:
+                feed_pod(self.capacity, slim)
+        self._cluster_fed = True
+
+    def _slim_pod(self, pod: Pod) -> SlimPod | None:
+        """The pod as the controller's informer keeps it; None for a pod with malformed requests
+        that would not be charged anyway (they are never read)."""
+        raw = pod.model_dump(by_alias=True, exclude_none=True)
+        try:
+            return slim_pod(raw, prefix=self.prefix)
+        except QuantityError as exc:
+            bare = {k: v for k, v in raw["spec"].items() if k not in _REQUEST_FIELDS}
+            if pod_charge(slim_pod({**raw, "spec": bare}, prefix=self.prefix)) is None:
+                return None
+            raise PlanInputError(f"{describe(pod)}: spec.containers[].resources: {exc}") from exc
+
+    def _trusted(self, wl: Workload) -> bool:
+        return assignment_trusted(wl, self.our_checks)
 
     # --- flavors ------------------------------------------------------------------------------
 
-    def _flavor_of(self, obj: KubeObject, ps_name: str, context: str, governed_only: bool) -> str | None:
+    def _flavor_of(self, obj: KubeObject, ps_name: str, context: str) -> str | None:
         """The PodSet's flavor: from the Workload's admission, else --flavor, else the only TAS flavor."""
         if isinstance(obj, Workload):
             psa = obj.pod_set_assignment(ps_name)
@@ -232,7 +219,7 @@ class Planner:
                     )
                 if tas:
                     return tas[0]
-                return None if governed_only else names[0]
+                return names[0]
         if self.default_flavor is not None:
             return self.default_flavor
         tas_flavors = sorted(self.bindings)
@@ -251,11 +238,7 @@ class Planner:
                     owned.add((ref.kind, "uid", ref.uid))
         out = []
         for obj in self.order:
-            if (
-                isinstance(obj, Workload)
-                and self._is_admitted_by_us(obj)
-                and not self.replacements.replaced_in_place(obj)
-            ):
+            if isinstance(obj, Workload) and self._trusted(obj) and not self.replacements.replaced_in_place(obj):
                 continue
             if isinstance(obj, Job | JobSet) and (
                 (obj.kind, obj.metadata.namespace, obj.name) in owned
@@ -274,8 +257,7 @@ class Planner:
         return psa.count if psa is not None and psa.count is not None else ps.count
 
     def run(self) -> list[WorkloadPlan]:
-        if self._usage is None:
-            self._usage = self._all_admitted_usage()  # validates every assignment annotation up front
+        self._feed_usage()  # validates every assignment annotation up front
         return [self.place(p) for p in self.placeables()]
 
     def place(self, item: Placeable) -> WorkloadPlan:
@@ -289,7 +271,7 @@ class Planner:
             annotations = _annotations(obj, ps, index)
             field = _topology_field(obj, ps.name)
             explicit = has_topology_annotation(annotations, prefix=self.prefix) or field_is_explicit(field)
-            flavor = self._flavor_of(obj, ps.name, context, governed_only=False)
+            flavor = self._flavor_of(obj, ps.name, context)
             ps_plan = PodSetPlan(ps.name, ps.count, flavor=flavor)
             plan.podsets.append(ps_plan)
             if flavor is None or flavor not in self.bindings:
@@ -318,7 +300,7 @@ class Planner:
             fields.append(field)
         check_groups(obj, governed, fields, self.prefix)
         failed = False
-        placed: list[tuple[str, TopologyAssignment, dict[str, int]]] = []
+        placed: list[UsageEntry] = []
         for flavor, members in groups.items():
             if failed:
                 for ps_plan, _ in members:
@@ -326,7 +308,7 @@ class Planner:
                 continue
             requests = [r for _, r in members]
             extra = self.replacements.place_options(obj, (r.name for r in requests))
-            results = self._snapshots[flavor].place(requests, gates=self.gates, **extra)
+            results = self.snapshot(flavor, context).place(requests, gates=self.gates, **extra)
             for (ps_plan, request), result in zip(
                 members, results + [None] * (len(members) - len(results)), strict=True
             ):
@@ -338,10 +320,11 @@ class Planner:
                 if result.assignment is None:
                     failed = True
                 else:
-                    placed.append((flavor, result.assignment, dict(request.requests)))
-        if not failed:
-            for flavor, assignment, per_pod in placed:
-                self._commit(flavor, assignment, per_pod)
+                    placed.append(UsageEntry(flavor, result.assignment, dict(request.requests)))
+        if not failed and placed:
+            # Held as the controller holds a decision it has not yet seen written back.
+            self._placed += 1
+            self.capacity.assume(f"plan:{self._placed}", tuple(placed))
         return plan
 
 

@@ -1,10 +1,11 @@
 """The live capacity model: one placement snapshot per TAS flavor, kept current by events.
 
-Fed by the informers (nodes, non-TAS pods, workloads holding assignments) and
-read by the admitter. Pod and workload events adjust the built snapshots in
-place; a change to the node set (a node added, removed, relabelled, tainted,
-turning NotReady, or changing allocatable) marks the snapshots stale, and the
-next decision rebuilds them from the stores (no rebuild per decision).
+Fed by the informers (nodes, non-TAS pods, workloads holding assignments; what each
+object contributes is decided in ``kueue_tas.capacity.rules``) and read by the admitter,
+``kueue-tas capacity`` and ``kueue-tas plan``. Pod and workload events adjust the built
+snapshots in place; a change to the node set (a node added, removed, relabelled, tainted,
+turning NotReady, or changing allocatable) marks the snapshots stale, and the next decision
+rebuilds them from the stores (no rebuild per decision).
 
 "Assumed" usage is an assignment decided but not yet observed as Ready on the
 Workload: it holds capacity from the decision on, so two workloads can never be
@@ -14,37 +15,20 @@ given the same capacity, and is replaced by the committed usage once observed.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.capacity.rules import FlavorSpec, UsageEntry, charges_snapshot
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
-from kueue_tas.topology.model import NodeInfo, ResourceMap, Toleration
-from kueue_tas.topology.snapshot import TopologySnapshot, charges_snapshot
-
-
-@dataclass(frozen=True, slots=True)
-class FlavorSpec:
-    """What a snapshot of a TAS flavor is built from."""
-
-    flavor: str
-    topology: str
-    levels: tuple[str, ...]
-    node_labels: Mapping[str, str]
-    tolerations: tuple[Toleration, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class UsageEntry:
-    """One PodSet's assignment on one flavor, with its per-pod requests."""
-
-    flavor: str
-    assignment: TopologyAssignment
-    per_pod: ResourceMap
+from kueue_tas.topology.model import NodeInfo, ResourceMap
+from kueue_tas.topology.snapshot import TopologySnapshot
 
 
 class LiveCapacity:
-    def __init__(self, gates: FeatureGates = DEFAULT_GATES) -> None:
+    def __init__(
+        self, gates: FeatureGates = DEFAULT_GATES, *, snapshot_class: type[TopologySnapshot] = TopologySnapshot
+    ) -> None:
         self.gates = gates
+        # The class snapshots are built with; a seam for tests that check what reaches ``place``.
+        self.snapshot_class = snapshot_class
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, tuple[str, ResourceMap]] = {}  # non-TAS pod key -> (node name, usage)
         self._committed: dict[str, tuple[UsageEntry, ...]] = {}  # workload key -> usage
@@ -134,7 +118,7 @@ class LiveCapacity:
         spec = self._flavors.get(flavor)
         if spec is None:
             return None
-        snap = TopologySnapshot.build(
+        snap = self.snapshot_class.build(
             topology_name=spec.topology,
             levels=spec.levels,
             nodes=self._nodes.values(),

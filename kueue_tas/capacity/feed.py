@@ -1,0 +1,59 @@
+"""Applying the capacity rules to a ``LiveCapacity``, one object at a time or from lists.
+
+The controller calls ``feed_pod`` and ``feed_workload`` from its informer handlers;
+``capacity_from_lists`` builds the same model from one read of the cluster (``kueue-tas
+capacity``) or a dump (``kueue-tas plan``), so every reader ends with the numbers the
+controller would hold once its informers had synced the same objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable, Mapping
+
+from kueue_tas.api.models import Workload
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import FlavorSpec, pod_charge, workload_usage
+from kueue_tas.kube.slim import SlimPod
+from kueue_tas.topology.model import NodeInfo
+
+
+def workload_key(wl: Workload) -> str:
+    return f"{wl.namespace}/{wl.name}"
+
+
+def feed_pod(capacity: LiveCapacity, pod: SlimPod) -> None:
+    """A pod was added or changed: charge it, or release what it held (see ``pod_charge``)."""
+    charge = pod_charge(pod)
+    if charge is None:
+        capacity.delete_pod(pod.key)
+    else:
+        capacity.upsert_pod(pod.key, *charge)
+
+
+def feed_workload(capacity: LiveCapacity, wl: Workload, checks: Container[str], *, strict: bool = False) -> None:
+    """A Workload was added or changed: its trusted usage replaces what it held (and any
+    assumption for it); an untrusted one holds nothing committed (see ``workload_usage``)."""
+    usage = workload_usage(wl, checks, capacity.flavors(), strict=strict)
+    if usage is not None:
+        capacity.set_workload_usage(workload_key(wl), usage)
+    else:
+        capacity.remove_workload_usage(workload_key(wl))
+
+
+def capacity_from_lists(
+    specs: Mapping[str, FlavorSpec],
+    checks: Container[str],
+    nodes: Iterable[NodeInfo],
+    pods: Iterable[SlimPod],
+    workloads: Iterable[Workload],
+) -> LiveCapacity:
+    """The model the controller would hold once its informers had synced these objects."""
+    capacity = LiveCapacity()
+    capacity.set_flavors(specs)
+    for node in nodes:
+        capacity.upsert_node(node)
+    for pod in pods:
+        feed_pod(capacity, pod)
+    for wl in workloads:
+        feed_workload(capacity, wl, checks)
+    return capacity

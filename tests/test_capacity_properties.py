@@ -1,0 +1,465 @@
+"""One set of capacity rules: a dump through ``plan``, the controller's events and ``kueue-tas
+capacity`` all end with the same free capacity per domain per resource.
+
+Random clusters: nodes with random level labels (some missing), allocatable, Ready,
+unschedulable and taints; flavors selecting nodes by label (three on a Topology whose lowest
+level is the hostname, so they see each other's hostname usage, one on a Topology without a
+hostname level); pods bound or not, terminal or not,
+ours (workload label, topology annotation) or not; Workloads with assignments on random
+flavors, trusted or not (other checks, Pending, Finished, no annotation). The same final
+objects are
+
+* (a) read as a dump by the planner behind ``kueue-tas plan``;
+* (b) fed to a live model event by event as the controller's informers deliver them, in a
+  random interleaving, with earlier versions of objects (updates) and objects that are
+  deleted again, and snapshots read in between (so later events take the incremental path);
+* (c) read by ``kueue-tas capacity`` (its cluster read replaced by the same objects, pods
+  filtered as its field selector filters them on the API server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import random
+from collections.abc import Callable
+from typing import Any
+from unittest import mock
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload, parse_object
+from kueue_tas.capacity.feed import feed_pod, feed_workload
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import flavor_specs, our_checks, workload_usage
+from kueue_tas.cli import capacity as cap
+from kueue_tas.cli.cluster_read import ClusterState, KueueConfig
+from kueue_tas.cli.planner import Planner
+from kueue_tas.controllers.informers import slim_node
+from kueue_tas.kube.slim import slim_pod
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.free import level_free
+from kueue_tas.topology.snapshot import TopologySnapshot
+
+BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
+GPU, FOO = "nvidia.com/gpu", "example.com/foo"
+POOL = "pool"
+KUEUE = "kueue.x-k8s.io/v1beta2"
+Obj = dict[str, Any]
+
+# Flavors: gpu (pool=a) and gpu-b (pool=b) and shared (every node) on the hostname Topology,
+# racks on a Topology without hostname, plain under another controller's check.
+FLAVORS = {"gpu": {POOL: "a"}, "gpu-b": {POOL: "b"}, "shared": {}, "racks": {}, "plain": {}}
+CHECKS = {"tas": ("topo", c.CONTROLLER_NAME), "tas-racks": ("racks", c.CONTROLLER_NAME), "other": ("topo", "x.io/y")}
+ON_FLAVORS = {"tas": ["gpu", "gpu-b", "shared"], "tas-racks": ["racks"], "other": ["plain"]}
+TOPOLOGIES = {"topo": (BLOCK, RACK, HOST), "racks": (BLOCK, RACK)}
+
+
+def config_objects() -> list[Obj]:
+    out: list[Obj] = [
+        {
+            "apiVersion": KUEUE,
+            "kind": "Topology",
+            "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": lv} for lv in levels]},
+        }
+        for name, levels in TOPOLOGIES.items()
+    ]
+    out += [
+        {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {"nodeLabels": labels}}
+        for name, labels in FLAVORS.items()
+    ]
+    out += [
+        {
+            "apiVersion": KUEUE,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": name},
+            "spec": {
+                "controllerName": ctrl,
+                "parameters": {"apiGroup": c.KUEUE_GROUP, "kind": "Topology", "name": topo},
+            },
+        }
+        for name, (topo, ctrl) in CHECKS.items()
+    ]
+    out.append(
+        {
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "cq"},
+            "spec": {
+                "resourceGroups": [
+                    {"coveredResources": [GPU, "cpu"], "flavors": [{"name": f, "resources": []} for f in FLAVORS]}
+                ],
+                "admissionChecksStrategy": {
+                    "admissionChecks": [{"name": n, "onFlavors": on} for n, on in ON_FLAVORS.items()]
+                },
+            },
+        }
+    )
+    return out
+
+
+# --- random objects -----------------------------------------------------------------------------
+
+NODE_NAMES = [f"n{i}" for i in range(6)]
+
+
+def hostname(node: str) -> str:
+    # Some nodes' hostname label differs from their name: pods bind by name, assignments by hostname.
+    return node if node in ("n0", "n2", "n4") else f"host-{node}"
+
+
+@st.composite
+def nodes(draw: st.DrawFn, name: str) -> Obj:
+    labels: dict[str, str] = {}
+    # Mostly eligible nodes (a label missing now and then): usage must land somewhere to count.
+    block = draw(st.sampled_from(["b0", "b1", "b0", "b1", None]))
+    if block is not None:
+        labels[BLOCK] = block
+    rack = draw(st.sampled_from(["r0", "r1", "r0", "r1", None]))
+    if rack is not None:
+        labels[RACK] = f"{block}-{rack}"
+    if draw(st.integers(0, 5)):
+        labels[HOST] = hostname(name)
+    pool = draw(st.sampled_from(["a", "a", "b", None]))
+    if pool is not None:
+        labels[POOL] = pool
+    allocatable = {
+        "cpu": str(draw(st.integers(0, 8))),
+        GPU: str(draw(st.integers(0, 8))),
+        "pods": str(draw(st.integers(0, 12))),
+    }
+    if draw(st.booleans()):
+        allocatable["memory"] = f"{draw(st.integers(1, 64))}Gi"
+    spec: Obj = {"unschedulable": draw(st.integers(0, 5)) == 0}
+    if draw(st.booleans()):
+        spec["taints"] = [{"key": "gpu", "value": "true", "effect": "NoSchedule"}]
+    ready = draw(st.sampled_from(["True", "True", "True", "True", "False", "Unknown"]))
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+        "status": {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+@st.composite
+def pods(draw: st.DrawFn, name: str) -> Obj:
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    kind = draw(st.sampled_from(["plain", "plain", "labelled", "annotated", "kueue-annotated"]))
+    if kind == "labelled":
+        labels[c.WORKLOAD_LABEL] = "some-uid"
+    elif kind == "annotated":
+        annotations["kueue-tas.io/podset-required-topology"] = RACK
+    elif kind == "kueue-annotated":  # Kueue's prefix, not ours: a non-TAS pod for us
+        annotations["kueue.x-k8s.io/podset-required-topology"] = RACK
+    requests = {"cpu": f"{draw(st.integers(0, 3000))}m", GPU: str(draw(st.integers(0, 3)))}
+    if draw(st.integers(0, 9)) == 0:
+        requests[FOO] = "1"  # a resource no node has
+    spec: Obj = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+    node = draw(st.sampled_from([*NODE_NAMES, "", "ghost"]))
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "labels": labels, "annotations": annotations},
+        "spec": spec,
+        "status": {"phase": draw(st.sampled_from(["Running", "Pending", "Succeeded", "Failed"]))},
+    }
+
+
+@st.composite
+def assignments(draw: st.DrawFn, node_names: list[str]) -> TopologyAssignment:
+    shape = draw(st.sampled_from(["hostname", "full", "racks"]))
+    if shape == "hostname":
+        levels: tuple[str, ...] = (HOST,)
+        pool = [(hostname(n),) for n in node_names] + [("gone",)]
+    elif shape == "full":
+        levels = (BLOCK, RACK, HOST)
+        pool = [(b, f"{b}-{r}", hostname(n)) for b in ("b0", "b1") for r in ("r0", "r1") for n in node_names]
+    else:
+        levels = (BLOCK, RACK)
+        pool = [(b, f"{b}-{r}") for b in ("b0", "b1") for r in ("r0", "r1")]
+    values = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True))
+    return TopologyAssignment(levels, tuple(DomainAssignment(v, draw(st.integers(1, 3))) for v in values))
+
+
+@st.composite
+def workloads(draw: st.DrawFn, name: str, node_names: list[str]) -> Obj:
+    podsets = ["main", "aux"][: draw(st.integers(1, 2))]
+    spec_podsets = [
+        {
+            "name": ps,
+            "count": 3,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "c",
+                            "resources": {
+                                "requests": {"cpu": f"{draw(st.integers(0, 1500))}m", GPU: str(draw(st.integers(0, 2)))}
+                            },
+                        }
+                    ]
+                }
+            },
+        }
+        for ps in podsets
+    ]
+    status: Obj = {
+        "admissionChecks": [
+            {"name": check, "state": draw(st.sampled_from(["Ready", "Ready", "Ready", "Pending", "Retry"]))}
+            for check in draw(st.lists(st.sampled_from(list(CHECKS)), min_size=1, max_size=2, unique=True))
+        ],
+        "conditions": [{"type": "Finished", "status": "True"}] if draw(st.integers(0, 5)) == 0 else [],
+    }
+    admitted = [ps for ps in podsets if draw(st.integers(0, 5))]
+    if admitted:
+        status["admission"] = {
+            "clusterQueue": "cq",
+            "podSetAssignments": [
+                {"name": ps, "flavors": {GPU: draw(st.sampled_from([*FLAVORS, "shared", "racks"]))}} for ps in admitted
+            ],
+        }
+    metadata: Obj = {"name": name, "namespace": "ns"}
+    if draw(st.integers(0, 4)):
+        chosen = draw(st.lists(st.sampled_from(podsets), min_size=1, unique=True))
+        metadata["annotations"] = {
+            c.TOPOLOGY_ASSIGNMENT_ANNOTATION: encode_assignment_annotation(
+                [(ps, draw(assignments(node_names))) for ps in chosen]
+            )
+        }
+    return {
+        "apiVersion": KUEUE,
+        "kind": "Workload",
+        "metadata": metadata,
+        "spec": {"podSets": spec_podsets},
+        "status": status,
+    }
+
+
+@st.composite
+def histories(
+    draw: st.DrawFn, make: Callable[[str], st.SearchStrategy[Obj]], names: list[str]
+) -> list[list[Obj | None]]:
+    """Per object: its versions in order; the last is its final state, or None when deleted."""
+    out: list[list[Obj | None]] = []
+    for name in names:
+        versions: list[Obj | None] = [draw(make(name)) for _ in range(draw(st.integers(1, 3)))]
+        if draw(st.integers(0, 4)) == 0:
+            versions.append(None)
+        out.append(versions)
+    return out
+
+
+@st.composite
+def clusters(
+    draw: st.DrawFn,
+) -> tuple[list[list[Obj | None]], list[list[Obj | None]], list[list[Obj | None]], random.Random]:
+    node_names = NODE_NAMES[: draw(st.integers(1, len(NODE_NAMES)))]
+    node_h = draw(histories(nodes, node_names))
+    pod_h = draw(histories(pods, [f"p{i}" for i in range(draw(st.integers(0, 8)))]))
+    wl_h = draw(histories(lambda name: workloads(name, node_names), [f"w{i}" for i in range(draw(st.integers(0, 5)))]))
+    return node_h, pod_h, wl_h, draw(st.randoms(use_true_random=False))
+
+
+def final(history: list[list[Obj | None]]) -> list[Obj]:
+    return [versions[-1] for versions in history if versions[-1] is not None]
+
+
+# --- the three readers --------------------------------------------------------------------------
+
+
+def kueue_config() -> KueueConfig:
+    objs = config_objects()
+    return KueueConfig(
+        topologies={o["metadata"]["name"]: Topology.model_validate(o) for o in objs if o["kind"] == "Topology"},
+        flavors={
+            o["metadata"]["name"]: ResourceFlavor.model_validate(o) for o in objs if o["kind"] == "ResourceFlavor"
+        },
+        checks={o["metadata"]["name"]: AdmissionCheck.model_validate(o) for o in objs if o["kind"] == "AdmissionCheck"},
+        queues=[ClusterQueue.model_validate(o) for o in objs if o["kind"] == "ClusterQueue"],
+    )
+
+
+def live_by_events(
+    node_h: list[list[Obj | None]], pod_h: list[list[Obj | None]], wl_h: list[list[Obj | None]], rnd: random.Random
+) -> LiveCapacity:
+    """What the controller's informer handlers do, event by event."""
+    cfg = kueue_config()
+    checks = our_checks(cfg.checks.values(), c.CONTROLLER_NAME)
+    live = LiveCapacity()
+    live.set_flavors(flavor_specs(checks, cfg.queues, cfg.topologies.get, cfg.flavors.get)[0])
+
+    def node_event(name: str, obj: Obj | None) -> None:
+        if obj is None:
+            live.delete_node(name)
+        else:
+            live.upsert_node(slim_node(obj))
+
+    def pod_event(name: str, obj: Obj | None) -> None:
+        if obj is None:
+            live.delete_pod(f"ns/{name}")
+        else:
+            feed_pod(live, slim_pod(obj))
+
+    def workload_event(name: str, obj: Obj | None) -> None:
+        if obj is None:
+            live.remove_workload_usage(f"ns/{name}")
+            live.forget(f"ns/{name}")
+        else:
+            feed_workload(live, Workload.model_validate(obj), checks)
+
+    queues: list[tuple[Callable[[str, Obj | None], None], str, list[Obj | None]]] = []
+    for apply, history in ((node_event, node_h), (pod_event, pod_h), (workload_event, wl_h)):
+        for versions in history:
+            name = next(v for v in versions if v is not None)["metadata"]["name"]
+            queues.append((apply, name, list(versions)))
+    while queues:
+        i = rnd.randrange(len(queues))
+        apply, name, versions = queues[i]
+        apply(name, versions.pop(0))
+        if not versions:
+            queues.pop(i)
+        if rnd.random() < 0.3:  # a decision reads a snapshot: later events adjust it in place
+            live.snapshot(rnd.choice(sorted(live.flavors())))
+    return live
+
+
+def planner_of(objs: list[Obj]) -> Planner:
+    parsed = [parse_object(o) for o in [*config_objects(), *objs]]
+    return Planner([p for p in parsed if p is not None])
+
+
+def free_by_domain(snap: TopologySnapshot) -> dict[tuple[str, tuple[str, ...]], dict[str, int]]:
+    """(level, domain values) -> nonzero free amounts per resource (a resource column the model
+    once saw but no object holds now reads 0 everywhere, so zeros carry no information)."""
+    columns = sorted(snap.capacity.columns.items(), key=lambda kv: kv[1])
+    out = {}
+    for lvl, matrix in enumerate(level_free(snap)):
+        level = snap.tree.levels[lvl]
+        for values, row in zip(level.values, matrix, strict=True):
+            out[(level.key, values)] = {r: int(row[i]) for r, i in columns if i < len(row) and row[i]}
+    return out
+
+
+def capacity_command(objs: list[Obj]) -> dict[str, dict[tuple[str, tuple[str, ...]], dict[str, int]]]:
+    """flavor -> what ``kueue-tas capacity -o json`` prints, from these objects."""
+    chargeable = [
+        o
+        for o in objs
+        if o["kind"] == "Pod" and o["spec"].get("nodeName") and o["status"]["phase"] not in ("Succeeded", "Failed")
+    ]
+    state = ClusterState(
+        kueue_config(),
+        nodes=[slim_node(o) for o in objs if o["kind"] == "Node"],
+        pods=[slim_pod(o) for o in chargeable],
+        workloads=[Workload.model_validate(o) for o in objs if o["kind"] == "Workload"],
+    )
+    fake_settings = argparse.Namespace(annotation_prefix=c.DEFAULT_ANNOTATION_PREFIX, controller_name=c.CONTROLLER_NAME)
+    args = argparse.Namespace(config=None, kubeconfig=None, topology=None, resource=None, output="json", depth=None)
+    out = io.StringIO()
+    with (
+        mock.patch.object(cap, "load_settings", return_value=fake_settings),
+        mock.patch.object(cap, "run_read", return_value=state),
+        contextlib.redirect_stdout(out),
+    ):
+        assert cap.run(args) == 0
+    return {
+        f["name"]: {
+            (lvl["key"], tuple(d["values"])): {r: v for r, v in d["free"].items() if v}
+            for lvl in f["levels"]
+            for d in lvl["domains"]
+        }
+        for t in json.loads(out.getvalue())["topologies"]
+        for f in t["flavors"]
+    }
+
+
+# --- the properties -----------------------------------------------------------------------------
+
+PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(clusters())
+def test_plan_and_the_controller_see_the_same_free_capacity(
+    cluster: tuple[list[list[Obj | None]], list[list[Obj | None]], list[list[Obj | None]], random.Random],
+) -> None:
+    node_h, pod_h, wl_h, rnd = cluster
+    live = live_by_events(node_h, pod_h, wl_h, rnd)
+    planner = planner_of([*final(node_h), *final(pod_h), *final(wl_h)])
+    assert planner.specs == live.flavors()
+    assert set(live.flavors()) == {"gpu", "gpu-b", "shared", "racks"}
+    for flavor in live.flavors():
+        live_snap = live.snapshot(flavor)
+        assert live_snap is not None
+        assert free_by_domain(planner.snapshot(flavor, "test")) == free_by_domain(live_snap), flavor
+
+
+@PROPERTY
+@given(clusters())
+def test_the_capacity_command_shows_the_controllers_numbers(
+    cluster: tuple[list[list[Obj | None]], list[list[Obj | None]], list[list[Obj | None]], random.Random],
+) -> None:
+    node_h, pod_h, wl_h, rnd = cluster
+    live = live_by_events(node_h, pod_h, wl_h, rnd)
+    shown = capacity_command([*final(node_h), *final(pod_h), *final(wl_h)])
+    assert set(shown) == set(live.flavors())
+    for flavor, domains in shown.items():
+        live_snap = live.snapshot(flavor)
+        assert live_snap is not None
+        assert domains == free_by_domain(live_snap), flavor
+
+
+def test_the_random_clusters_exercise_every_rule() -> None:
+    """Guard against a generator that never produces the cases the properties are about."""
+    seen: set[str] = set()
+
+    @settings(max_examples=200, deadline=None, database=None, derandomize=True)
+    @given(clusters())
+    def collect(
+        cluster: tuple[list[list[Obj | None]], list[list[Obj | None]], list[list[Obj | None]], random.Random],
+    ) -> None:
+        node_h, pod_h, wl_h, rnd = cluster
+        live = live_by_events(node_h, pod_h, wl_h, rnd)
+        snaps = {f: snap for f in live.flavors() if (snap := live.snapshot(f)) is not None}
+        for versions in pod_h:
+            if versions[-1] is None:
+                seen.add("deleted-pod")
+                continue
+            pod = slim_pod(versions[-1])
+            if pod.counts_on_node and any(pod.node_name in snap.tree.leaf_by_node_name for snap in snaps.values()):
+                seen.add("ours-on-a-leaf" if pod.is_tas else "charged-on-a-leaf")
+        checks = our_checks(kueue_config().checks.values(), c.CONTROLLER_NAME)
+        for versions in wl_h:
+            if versions[-1] is None:
+                seen.add("deleted-workload")
+                continue
+            wl = Workload.model_validate(versions[-1])
+            usage = workload_usage(wl, checks, live.flavors())
+            if usage is None and c.TOPOLOGY_ASSIGNMENT_ANNOTATION in wl.metadata.annotations:
+                seen.add("untrusted-assignment")
+            for entry in usage or ():
+                for flavor, snap in snaps.items():
+                    if any(snap.tree.leaf_index_of(d.values) is not None for d in entry.assignment.domains):
+                        seen.add("held-on-a-leaf" if flavor == entry.flavor else "held-across-flavors")
+
+    collect()
+    assert seen >= {
+        "deleted-pod",
+        "deleted-workload",
+        "charged-on-a-leaf",
+        "ours-on-a-leaf",
+        "untrusted-assignment",
+        "held-on-a-leaf",
+        "held-across-flavors",
+    }

@@ -1,0 +1,197 @@
+"""The capacity rules (kueue_tas.capacity.rules), one by one, from plain objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
+from kueue_tas.capacity.rules import (
+    UsageEntry,
+    UsageError,
+    charges_snapshot,
+    flavor_specs,
+    our_checks,
+    pod_charge,
+    workload_usage,
+)
+from kueue_tas.kube.slim import slim_pod
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.features import FeatureGates
+from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo
+from kueue_tas.topology.snapshot import TopologySnapshot
+
+RACK = "example.com/rack"
+GPU = "nvidia.com/gpu"
+ANNOTATION = "kueue-tas.io/topology-assignment"
+
+# --- pods -------------------------------------------------------------------------------------
+
+
+def pod(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "labels": {}, "annotations": {}},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
+            "overhead": {"cpu": "50m"},
+        },
+        "status": {"phase": "Running"},
+    }
+    for key, value in overrides.items():
+        base[key] = {**base[key], **value}
+    return base
+
+
+def test_a_bound_running_or_pending_pod_is_charged_to_its_node() -> None:
+    assert pod_charge(slim_pod(pod())) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
+    assert pod_charge(slim_pod(pod(status={"phase": "Pending"}))) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_terminal_pods_are_not_charged(phase: str) -> None:
+    assert pod_charge(slim_pod(pod(status={"phase": phase}))) is None
+
+
+def test_unbound_pods_are_not_charged() -> None:
+    assert pod_charge(slim_pod(pod(spec={"nodeName": None}))) is None
+    assert pod_charge(slim_pod(pod(spec={"nodeName": ""}))) is None
+
+
+def test_our_pods_are_not_charged_their_assignment_holds_them() -> None:
+    assert pod_charge(slim_pod(pod(metadata={"labels": {"kueue-tas.io/workload": "w"}}))) is None
+    annotated = pod(metadata={"annotations": {"kueue-tas.io/podset-unconstrained-topology": "true"}})
+    assert pod_charge(slim_pod(annotated)) is None
+    kueue_annotated = pod(metadata={"annotations": {"kueue.x-k8s.io/podset-required-topology": "rack"}})
+    assert pod_charge(slim_pod(kueue_annotated)) is not None
+    assert pod_charge(slim_pod(kueue_annotated, prefix="kueue.x-k8s.io/")) is None
+
+
+# --- workloads --------------------------------------------------------------------------------
+
+ON_H1 = TopologyAssignment((HOSTNAME_LABEL,), (DomainAssignment(("h1",), 2),))
+
+
+def workload(
+    annotation: str | None = None,
+    *,
+    flavors: dict[str, str] | None = None,
+    state: str = "Ready",
+    admission: bool = True,
+    podsets: tuple[str, ...] = ("main",),
+) -> Workload:
+    text = encode_assignment_annotation([("main", ON_H1)]) if annotation is None else annotation
+    status: dict[str, Any] = {"admissionChecks": [{"name": "tas", "state": state}]}
+    if admission:
+        status["admission"] = {
+            "clusterQueue": "cq",
+            "podSetAssignments": [{"name": ps, "flavors": flavors or {GPU: "gpu"}} for ps in podsets],
+        }
+    return Workload.model_validate(
+        {
+            "metadata": {"name": "w", "namespace": "ns", "annotations": {ANNOTATION: text}},
+            "spec": {
+                "podSets": [
+                    {
+                        "name": ps,
+                        "count": 2,
+                        "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {GPU: "1"}}}]}},
+                    }
+                    for ps in podsets
+                ]
+            },
+            "status": status,
+        }
+    )
+
+
+def test_a_trusted_workload_holds_its_assignment_on_its_tas_flavor() -> None:
+    expected = (UsageEntry("gpu", ON_H1, {GPU: 1}),)
+    assert workload_usage(workload(), {"tas"}, {"gpu"}) == expected
+    assert workload_usage(workload(), {"tas"}, {"gpu"}, strict=True) == expected
+    assert workload_usage(workload(state="Pending"), {"tas"}, {"gpu"}) is None
+    # A PodSet on no TAS flavor, or with no admission, holds nothing.
+    assert workload_usage(workload(), {"tas"}, {"other"}) == ()
+    assert workload_usage(workload(admission=False), {"tas"}, {"gpu"}, strict=True) == ()
+
+
+def test_an_undecodable_annotation_holds_nothing_for_the_controller_and_is_an_error_for_plan() -> None:
+    wl = workload('{"podSets": 7}')
+    assert workload_usage(wl, {"tas"}, {"gpu"}) is None
+    with pytest.raises(UsageError) as err:
+        workload_usage(wl, {"tas"}, {"gpu"}, strict=True)
+    assert err.value.field == f"metadata.annotations[{ANNOTATION}]"
+
+
+def test_an_assignment_of_a_podset_the_spec_lacks() -> None:
+    wl = workload(encode_assignment_annotation([("main", ON_H1), ("ghost", ON_H1)]))
+    assert workload_usage(wl, {"tas"}, {"gpu"}) == (UsageEntry("gpu", ON_H1, {GPU: 1}),)
+    with pytest.raises(UsageError) as err:
+        workload_usage(wl, {"tas"}, {"gpu"}, strict=True)
+    assert err.value.problem == "names PodSet 'ghost', which spec.podSets does not have"
+
+
+def test_several_tas_flavors_on_one_podset() -> None:
+    wl = workload(flavors={GPU: "gpu", "cpu": "gpu-b"})
+    assert workload_usage(wl, {"tas"}, {"gpu", "gpu-b"}) == (UsageEntry("gpu", ON_H1, {GPU: 1}),)
+    with pytest.raises(UsageError) as err:
+        workload_usage(wl, {"tas"}, {"gpu", "gpu-b"}, strict=True)
+    assert (err.value.field, err.value.problem) == (
+        "status.admission.podSetAssignments[main].flavors",
+        "more than one TAS flavor assigned: gpu, gpu-b",
+    )
+
+
+# --- flavors ----------------------------------------------------------------------------------
+
+
+def test_spec_topology_name_maps_a_flavor_only_when_asked_and_no_check_governs_it() -> None:
+    topo = Topology.model_validate({"metadata": {"name": "topo"}, "spec": {"levels": [{"nodeLabel": RACK}]}})
+    check = AdmissionCheck.model_validate(
+        {
+            "metadata": {"name": "tas"},
+            "spec": {
+                "controllerName": "kueue-tas.io/topology",
+                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
+            },
+        }
+    )
+    cq = ClusterQueue.model_validate(
+        {
+            "metadata": {"name": "cq"},
+            "spec": {
+                "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "gpu", "resources": []}]}],
+                "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]},
+            },
+        }
+    )
+    flavors = {"kueue-own": ResourceFlavor.model_validate({"metadata": {"name": "kueue-own"}})}
+    ours = our_checks([check], "kueue-tas.io/topology")
+    specs, per_check = flavor_specs(ours, [cq], {"topo": topo}.get, flavors.get)
+    assert set(specs) == {"gpu"} and per_check == {"tas": {"gpu"}}
+    mapped = {"kueue-own": "topo"}
+    specs, per_check = flavor_specs(ours, [cq], {"topo": topo}.get, flavors.get, flavor_topology_names=mapped)
+    assert set(specs) == {"gpu", "kueue-own"} and per_check == {"tas": {"gpu"}}
+    assert specs["kueue-own"].levels == (RACK,)
+
+
+# --- flavors sharing nodes ----------------------------------------------------------------------
+
+
+def test_hostname_usage_of_one_flavor_holds_capacity_in_every_hostname_flavor() -> None:
+    node = NodeInfo("n1", {RACK: "r1", HOSTNAME_LABEL: "h1"}, {GPU: 8})
+    hosts = TopologySnapshot.build(topology_name="t", levels=(RACK, HOSTNAME_LABEL), nodes=[node])
+    racks = TopologySnapshot.build(topology_name="r", levels=(RACK,), nodes=[node])
+    on_rack = TopologyAssignment((RACK,), (DomainAssignment(("r1",), 2),))
+    assert charges_snapshot("gpu", hosts, "gpu", on_rack)  # its own flavor, whatever the levels
+    assert charges_snapshot("other", hosts, "gpu", ON_H1)
+    assert not charges_snapshot("other", hosts, "gpu", on_rack)
+    assert not charges_snapshot("other", racks, "gpu", ON_H1)  # no hostname leaf there
+    # Kueue's TASHandleOverlappingFlavors off: each flavor sees only its own usage
+    separate = FeatureGates({"TASHandleOverlappingFlavors": False})
+    assert not charges_snapshot("other", hosts, "gpu", ON_H1, separate)
+    assert charges_snapshot("gpu", hosts, "gpu", ON_H1, separate)
