@@ -26,10 +26,10 @@ print(json.dumps(sorted(name for name in {heavy!r} if name in sys.modules)))
 """
 
 
-def loaded_after(args: str) -> list[str]:
+def loaded_after(args: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE.format(args=args, heavy=HEAVY)],
+        [sys.executable, "-c", PROBE.format(args=args, heavy=heavy)],
         capture_output=True,
         text=True,
         env=env,
@@ -44,6 +44,14 @@ def loaded_after(args: str) -> list[str]:
 @pytest.mark.parametrize("args", ['"--help"', '"plan", "--help"', '"run", "--help"', '"capacity", "--help"'])
 def test_help_loads_no_heavy_module(args: str) -> None:
     assert loaded_after(args) == []
+
+
+def test_plan_loads_no_client_server_or_logging_library() -> None:
+    # plan needs the engine (numpy), the models (pydantic) and YAML; nothing of the controller.
+    controller_only = ("kubernetes_asyncio", "kubernetes", "aiohttp", "prometheus_client", "structlog", "cachetools")
+    # numpy loaded proves the plan ran the engine (a bad path would stop before it).
+    loaded = loaded_after('"plan", "-f", "examples/cluster.yaml"', (*controller_only, "numpy"))
+    assert loaded == ["numpy"]
 
 
 def test_import_time_of_the_cli_has_no_kubernetes_client() -> None:
