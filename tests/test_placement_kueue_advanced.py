@@ -8,10 +8,10 @@ The snapshot is fed as Kueue's harness (``TestFindTopologyAssignments`` and
 * ``other_flavor_usage`` (``priorFlavorUsage``) becomes Kueue's aggregated domain usage,
   i.e. assumed usage that even ``simulate_empty`` keeps: it is charged like non-TAS usage,
   and only when TASHandleOverlappingFlavors is on and the lowest level is the hostname;
-* node replacement: Kueue's harness never charges the replaced workload's own usage,
-  while ``place`` keeps the healthy part of ``current`` charged (as the admitted workload's
-  usage is in a live snapshot). The runner credits that healthy part back first, so the
-  net capacity is the harness's;
+* node replacement: ``place`` charges the whole admitted ``current`` itself (Kueue's cache
+  holds the admitted Workload's usage); where Kueue's harness charges none, the case data
+  raise the nodes' allocatable by those pods (``advanced_replacement._room_for_admitted``),
+  so the runner feeds the snapshot as it is;
 * elastic: the old slice is not charged (Kueue's harness does not either).
 """
 
@@ -24,7 +24,6 @@ from types import ModuleType
 
 import pytest
 
-from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.results import PodSetResult
@@ -70,10 +69,6 @@ def _params() -> list[object]:
     return out
 
 
-def _healthy_part(assignment: TopologyAssignment, unhealthy: tuple[str, ...]) -> TopologyAssignment:
-    return TopologyAssignment(assignment.levels, tuple(d for d in assignment.domains if d.values[-1] not in unhealthy))
-
-
 def build_snapshot(case: KueueCase) -> TopologySnapshot:
     snap = TopologySnapshot.build(
         topology_name=case.topology_name,
@@ -96,10 +91,6 @@ def build_snapshot(case: KueueCase) -> TopologySnapshot:
                 usage = {k: v * dom.count for k, v in usage_case.per_pod.items()}
                 usage["pods"] = usage.get("pods", 0) + dom.count
                 snap.add_non_tas_usage(snap.tree.leaf_nodes[leaf][0].name, usage)
-    if case.unhealthy_nodes:
-        for ps in case.podsets:
-            if ps.current is not None:
-                snap.add_tas_usage(_healthy_part(ps.current, case.unhealthy_nodes), ps.requests, sign=-1)
     return snap
 
 

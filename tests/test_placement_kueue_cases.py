@@ -18,125 +18,36 @@ and cohort tests of that file (``TestScheduleForTASPreemption`` and later) were
 not transcribed: their outcome depends on preemption, which is not part of the
 placement API.
 
-Cases NOT transcribed (TestFindTopologyAssignments)
-===================================================
+The other cases of TestFindTopologyAssignments (v0.19.2)
+========================================================
 
-Not supported by our API yet: leader/worker PodSet groups (podSetGroupName)
----------------------------------------------------------------------------
-- grouped with leader and sliced workers; hostname level slicing with lower leader requirement
-- find topology assignment for two podsets with the same group
-- find topology assignment for grouped podsets preserves worker capacity when placing leader
-- find topology assignment for sliced grouped podsets preserves worker capacity when placing leader
-- find topology assignment for preferred grouped podsets preserves capacity across domains
-- find topology assignment for unconstrained grouped podsets spreads leader and worker across domains
-  with TASProfileMixed
-- find topology assignment for grouped podsets preserves leader below the slice level
-- find topology assignment for two podsets with the same group with domains that can tightly fit
-  leader and workers
-- find topology assignment for grouped podsets skips domain where only workers fit without leader
-- find topology assignment for grouped podsets skips domain where mixed-size workers only fit without
-  leader
-- find topology assignment for grouped podsets keeps tight domain when leader and workers fit together
-- find topology assignment for two podsets with the same group - no fit
-- find topology assignment for two podsets with the same group - optimizes domain for both leader and
-  workers
-- BestFit: podset group workers spread across hosts
-- find topology assignment for two podsets with the same group - leader does not fit anywhere
-- find topology assignment for two podsets with the same group - multiple hosts
-- find topology assignment for two podsets with the same group requesting same resources and nodes in
-  the same rack
-- optimize the last domain for LWS using BestFit
-- (also groups, listed below under other reasons: "grouped with leader and sliced workers; multi-layer
-  slicing constraints on workers", "grouped with leader and sliced workers; replace unhealthy node with
-  sliced workers", "balanced placement; leader worker set", "balanced placement; should not prune
-  domain", "balanced placement; leader worker set does not reserve leader space on every node",
-  "balanced placement; fallback to BestFit when leader worker set cannot meet threshold", the four
-  "elastic workload ... with leader" cases, and "LWS with leader and workers; preferred affinity on
-  workers; leader cannot fit on preferred zone")
+Every other case of v0.19.2's table needs an input beyond a plain request: a PodSet group
+(leader + workers), multi-layer slices, node replacement (an admitted assignment plus
+unhealthy nodes), an elastic slice (the replaced slice's assignment), or a non-default gate
+(balanced placement, preferred node affinity) or overlapping flavors. They are transcribed,
+with ``TestFindTopologyAssignmentsMultiLayerReplacement`` and the second-pass replacement
+cases of ``TestScheduleForTAS``, in ``tests/kueue_cases/advanced_*.py``:
 
-Not supported by our API yet: multi-layer slice constraints (podsetSliceRequiredTopologyConstraints)
-----------------------------------------------------------------------------------------------------
-- grouped with leader and sliced workers; multi-layer slicing constraints on workers (also a group)
-- multi-layer topology: block required; rack slices of 4; host slices of 2; TASMultiLayerTopology
-- multi-layer topology: mimic a real-world GB200 cluster, with NVL36 arch (2GPUs/node); dc required;
-  aizone slices of 48; rack slices of 16; TASMultiLayerTopology
-- multi-layer topology: host slice rounding makes rack slice impossible
-- multi-layer topology: small host kills rack slices despite enough total capacity
-- multi-layer topology: enough hostname slices but not enough rack slices
-- multi-layer topology: 3-layer negative case with small hosts cascading up
-- the multi-layer replacement cases below (also node replacement)
+- ``advanced_groups``: leader/worker PodSet groups (``podSetGroupName``);
+- ``advanced_multilayer``: multi-layer slice constraints (``podsetSliceRequiredTopologyConstraints``);
+- ``advanced_replacement``: node replacement, incl. the whole multi-layer replacement table;
+- ``advanced_elastic``: elastic workload slices, with and without a leader;
+- ``advanced_balanced``: TASBalancedPlacement, incl. the leader-worker-set ones;
+- ``advanced_affinity``: TASRespectNodeAffinityPreferred, incl. the LWS one;
+- ``advanced_overlap``: usage of sibling flavors sharing the nodes (TASHandleOverlappingFlavors).
 
-Node replacement (workload admitted with a topologyAssignment plus unhealthyNodes): no API input
--------------------------------------------------------------------------------------------------
-- node replacement skipped for single-Pod-owned workload; gate on
-- node replaced for Job-owned workload; gate on
-- node replaced for pod-group workload with two Pod owners; gate on
-- node replaced for size-1 pod-group workload (is-group-workload annotation); gate on
-- node replaced for single-Pod-owned workload; gate off
-- grouped with leader and sliced workers; replace unhealthy node with sliced workers (also a group)
-- multi-layer replacement: replacement does not cross a string-prefix sibling domain
-- multi-layer replacement: replace unhealthy node in incomplete rack slice
-- multi-layer replacement: replacement fails when no capacity in incomplete slice domain
-- multi-layer replacement: 3-layer: innermost broken domain confines replacement to correct switch
-- multi-layer replacement: 2-layer: sliceSize=2 prevents scattered single-pod placement across hosts
-- multi-layer replacement: sibling-flavor aggregatedDomainUsages on replacement candidate blocks the
-  replacement
-
-Elastic workloads (previousAssignment, ElasticJobsViaWorkloadSlices gates): no API input
-----------------------------------------------------------------------------------------
-- elastic workload scale up: delta-only placement preserves previous assignment
-- elastic workload scale up: spread across multiple nodes preserved
-- elastic workload scale down: truncates assignment
-- elastic workload same count: reuses previous assignment exactly
-- elastic workload scale up with leader: places delta workers, preserves leader assignment
-- elastic workload scale up with leader: stale leader assignment falls back to fresh placement
-- elastic workload scale down with leader: truncates workers, reuses leader
-- elastic workload same count with leader: reuses both assignments exactly
-
-Balanced placement (TASBalancedPlacement=true; the gate is off by default)
---------------------------------------------------------------------------
-- balanced placement; basic
-- balanced placement; select optmial set of domains
-- balanced placement; select optmial set of domains; with slices
-- balanced placement; select correct block
-- balanced placement; cannot chose domains from different blocks
-- balanced placement; select correct block; prefer blocks with single rack; with slices
-- balanced placement; four level topology; slice two levels below balanced level
-- balanced placement; four level topology; slice one level below balanced level
-- balanced placement; four level topology; balance on rack level; slice not on the lowest level
-- balanced placement; three level topology; balance on the same level as slice
-- balanced placement; three level topology; balance on the lowest level
-- balanced placement; leader worker set (also a group)
-- balanced placement; prioritize (using entropy) balanced domains; second rack wins
-- balanced placement; prioritize (using entropy) balanced domains; first rack wins
-- balanced placement; two level topology; balance on the highest level
-- balanced placement; select correct block taking into account pruning
-- balanced placement; should not prune domain (also a group)
-- balanced placement; leader worker set does not reserve leader space on every node (also a group)
-- balanced placement; fallback to BestFit when leader worker set cannot meet threshold (also a group)
-- stable tie break on identical nodes: TASBalancedPlacement enabled
-- stable tie break on identical nodes: reversed order, TASBalancedPlacement enabled
-  (the two "disabled" twins are transcribed)
-
-Preferred node affinity (TASRespectNodeAffinityPreferred=true; off by default, and our API has no
-preferred-affinity input)
-------------------------------------------------------------------------------------------------------
-- with preferred affinity
-- with required and preferred affinity
-- with multiple preferred affinities
-- affinity takes precedence over best fit
-- affinity ordering with required topology level chooses secondary domain if primary is too small
-- affinity ordering with preferred inner topology level bubbles up to parent level to avoid splitting
-  across parent domains
-- flat topology, preferred mode, size 5 pods x 1
-- flat topology, unconstrained mode, size 5 pods x 1
-- flat topology, preferred mode, size 2 pods x 2
-- flat topology, unconstrained mode, size 2 pods x 2
-- LWS with leader and workers; preferred affinity on workers; leader cannot fit on preferred zone
-  (also a group)
+They run through the engine in ``tests/test_placement_kueue_advanced.py`` and through
+``kueue-tas plan`` in ``tests/test_plan_kueue_cases.py``. Each module's ``NOT_TRANSCRIBED``
+names the cases it leaves out, with the reason (from this table only "node replacement
+skipped for single-Pod-owned workload; gate on": it depends on the Workload's owner kind).
 """
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -154,100 +65,17 @@ except ImportError:  # pragma: no cover - if tests/ ever becomes a package
     from tests.kueue_cases.schedule_for_tas import SCHEDULE_CASES, SCHEDULE_NOT_TRANSCRIBED
     from tests.kueue_cases.simulate_empty import SIMULATE_EMPTY_CASES
 
-# Kueue case names deliberately left out (see the module docstring for the reasons).
-NOT_TRANSCRIBED: frozenset[str] = frozenset(
-    {
-        # leader/worker groups
-        "grouped with leader and sliced workers; hostname level slicing with lower leader requirement",
-        "find topology assignment for two podsets with the same group",
-        "find topology assignment for grouped podsets preserves worker capacity when placing leader",
-        "find topology assignment for sliced grouped podsets preserves worker capacity when placing leader",
-        "find topology assignment for preferred grouped podsets preserves capacity across domains",
-        "find topology assignment for unconstrained grouped podsets spreads leader and worker across "
-        "domains with TASProfileMixed",
-        "find topology assignment for grouped podsets preserves leader below the slice level",
-        "find topology assignment for two podsets with the same group with domains that can tightly fit "
-        "leader and workers",
-        "find topology assignment for grouped podsets skips domain where only workers fit without leader",
-        "find topology assignment for grouped podsets skips domain where mixed-size workers only fit without leader",
-        "find topology assignment for grouped podsets keeps tight domain when leader and workers fit together",
-        "find topology assignment for two podsets with the same group - no fit",
-        "find topology assignment for two podsets with the same group - optimizes domain for both leader and workers",
-        "BestFit: podset group workers spread across hosts",
-        "find topology assignment for two podsets with the same group - leader does not fit anywhere",
-        "find topology assignment for two podsets with the same group - multiple hosts",
-        "find topology assignment for two podsets with the same group requesting same resources and nodes "
-        "in the same rack",
-        "optimize the last domain for LWS using BestFit",
-        # multi-layer slice constraints
-        "grouped with leader and sliced workers; multi-layer slicing constraints on workers",
-        "multi-layer topology: block required; rack slices of 4; host slices of 2; TASMultiLayerTopology",
-        "multi-layer topology: mimic a real-world GB200 cluster, with NVL36 arch (2GPUs/node); dc "
-        "required; aizone slices of 48; rack slices of 16; TASMultiLayerTopology",
-        "multi-layer topology: host slice rounding makes rack slice impossible",
-        "multi-layer topology: small host kills rack slices despite enough total capacity",
-        "multi-layer topology: enough hostname slices but not enough rack slices",
-        "multi-layer topology: 3-layer negative case with small hosts cascading up",
-        # node replacement
-        "node replacement skipped for single-Pod-owned workload; gate on",
-        "node replaced for Job-owned workload; gate on",
-        "node replaced for pod-group workload with two Pod owners; gate on",
-        "node replaced for size-1 pod-group workload (is-group-workload annotation); gate on",
-        "node replaced for single-Pod-owned workload; gate off",
-        "grouped with leader and sliced workers; replace unhealthy node with sliced workers",
-        "multi-layer replacement: replacement does not cross a string-prefix sibling domain",
-        "multi-layer replacement: replace unhealthy node in incomplete rack slice",
-        "multi-layer replacement: replacement fails when no capacity in incomplete slice domain",
-        "multi-layer replacement: 3-layer: innermost broken domain confines replacement to correct switch",
-        "multi-layer replacement: 2-layer: sliceSize=2 prevents scattered single-pod placement across hosts",
-        "multi-layer replacement: sibling-flavor aggregatedDomainUsages on replacement candidate blocks "
-        "the replacement",
-        # elastic workloads
-        "elastic workload scale up: delta-only placement preserves previous assignment",
-        "elastic workload scale up: spread across multiple nodes preserved",
-        "elastic workload scale down: truncates assignment",
-        "elastic workload same count: reuses previous assignment exactly",
-        "elastic workload scale up with leader: places delta workers, preserves leader assignment",
-        "elastic workload scale up with leader: stale leader assignment falls back to fresh placement",
-        "elastic workload scale down with leader: truncates workers, reuses leader",
-        "elastic workload same count with leader: reuses both assignments exactly",
-        # balanced placement (non-default gate)
-        "balanced placement; basic",
-        "balanced placement; select optmial set of domains",
-        "balanced placement; select optmial set of domains; with slices",
-        "balanced placement; select correct block",
-        "balanced placement; cannot chose domains from different blocks",
-        "balanced placement; select correct block; prefer blocks with single rack; with slices",
-        "balanced placement; four level topology; slice two levels below balanced level",
-        "balanced placement; four level topology; slice one level below balanced level",
-        "balanced placement; four level topology; balance on rack level; slice not on the lowest level",
-        "balanced placement; three level topology; balance on the same level as slice",
-        "balanced placement; three level topology; balance on the lowest level",
-        "balanced placement; leader worker set",
-        "balanced placement; prioritize (using entropy) balanced domains; second rack wins",
-        "balanced placement; prioritize (using entropy) balanced domains; first rack wins",
-        "balanced placement; two level topology; balance on the highest level",
-        "balanced placement; select correct block taking into account pruning",
-        "balanced placement; should not prune domain",
-        "balanced placement; leader worker set does not reserve leader space on every node",
-        "balanced placement; fallback to BestFit when leader worker set cannot meet threshold",
-        "stable tie break on identical nodes: TASBalancedPlacement enabled",
-        "stable tie break on identical nodes: reversed order, TASBalancedPlacement enabled",
-        # preferred node affinity (non-default gate)
-        "with preferred affinity",
-        "with required and preferred affinity",
-        "with multiple preferred affinities",
-        "affinity takes precedence over best fit",
-        "affinity ordering with required topology level chooses secondary domain if primary is too small",
-        "affinity ordering with preferred inner topology level bubbles up to parent level to avoid "
-        "splitting across parent domains",
-        "flat topology, preferred mode, size 5 pods x 1",
-        "flat topology, unconstrained mode, size 5 pods x 1",
-        "flat topology, preferred mode, size 2 pods x 2",
-        "flat topology, unconstrained mode, size 2 pods x 2",
-        "LWS with leader and workers; preferred affinity on workers; leader cannot fit on preferred zone",
-    }
-)
+_CASES_DIR = Path(__file__).parent / "kueue_cases"
+
+
+def _advanced_modules() -> list[ModuleType]:
+    names = sorted(m.name for m in pkgutil.iter_modules([str(_CASES_DIR)]) if m.name.startswith("advanced_"))
+    return [importlib.import_module(f"{KueueCase.__module__.rpartition('.')[0]}.{name}") for name in names]
+
+
+# Kueue case names the advanced modules leave out (see the module docstring); a core case may
+# also be run there with the feature's own input (e.g. sibling-flavor usage as such).
+NOT_TRANSCRIBED: frozenset[str] = frozenset(name for mod in _advanced_modules() for name in mod.NOT_TRANSCRIBED)
 
 
 def _run(case: KueueCase):

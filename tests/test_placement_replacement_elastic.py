@@ -2,7 +2,7 @@
 
 Kueue's own single-node replacement and elastic cases run in
 ``test_placement_kueue_advanced.py``; these cover what goes beyond them: several
-unhealthy nodes in one decision, the kept part being charged, the gates.
+unhealthy nodes in one decision, the admitted assignment being charged, the gates.
 """
 
 from __future__ import annotations
@@ -89,6 +89,17 @@ def test_untouched_podsets_keep_their_assignment_and_hold_its_capacity() -> None
     current = {"a": _hosts(("x3", 2)), "b": _hosts(("x1", 1))}
     res = _snap(nodes).place([a, b], current=current, unhealthy_nodes=["x1"])
     assert [r.assignment for r in res] == [_hosts(("x3", 2)), _hosts(("x4", 1))]
+
+
+def test_the_admitted_assignment_stays_charged_on_a_ready_unhealthy_node() -> None:
+    # As in Kueue's cache, the Workload's admitted usage holds until the new assignment is
+    # admitted: x1 (unhealthy but Ready, 3 cpus) still holds its 2 lost pods, so only 1 cpu is
+    # free there and both replacement pods go to x2 (4 cpus, 1 held by the kept pod).
+    nodes = [_node("x1", "r1", cpu=3000), _node("x2", "r1", cpu=4000), _node("x3", "r2", cpu=8000)]
+    ps = PodSetRequest("main", 3, CPU, topology=TopologyRequest(required=RACK))
+    current = {"main": _hosts(("x1", 2), ("x2", 1))}
+    [res] = _snap(nodes).place([ps], current=current, unhealthy_nodes=["x1"])
+    assert res.assignment == _hosts(("x2", 3))
 
 
 def test_replacement_gate_off_keeps_current() -> None:

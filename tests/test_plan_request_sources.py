@@ -78,13 +78,27 @@ def test_field_unknown_level_and_invalid_field(tmp_path: Path, capsys: pytest.Ca
         "error: Workload/team-a/w: spec.podSets[0].topologyRequest.preferred: unknown topology level 'zone'; "
         f"Topology 'topo' has levels {pf.BLOCK}, {pf.RACK}, {pf.HOST}"
     )
-    bad = with_field(pf.workload("w", 2, {}, admitted_flavor="gpu"), podSetSliceRequiredTopology=pf.RACK)
-    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), bad])
+    too_long = with_field(pf.workload("w", 2, {}, admitted_flavor="gpu"), required="x" * 64)
+    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), too_long])
     assert code == 1
     assert err == (
-        "error: Workload/team-a/w: spec.podSets[0].topologyRequest.podSetSliceSize: Required value: "
-        "must be set when podSetSliceRequiredTopology is specified"
+        "error: Workload/team-a/w: spec.podSets[0].topologyRequest.required: Too long: may not be more than 63 bytes"
     )
+
+
+def test_field_slice_level_without_size_gets_kueues_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Not Kueue's Workload webhook (it guards writes only) but its scheduler, as for a stored Workload.
+    no_size = with_field(pf.workload("w", 2, {}, admitted_flavor="gpu"), podSetSliceRequiredTopology=pf.RACK)
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), no_size])
+    assert code == 0, err
+    [wl] = out["workloads"]
+    assert wl["fits"] is False
+    assert wl["podSets"][0]["message"] == "slice topology requested, but slice size not provided"
+    # a size without a level asks for no slices
+    size_only = with_field(pf.workload("w", 8, {}, admitted_flavor="gpu"), required=pf.RACK, podSetSliceSize=3)
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), size_only])
+    assert code == 0, err
+    assert out["workloads"][0]["fits"] is True
 
 
 # --- plan: levels of the slice layers, groups ----------------------------------------------------
@@ -145,6 +159,43 @@ def test_valid_group_is_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str
     [wl] = out["workloads"]
     assert wl["fits"] is True
     assert [ps["name"] for ps in wl["podSets"]] == ["leader", "workers"]
+
+
+def _grouped_workload(podsets: list[tuple[str, int, dict[str, Any]]]) -> dict[str, Any]:
+    """A Workload admitted on ``gpu`` whose PodSets state their request in ``topologyRequest``."""
+    wl = pf.workload("w", 1, {}, admitted_flavor="gpu")
+    template = wl["spec"]["podSets"][0]["template"]
+    wl["spec"]["podSets"] = [
+        {"name": n, "count": c, "template": copy.deepcopy(template), "topologyRequest": f} for n, c, f in podsets
+    ]
+    wl["status"]["admission"]["podSetAssignments"] = [
+        {"name": n, "count": c, "flavors": {pf.GPU: "gpu"}} for n, c, _ in podsets
+    ]
+    return wl
+
+
+def test_field_group_of_unconstrained_members_is_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    group = {"unconstrained": True, "podSetGroupName": "g"}
+    wl = _grouped_workload([("leader", 1, group), ("workers", 4, group)])
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), wl])
+    assert code == 0, err
+    [plan] = out["workloads"]
+    assert plan["fits"] is True
+    assert [sum(d["count"] for d in ps["domains"]) for ps in plan["podSets"]] == [1, 4]
+
+
+def test_podset_after_a_failed_group_is_not_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Groups are placed in order of first appearance: g (a + c) fails, so b is never tried.
+    group = {"required": pf.RACK, "podSetGroupName": "g"}
+    wl = _grouped_workload([("a", 1, group), ("b", 1, {"required": pf.RACK}), ("c", 8, group)])
+    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), wl])
+    assert code == 0, err
+    [plan] = out["workloads"]
+    assert plan["fits"] is False
+    a, b, c = plan["podSets"]
+    assert a["message"] == c["message"] and "out of" in a["message"]
+    assert b.get("domains") is None
+    assert b["message"] == "not placed: an earlier PodSet of this workload does not fit"
 
 
 # --- the admission decision ---------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -311,6 +312,20 @@ def test_group_levels_must_match() -> None:
     ]
 
 
+def test_group_levels_are_free_in_the_field() -> None:
+    # Kueue's Workload webhook does not check groups; its scheduler places an unconstrained pair.
+    leader = dataclasses.replace(member("a", 1, TopologyRequest(unconstrained=True, group="g")), from_field=True)
+    workers = dataclasses.replace(member("b", 4, TopologyRequest(preferred=RACK, group="g")), from_field=True)
+    assert group_errors([leader, workers]) == []
+    # the pair shape still holds: the engine places the leader as one pod
+    big = dataclasses.replace(leader, count=2)
+    assert [e.podset for e in group_errors([big, workers])] == ["a", "b"]
+    # the level rule is the job webhooks': it needs both members stated in our annotations
+    mixed = member("a", 1, TopologyRequest(unconstrained=True, group="g"))
+    assert group_errors([mixed, workers]) == []
+    assert len(group_errors([mixed, dataclasses.replace(workers, from_field=False)])) == 2
+
+
 # --- Kueue's topologyRequest field ----------------------------------------------------------
 
 
@@ -369,17 +384,21 @@ def test_field_validation_texts() -> None:
         "topologyRequest.podsetSliceRequiredTopologyConstraints[3].size: Invalid value: 0: "
         "should be greater than or equal to 1" in errs
     )
-    assert (
-        "topologyRequest.podSetSliceSize: Required value: must be set when podSetSliceRequiredTopology is specified"
-        in errs
+    assert not any("podSetSliceSize" in e for e in errs)  # the CRD's limits only, not the slice pair
+
+
+def test_field_slice_pair_reaches_the_engine_as_written() -> None:
+    # Kueue's Workload webhook rule (TASValidateWorkloadSliceSize) guards writes only; its
+    # scheduler places a stored Workload as it is, and so does kueue-tas.
+    assert topology_request_from_field(field(required=BLOCK, podSetSliceRequiredTopology=RACK)) == TopologyRequest(
+        required=BLOCK, slice_level=RACK
     )
-    with pytest.raises(TopologyFieldError, match=r"podSetSliceSize: Invalid value: 0: must be greater than 0"):
-        topology_request_from_field(field(podSetSliceRequiredTopology=RACK, podSetSliceSize=0))
-    with pytest.raises(TopologyFieldError, match="may not be set when podSetSliceRequiredTopology is not specified"):
-        topology_request_from_field(field(podSetSliceSize=2))
-    # the webhook's slice checks follow TASValidateWorkloadSliceSize
-    off = FeatureGates({"TASValidateWorkloadSliceSize": False})
-    assert topology_request_from_field(field(podSetSliceSize=2), off) == TopologyRequest(slice_size=2)
+    assert topology_request_from_field(field(podSetSliceRequiredTopology=RACK, podSetSliceSize=0)) == TopologyRequest(
+        slice_level=RACK, slice_size=0
+    )
+    assert topology_request_from_field(field(preferred=RACK, podSetSliceSize=2)) == TopologyRequest(
+        preferred=RACK, slice_size=2
+    )
 
 
 def test_annotations_win_over_the_field() -> None:

@@ -67,6 +67,9 @@ __all__ = ["Placeable", "PlanInputError", "Planner", "PodSetPlan", "WorkloadPlan
 _REQUEST_FIELDS = frozenset({"containers", "initContainers", "overhead", "resources"})
 
 
+NOT_PLACED = "not placed: an earlier PodSet of this workload does not fit"
+
+
 @dataclass
 class PodSetPlan:
     name: str
@@ -304,7 +307,7 @@ class Planner:
         for flavor, members in groups.items():
             if failed:
                 for ps_plan, _ in members:
-                    ps_plan.message = "not placed: an earlier PodSet of this workload does not fit"
+                    ps_plan.message = NOT_PLACED
                 continue
             requests = [r for _, r in members]
             extra = self.replacements.place_options(obj, (r.name for r in requests))
@@ -312,8 +315,9 @@ class Planner:
             for (ps_plan, request), result in zip(
                 members, results + [None] * (len(members) - len(results)), strict=True
             ):
-                if result is None:
-                    ps_plan.message = "not placed: an earlier PodSet of this workload does not fit"
+                # No result, or an empty one: its group came after the one that failed.
+                if result is None or (result.assignment is None and not result.message):
+                    ps_plan.message = NOT_PLACED
                     continue
                 ps_plan.assignment = result.assignment
                 ps_plan.message = result.message

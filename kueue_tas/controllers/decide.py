@@ -99,6 +99,7 @@ def _group_rejection(members: list[tuple[PodSetRequest, bool]], prefix: str) -> 
             f'PodSet "{r.name}": '
             + ("topologyRequest.podSetGroupName" if from_field else f"annotation {prefix}{c.SUFFIX_GROUP_NAME}"),
             f'PodSet "{r.name}"',
+            from_field,
         )
         for r, from_field in members
     ]

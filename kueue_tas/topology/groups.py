@@ -3,8 +3,13 @@
 Kueue's job webhooks (``ValidatePodSetGroupingTopology`` in ``jobframework/tas_validation.go``)
 allow a group only as a leader + workers pair: exactly 2 PodSets, at least one of them with a
 single pod, both asking for the same ``required`` (or the same ``preferred``) level. The
-engine relies on that shape (the smaller PodSet is the leader), so a workload breaking it is
-refused here, with Kueue's texts.
+engine relies on the pair shape (the smaller PodSet is the leader, placed as one pod), so a
+workload breaking it is refused here, with Kueue's texts.
+
+The level rule is the job webhooks' only: Kueue's Workload webhook does not check groups,
+and its scheduler places a pair stated in ``spec.podSets[].topologyRequest`` whatever the
+members' levels (the workers' request decides; Kueue's own cases group unconstrained
+PodSets). So it applies only when both members state their request in our annotations.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ class GroupMember:
     request: TopologyRequest | None
     group_field: str
     where: str
+    from_field: bool = False  # the request is a Workload's topologyRequest (Kueue's scheduler input)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +77,8 @@ def group_errors(members: Sequence[GroupMember], prefix: str = c.DEFAULT_ANNOTAT
             )
             errors.extend(GroupError(m.podset, f"{m.group_field}: invalid value {shown}: {text}") for m in group)
         assert first.request is not None and second.request is not None
-        if not _consistent(first.request, second.request):
+        from_annotations = not (first.from_field or second.from_field)
+        if from_annotations and not _consistent(first.request, second.request):
             required = prefix + c.SUFFIX_REQUIRED_TOPOLOGY
             preferred = prefix + c.SUFFIX_PREFERRED_TOPOLOGY
             for m, other in ((first, second), (second, first)):

@@ -136,7 +136,7 @@ def podset_request(
     selector, affinity = node_constraints(spec)
     annotations = template_annotations(template)
     if topology_field is not None and uses_field(annotations, topology_field, prefix):
-        topology = topology_request_from_field(topology_field, gates)
+        topology = topology_request_from_field(topology_field)
     else:
         topology = parse_topology_request(annotations, prefix=prefix, count=count, gates=gates)
     return PodSetRequest(

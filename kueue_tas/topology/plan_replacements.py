@@ -4,9 +4,10 @@ Two kinds, as Kueue handles them:
 
 * Node replacement (TASFailedNodeReplacement): a Workload admitted by our check whose
   ``status.unhealthyNodes`` names a node of its assignment. It is placed again with its
-  assignment as ``current`` and those nodes as ``unhealthy_nodes``; the engine keeps the
-  healthy part. Its old assignment does not count as usage (the re-placed one does, once
-  found; when none is found Kueue evicts it, so it holds nothing).
+  assignment as ``current`` and those nodes as ``unhealthy_nodes``; the engine charges that
+  assignment during the decision (as Kueue's cache does) and keeps its healthy part. It does
+  not count as usage otherwise (the re-placed one does, once found; when none is found Kueue
+  evicts it, so it holds nothing).
 * Elastic slices (ElasticJobsViaWorkloadSlices): a Workload annotated
   ``kueue.x-k8s.io/workload-slice-replacement-for: <namespace>/<name>`` naming a Workload
   admitted by our check. It is placed with that slice's assignment as ``current`` and

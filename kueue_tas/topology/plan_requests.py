@@ -117,17 +117,18 @@ def check_groups(
     fields: Sequence[PodSetTopologyRequestModel | None],
     prefix: str,
 ) -> None:
-    """PodSet groups must be leader + workers pairs (Kueue's webhook rules)."""
+    """PodSet groups must be leader + workers pairs (Kueue's webhook rules; ``groups``)."""
     group_key = annotation_keys(prefix).group
     described = []
     for (index, request), field in zip(members, fields, strict=True):
-        if _from_field(obj, index, field, prefix):
+        from_field = _from_field(obj, index, field, prefix)
+        if from_field:
             group_field = f"{_field_path(index)}.topologyRequest.podSetGroupName"
             where = f"{_field_path(index)}.topologyRequest"
         else:
             where = f"{template_path(obj, index)}.metadata.annotations"
             group_field = f"{where}[{group_key}]"
-        described.append(GroupMember(request.name, request.count, request.topology, group_field, where))
+        described.append(GroupMember(request.name, request.count, request.topology, group_field, where, from_field))
     errors = group_errors(described, prefix)
     if errors:
         raise PlanInputError(f"{describe(obj)}: " + "; ".join(e.message for e in errors))

@@ -11,10 +11,16 @@ subGroupIndexLabel and subGroupCount, which Kueue sets on every PodSet it builds
 accepted and not used. A group name without any of those still groups the PodSet, as in
 Kueue's scheduler.
 
-Validation is what the API server would have enforced on that field: the CRD's limits
-(lengths, at most 3 layers, sizes >= 1) and, with TASValidateWorkloadSliceSize, the
-Workload webhook's ``validateTASSliceSize``, with their texts. Where both the slice pair and
-the constraints are set, the constraints win, as in Kueue.
+Validation is what the API server always enforces on that field, the CRD's limits
+(lengths, at most 3 layers, sizes >= 1), with their texts: a Workload breaking them cannot
+exist. The Workload webhook's ``validateTASSliceSize`` (gate TASValidateWorkloadSliceSize)
+is not applied: it guards writes only, came with Kueue 0.19 behind a gate that may be off,
+and Kueue's scheduler places a stored Workload as it is. The slice pair therefore reaches
+the engine as written and gets Kueue's scheduler answer: a slice level without a size (or
+with a size below 1) fails with "slice topology requested, but slice size not provided", a
+size without a level asks for no slices (Kueue's own TestFindTopologyAssignments cases use
+both). Where both the slice pair and the constraints are set, the constraints win, as in
+Kueue.
 """
 
 from __future__ import annotations
@@ -22,13 +28,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kueue_tas.api.models import PodSetTopologyRequestModel
-from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import SliceLayer, TopologyRequest
 from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation
 from kueue_tas.topology.slice_layers import MAX_LAYERS
 
 FIELD = "topologyRequest"
-VALIDATE_SLICE_SIZE = "TASValidateWorkloadSliceSize"
 _LEVEL_MAX = 63
 _GROUP_MAX = 256
 
@@ -63,8 +67,8 @@ def _too_long(name: str, value: str | None, limit: int) -> list[str]:
     return []
 
 
-def validate_topology_field(field: PodSetTopologyRequestModel, gates: FeatureGates = DEFAULT_GATES) -> list[str]:
-    """Every problem the API server would report for this field ([] when valid)."""
+def validate_topology_field(field: PodSetTopologyRequestModel) -> list[str]:
+    """Every problem the API server's schema reports for this field ([] when valid)."""
     errors = [
         *_too_long("required", field.required, _LEVEL_MAX),
         *_too_long("preferred", field.preferred, _LEVEL_MAX),
@@ -82,28 +86,12 @@ def validate_topology_field(field: PodSetTopologyRequestModel, gates: FeatureGat
         errors.extend(_too_long(f"{name}[{i}].topology", layer.topology, _LEVEL_MAX))
         if layer.size < 1:
             errors.append(f"{path}.size: Invalid value: {layer.size}: should be greater than or equal to 1")
-    if gates.enabled(VALIDATE_SLICE_SIZE):
-        size = field.pod_set_slice_size
-        if field.pod_set_slice_required_topology is not None:
-            if size is None:
-                errors.append(
-                    f"{FIELD}.podSetSliceSize: Required value: "
-                    "must be set when podSetSliceRequiredTopology is specified"
-                )
-            elif size <= 0:
-                errors.append(f"{FIELD}.podSetSliceSize: Invalid value: {size}: must be greater than 0")
-        elif size is not None:
-            errors.append(
-                f"{FIELD}.podSetSliceSize: Forbidden: may not be set when podSetSliceRequiredTopology is not specified"
-            )
     return errors
 
 
-def topology_request_from_field(
-    field: PodSetTopologyRequestModel, gates: FeatureGates = DEFAULT_GATES
-) -> TopologyRequest | None:
+def topology_request_from_field(field: PodSetTopologyRequestModel) -> TopologyRequest | None:
     """The request the field states (None when it states none); ``TopologyFieldError`` if invalid."""
-    errors = validate_topology_field(field, gates)
+    errors = validate_topology_field(field)
     if errors:
         raise TopologyFieldError(errors)
     if not field_is_explicit(field) and field.pod_set_group_name is None:

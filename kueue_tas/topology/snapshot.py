@@ -115,10 +115,10 @@ class TopologySnapshot:
         places on the empty cluster: a failure there means "never fits".
 
         ``current`` (PodSet name -> assignment; never charged by the caller) selects the two
-        follow-up decisions: with ``unhealthy_nodes``, node replacement (``replacement``: the
-        healthy part of each assignment is kept and charged, the pods of the unhealthy nodes
-        are placed again); with ``elastic`` (and both elastic gates on), the replacement of a
-        workload slice (``elastic``).
+        follow-up decisions: with ``unhealthy_nodes``, node replacement (``replacement``: each
+        assignment is charged whole, as Kueue's cache holds the admitted usage; its healthy
+        part is kept and the pods of the unhealthy nodes are placed again); with ``elastic``
+        (and both elastic gates on), the replacement of a workload slice (``elastic``).
         """
         opts = PlaceOptions(gates, simulate_empty, allocatable_only)
         run = _Run(self, podsets, opts)
@@ -223,11 +223,13 @@ class _Run:
         podsets, snap = self.podsets, self.snap
         if not self.opts.gates.failed_node_replacement:
             unhealthy = set()  # Kueue never asks for a replacement with the gate off
+        # The whole admitted assignment stays charged, the unhealthy nodes' share included:
+        # Kueue's cache keeps the Workload's admitted usage until the new assignment is
+        # admitted, so a Ready unhealthy node only takes replacement pods it still has room for.
         for ps in podsets:
             cur = current.get(ps.name)
             if cur is not None:
-                kept = TopologyAssignment(cur.levels, tuple(d for d in cur.domains if d.values[-1] not in unhealthy))
-                self._charge(kept, ps.requests)
+                self._charge(cur, ps.requests)
         for group in group_podsets(podsets):
             if not any(podsets[idx].name in current for idx in group.members):
                 if not self._place_group(group):

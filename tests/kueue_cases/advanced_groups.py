@@ -489,24 +489,6 @@ CASES: list[KueueCase] = [
 ]
 
 # Group cases of that table that belong to other families (transcribed there).
-NOT_TRANSCRIBED: dict[str, str] = {
-    "balanced placement; leader worker set": "balanced placement family (advanced_balanced)",
-    "balanced placement; should not prune domain": "balanced placement family (advanced_balanced)",
-    "balanced placement; leader worker set does not reserve leader space on every node": (
-        "balanced placement family (advanced_balanced)"
-    ),
-    "balanced placement; fallback to BestFit when leader worker set cannot meet threshold": (
-        "balanced placement family (advanced_balanced)"
-    ),
-    "elastic workload scale up with leader: places delta workers, preserves leader assignment": (
-        "elastic family (advanced_elastic)"
-    ),
-    "elastic workload scale up with leader: stale leader assignment falls back to fresh placement": (
-        "elastic family (advanced_elastic)"
-    ),
-    "elastic workload scale down with leader: truncates workers, reuses leader": "elastic family (advanced_elastic)",
-    "elastic workload same count with leader: reuses both assignments exactly": "elastic family (advanced_elastic)",
-    "LWS with leader and workers; preferred affinity on workers; leader cannot fit on preferred zone": (
-        "preferred node affinity family (advanced_affinity)"
-    ),
-}
+# Every group case of the table is transcribed; the balanced, elastic and preferred-affinity
+# ones with a leader live in advanced_balanced, advanced_elastic and advanced_affinity.
+NOT_TRANSCRIBED: dict[str, str] = {}

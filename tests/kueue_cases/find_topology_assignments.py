@@ -3,8 +3,9 @@
 Transcribed from kubernetes-sigs/kueue ``pkg/cache/scheduler/tas_cache_test.go``
 (stored version, commit ``009736297a53a19dee0a1e9186fdbbc3948504e9``). Names are
 Kueue's, so a failure can be traced back to the original case. Cases that need
-an input our API cannot express, or a non-default feature gate, are listed in
-``tests/test_placement_kueue_cases.py`` (comment block and ``SKIPPED``).
+groups, multi-layer slices, node replacement, elastic slices, a non-default feature
+gate or overlapping flavors are in ``tests/kueue_cases/advanced_*.py`` (see
+``tests/test_placement_kueue_cases.py``).
 
 Harness facts mirrored here:
 * the Topology is always named ``default``;
