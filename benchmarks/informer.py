@@ -28,9 +28,12 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from kueue_tas.cache.informer import NODES, PODS, Informer, decode
-from kueue_tas.cache.slim import SlimNode, SlimPod, slim_node, slim_pod
-from kueue_tas.cache.stores import PodStore, Store
+from kueue_tas.controllers.informers import SlimNode, slim_node
+from kueue_tas.kube.catalogue import NODES, PODS
+from kueue_tas.kube.decoding import decode
+from kueue_tas.kube.informer import Informer
+from kueue_tas.kube.slim import SlimPod, slim_pod
+from kueue_tas.kube.stores import PodStore, Store
 
 LEVELS = ("example.com/zone", "example.com/block", "example.com/rack")
 _SEP = (",", ":")

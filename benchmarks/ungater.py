@@ -42,8 +42,9 @@ from e2e import stack as st
 from e2e.controller import ControllerGroup, ControllerProcess, log_events
 from e2e.kube import Kube, eventually, new_api_client
 from e2e.nodes import BLOCK_LABEL, NodePool, default_allocatable
-from kueue_tas.cache import informer as inf
-from kueue_tas.runtime.client import call_json, patch_pod, raw_kwargs
+from kueue_tas.kube import catalogue as cat
+from kueue_tas.kube.client import call_json, patch_pod, raw_kwargs
+from kueue_tas.kube.informer import Informer
 from kueue_tas.runtime.logging import configure_logging
 
 GATE = st.GATE
@@ -216,7 +217,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
     pool = pool_for(args.pods, args.pods_per_node)
-    informers: list[inf.Informer[Any]] = []
+    informers: list[Informer[Any]] = []
     reference: dict[str, float] = {}
     tl = Timeline()
     try:
@@ -224,10 +225,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await kube.core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
         s = await st.tas_stack(kube, namespace, group.controller_name, pool)
 
-        pods: inf.Informer[PodState] = inf.Informer(api, inf.PODS, pod_state, namespace=namespace, name="bench-pods")
+        pods: Informer[PodState] = Informer(api, cat.PODS, pod_state, namespace=namespace, name="bench-pods")
         pods.add_handler(lambda p: record_pod(tl, p), lambda _o, p: record_pod(tl, p))
-        wls: inf.Informer[WorkloadState] = inf.Informer(
-            api, inf.WORKLOADS, workload_state(s.check), namespace=namespace, name="bench-workloads"
+        wls: Informer[WorkloadState] = Informer(
+            api, cat.WORKLOADS, workload_state(s.check), namespace=namespace, name="bench-workloads"
         )
         wls.add_handler(lambda w: record_workload(tl, w), lambda _o, w: record_workload(tl, w))
         informers = [pods, wls]

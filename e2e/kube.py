@@ -17,7 +17,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e.nodes import NodePool, is_ready
-from kueue_tas.runtime.client import ensure_no_proxy
+from kueue_tas.kube.client import ensure_no_proxy
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"

@@ -14,7 +14,6 @@ is all the base uses.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import Iterable
@@ -24,13 +23,14 @@ from typing import Any, Final
 import yaml
 from kubernetes_asyncio import client
 
+from kueue_tas.kube.client import APPLY_PATCH, request_json
+
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 MANIFESTS_DIR: Final = REPO_ROOT / "manifests"
 BASE_DIR: Final = MANIFESTS_DIR / "base"
 SAMPLES_DIR: Final = MANIFESTS_DIR / "samples"
 
 FIELD_MANAGER: Final = "kueue-tas-e2e"
-APPLY_PATCH: Final = "application/apply-patch+yaml"
 DEFAULT_TOKEN_SECONDS: Final = 6 * 3600
 RBAC_PROPAGATION_S: Final = 30.0
 
@@ -56,14 +56,6 @@ _RESOURCES: Final[dict[str, tuple[str, str, bool]]] = {
     "ClusterQueue": ("/apis/kueue.x-k8s.io/v1beta2", "clusterqueues", False),
     "LocalQueue": ("/apis/kueue.x-k8s.io/v1beta2", "localqueues", True),
 }
-
-
-class ApplyError(RuntimeError):
-    def __init__(self, status: int, doc: dict[str, Any], body: str) -> None:
-        meta = doc.get("metadata") or {}
-        where = f"{meta.get('namespace')}/" if meta.get("namespace") else ""
-        super().__init__(f"apply {doc.get('kind')} {where}{meta.get('name')} -> HTTP {status}: {body[:500]}")
-        self.status = status
 
 
 # ---- reading the manifests ----------------------------------------------------------------------
@@ -155,25 +147,7 @@ async def apply_document(api: client.ApiClient, doc: dict[str, Any], *, dry_run:
     query = [("fieldManager", FIELD_MANAGER), ("force", "true")]
     if dry_run:
         query.append(("dryRun", "All"))
-    response = await api.call_api(
-        object_path(doc),
-        "PATCH",
-        query_params=query,
-        header_params={"Content-Type": APPLY_PATCH, "Accept": "application/json"},
-        body=doc,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=30,
-    )
-    try:
-        status: int = response.status
-        data: bytes = await response.read()
-    finally:
-        response.release()
-    if not 200 <= status < 300:
-        raise ApplyError(status, doc, data.decode("utf-8", "replace"))
-    out: dict[str, Any] = json.loads(data)
-    return out
+    return await request_json(api, "PATCH", object_path(doc), query=query, body=doc, content_type=APPLY_PATCH)
 
 
 def service_account_user(namespace: str, service_account: str) -> str:

@@ -1,7 +1,8 @@
 """A minimal synchronous Kubernetes REST client for bootstrapping (stdlib only).
 
 The cluster CLI uses it to install CRDs and webhook configurations and to probe health,
-before any async client exists. It speaks JSON over mutual TLS with the admin cert.
+before any async client exists. It speaks JSON over mutual TLS with the admin cert, and fails
+with the product's error family (:mod:`kueue_tas.kube.errors`, itself stdlib only).
 """
 
 from __future__ import annotations
@@ -15,16 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from kueue_tas.kube.errors import ApiError, TransportError, error_from_response
+
+__all__ = ["ApiError", "ProbeFatal", "Rest", "resource_path", "wait_for"]
+
 
 class ProbeFatal(RuntimeError):
     """Raised by a readiness probe when waiting longer cannot help (e.g. the process exited)."""
-
-
-class ApiError(RuntimeError):
-    def __init__(self, status: int, body: str, method: str, path: str) -> None:
-        super().__init__(f"{method} {path} -> HTTP {status}: {body[:500]}")
-        self.status = status
-        self.body = body
 
 
 @dataclass
@@ -62,10 +60,12 @@ class Rest:
             conn.request(method, path, body=data, headers=headers)
             resp = conn.getresponse()
             text = resp.read().decode(errors="replace")
+        except (OSError, http.client.HTTPException) as e:
+            raise TransportError(str(e) or type(e).__name__, request=f"{method} {path}") from e
         finally:
             conn.close()
         if resp.status >= 400:
-            raise ApiError(resp.status, text, method, path)
+            raise error_from_response(resp.status, resp.reason, text, request=f"{method} {path}")
         return json.loads(text) if text.strip().startswith(("{", "[")) else text
 
     def get(self, path: str) -> Any:

@@ -1,4 +1,5 @@
-"""The admitter's reconcile loop without a cluster: informers fed by hand, writes recorded.
+"""Workload admission without a cluster: shared informers fed by hand, writes and Events
+recorded by injected fakes, time from an injected clock.
 
 Covers the race the e2e suite found: our annotation write comes back through the informer
 before our Ready entry does; the workload still looks Pending, and deciding it again would
@@ -7,15 +8,23 @@ count its own assumed capacity against it (and overwrite Ready with Retry).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from kueue_tas.admission import controller as ac
 from kueue_tas.api import constants as c
+from kueue_tas.api.models import Workload
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.controllers.admission import WRITE_OBSERVE_TIMEOUT_SECONDS, WorkloadAdmission
+from kueue_tas.controllers.capacity_cache import CapacityCache
+from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.kube.errors import Conflict
+from kueue_tas.kube.events import ObjectRef
 from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.topology.free import domain_free
 
 RACK = "example.com/rack"
 HOST = c.HOSTNAME_LABEL
@@ -75,48 +84,83 @@ def workload(state: str = "Pending", annotations: dict[str, str] | None = None, 
     }
 
 
+@dataclass
 class Writes:
-    def __init__(self) -> None:
-        self.checks: list[dict[str, Any]] = []
-        self.annotations: list[str] = []
+    """The AdmissionWriter fake: records every write; ``fail`` raises once on the next check write."""
 
-    async def inject_gates(self, *_: Any) -> None:
-        return None
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    annotations: list[str] = field(default_factory=list)
+    gated: list[set[str]] = field(default_factory=list)
+    fail: Exception | None = None
 
-    async def write_annotation(self, api: Any, wl: Any, text: str) -> dict[str, Any]:
+    async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
+        self.gated.append(set(podsets))
+
+    async def write_annotation(self, workload: Workload, text: str) -> None:
         self.annotations.append(text)
-        return {}
 
-    async def write_check(self, api: Any, wl: Any, entry: dict[str, Any]) -> dict[str, Any]:
+    async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
+        if self.fail is not None:
+            exc, self.fail = self.fail, None
+            raise exc
         self.checks.append(entry)
-        return {}
+
+
+@dataclass
+class Events:
+    seen: list[tuple[str, str, str]] = field(default_factory=list)
+
+    async def emit_event(self, regarding: ObjectRef, *, reason: str, message: str, type: str = "Normal") -> bool:
+        self.seen.append((regarding.kind, type, reason))
+        return True
+
+
+@dataclass
+class Harness:
+    informers: SharedInformers
+    capacity: LiveCapacity
+    admission: WorkloadAdmission
+    writes: Writes
+    events: Events
+    metrics: Metrics
+    now: list[float]
+    decided: list[int]
 
 
 @pytest.fixture
-async def admitter(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[ac.Admitter, Writes]]:
-    writes = Writes()
-    for name in ("inject_gates", "write_annotation", "write_check"):
-        monkeypatch.setattr(ac, name, getattr(writes, name))
-    a = ac.Admitter(None, Settings(leader_election=False), Metrics())  # type: ignore[arg-type]
-
-    async def no_event(*_: Any, **__: Any) -> None:
-        return None
-
-    monkeypatch.setattr(a, "_event", no_event)
-    a._wire()
+def h() -> Harness:
+    settings = Settings(leader_election=False)
+    metrics = Metrics()
+    informers = SharedInformers.register(Manager(None, settings, metrics), settings.annotation_prefix)
+    checks = OurChecks(informers.checks.store, settings.controller_name)
+    capacity = LiveCapacity()
+    cache = CapacityCache(capacity, informers, checks)
+    writes, events, now, decided = Writes(), Events(), [1000.0], [0]
+    admission = WorkloadAdmission(
+        informers=informers,
+        checks=checks,
+        capacity=capacity,
+        flavors_of=cache.flavors_of,
+        writer=writes,
+        events=events,
+        metrics=metrics,
+        settings=settings,
+        decided=lambda: decided.__setitem__(0, decided[0] + 1),
+        clock=lambda: now[0],
+    )
     for n, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")):
-        a.nodes.handle_event("ADDED", node(n, rack))
-    a.topologies.handle_event(
+        informers.nodes.handle_event("ADDED", node(n, rack))
+    informers.topologies.handle_event(
         "ADDED",
         {
             "metadata": {"name": "topo", "resourceVersion": "1"},
             "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": HOST}]},
         },
     )
-    a.flavors.handle_event(
+    informers.flavors.handle_event(
         "ADDED", {"metadata": {"name": "gpu", "resourceVersion": "1"}, "spec": {"nodeLabels": {"pool": "gpu"}}}
     )
-    a.checks.handle_event(
+    informers.checks.handle_event(
         "ADDED",
         {
             "metadata": {"name": CHECK, "resourceVersion": "1"},
@@ -126,7 +170,7 @@ async def admitter(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[ac.Ad
             },
         },
     )
-    a.queues.handle_event(
+    informers.queues.handle_event(
         "ADDED",
         {
             "metadata": {"name": "cq", "resourceVersion": "1"},
@@ -141,56 +185,94 @@ async def admitter(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[ac.Ad
             },
         },
     )
-    a._config_changed()
-    yield a, writes
-    await a.events._events.api_client.close()
+    return Harness(informers, capacity, admission, writes, events, metrics, now, decided)
 
 
-async def test_stale_pending_after_our_annotation_write_is_not_decided_again(
-    admitter: tuple[ac.Admitter, Writes],
-) -> None:
-    a, writes = admitter
-    a.workloads.handle_event("ADDED", workload())
-    assert await a.reconcile("ns/wl") is None
-    assert [e["state"] for e in writes.checks] == ["Ready"]
-    # The annotation write comes back first: still Pending in the cache.
-    a.workloads.handle_event(
-        "MODIFIED", workload(annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: writes.annotations[0]}, rv="6")
-    )
-    delay = await a.reconcile("ns/wl")
-    assert delay is not None and delay > 0
-    assert [e["state"] for e in writes.checks] == ["Ready"], "decided twice on a stale view"
-    # Then our Ready entry: the assumption becomes committed usage, and one rack is full.
-    a.workloads.handle_event(
-        "MODIFIED", workload("Ready", {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: writes.annotations[0]}, rv="7")
-    )
-    assert a.awaiting_write == {}
-    snap = a.capacity.snapshot("gpu")
+def free_gpus(h: Harness, host: str) -> int:
+    snap = h.capacity.snapshot("gpu")
     assert snap is not None
+    return int(domain_free(snap)[(HOST, host, "nvidia.com/gpu")])
 
 
-async def test_kueue_resetting_the_entry_to_pending_is_decided_again_from_scratch(
-    admitter: tuple[ac.Admitter, Writes],
-) -> None:
-    a, writes = admitter
-    a.workloads.handle_event("ADDED", workload())
-    await a.reconcile("ns/wl")
-    ann = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: writes.annotations[0]}
-    a.workloads.handle_event("MODIFIED", workload("Ready", ann, rv="6"))
+async def test_stale_pending_after_our_annotation_write_is_not_decided_again(h: Harness) -> None:
+    h.informers.workloads.handle_event("ADDED", workload())
+    assert h.admission.queue.num_waiting() + len(h.admission.queue) == 1
+    assert await h.admission.reconcile("ns/wl") is None
+    assert [e["state"] for e in h.writes.checks] == ["Ready"]
+    assert h.events.seen == [("Workload", "Normal", "TopologyAssigned")] and h.decided == [1]
+    # The annotation write comes back first: still Pending in the cache.
+    h.informers.workloads.handle_event(
+        "MODIFIED", workload(annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[0]}, rv="6")
+    )
+    delay = await h.admission.reconcile("ns/wl")
+    assert delay is not None and 0 < delay <= WRITE_OBSERVE_TIMEOUT_SECONDS
+    assert [e["state"] for e in h.writes.checks] == ["Ready"], "decided twice on a stale view"
+    # Then our Ready entry: the assumption becomes committed usage; one rack is full.
+    h.informers.workloads.handle_event(
+        "MODIFIED", workload("Ready", {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[0]}, rv="7")
+    )
+    assert await h.admission.reconcile("ns/wl") is None
+    assert h.capacity.holds("ns/wl")
+    assert sum(free_gpus(h, host) for host in ("h1", "h2", "h3", "h4")) == 32 - 8
+
+
+async def test_kueue_resetting_the_entry_to_pending_is_decided_again_from_scratch(h: Harness) -> None:
+    h.informers.workloads.handle_event("ADDED", workload())
+    await h.admission.reconcile("ns/wl")
+    ann = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[0]}
+    h.informers.workloads.handle_event("MODIFIED", workload("Ready", ann, rv="6"))
     # Evicted and requeued by Kueue: the entry is Pending again; the old assignment is not trusted
     # and this workload's own earlier capacity must not block it.
-    a.workloads.handle_event("MODIFIED", workload("Pending", ann, rv="8"))
-    assert await a.reconcile("ns/wl") is None
-    assert [e["state"] for e in writes.checks] == ["Ready", "Ready"]
+    h.informers.workloads.handle_event("MODIFIED", workload("Pending", ann, rv="8"))
+    assert await h.admission.reconcile("ns/wl") is None
+    assert [e["state"] for e in h.writes.checks] == ["Ready", "Ready"]
 
 
-async def test_a_write_that_never_comes_back_is_retried_after_the_timeout(
-    admitter: tuple[ac.Admitter, Writes],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    a, writes = admitter
-    a.workloads.handle_event("ADDED", workload())
-    await a.reconcile("ns/wl")
-    a.awaiting_write["ns/wl"] = 0.0  # the deadline has passed
-    await a.reconcile("ns/wl")
-    assert [e["state"] for e in writes.checks] == ["Ready", "Ready"]
+async def test_a_write_that_never_comes_back_is_retried_after_the_timeout(h: Harness) -> None:
+    h.informers.workloads.handle_event("ADDED", workload())
+    await h.admission.reconcile("ns/wl")
+    h.now[0] += WRITE_OBSERVE_TIMEOUT_SECONDS - 1
+    assert await h.admission.reconcile("ns/wl") == pytest.approx(1.0)
+    h.now[0] += 1.5  # the deadline has passed
+    assert await h.admission.reconcile("ns/wl") is None
+    assert [e["state"] for e in h.writes.checks] == ["Ready", "Ready"]
+
+
+async def test_a_conflicting_write_drops_the_assumption_and_asks_again(h: Harness) -> None:
+    h.informers.workloads.handle_event("ADDED", workload())
+    h.writes.fail = Conflict(409, "Conflict", "the object has been modified")
+    assert await h.admission.reconcile("ns/wl") == 0.5
+    assert not h.capacity.holds("ns/wl") and h.writes.checks == []
+    assert await h.admission.reconcile("ns/wl") is None
+    assert [e["state"] for e in h.writes.checks] == ["Ready"]
+
+
+async def test_workloads_not_pending_on_our_check_are_left_alone(h: Harness) -> None:
+    h.informers.workloads.handle_event("ADDED", workload("Ready"))
+    assert len(h.admission.queue) == 0
+    assert await h.admission.reconcile("ns/wl") is None
+    assert h.writes.checks == [] and h.events.seen == []
+
+
+async def test_a_configuration_change_looks_at_every_workload_again() -> None:
+    settings = Settings(leader_election=False)
+    informers = SharedInformers.register(Manager(None, settings, Metrics()), settings.annotation_prefix)
+    checks = OurChecks(informers.checks.store, settings.controller_name)
+    capacity = LiveCapacity()
+    cache = CapacityCache(capacity, informers, checks)
+    admission = WorkloadAdmission(
+        informers=informers,
+        checks=checks,
+        capacity=capacity,
+        flavors_of=cache.flavors_of,
+        writer=Writes(),
+        events=Events(),
+        metrics=Metrics(),
+        settings=settings,
+    )
+    informers.workloads.handle_event("ADDED", workload())
+    assert len(admission.queue) == 0  # our check is not known yet
+    informers.checks.handle_event(
+        "ADDED", {"metadata": {"name": CHECK, "resourceVersion": "1"}, "spec": {"controllerName": c.CONTROLLER_NAME}}
+    )
+    assert len(admission.queue) == 1

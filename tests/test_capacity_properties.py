@@ -33,13 +33,14 @@ from hypothesis import strategies as st
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload, parse_object
-from kueue_tas.cache.slim import slim_node, slim_pod
 from kueue_tas.capacity.feed import feed_pod, feed_workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import flavor_specs, our_checks, workload_usage
 from kueue_tas.cli import capacity as cap
 from kueue_tas.cli.cluster_read import ClusterState, KueueConfig
 from kueue_tas.cli.planner import Planner
+from kueue_tas.controllers.informers import slim_node
+from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.free import level_free

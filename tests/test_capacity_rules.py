@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
-from kueue_tas.cache.slim import slim_pod
 from kueue_tas.capacity.rules import (
     UsageEntry,
     UsageError,
@@ -17,6 +16,7 @@ from kueue_tas.capacity.rules import (
     pod_charge,
     workload_usage,
 )
+from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.features import FeatureGates

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
-from kueue_tas.cache.slim import slim_node, slim_pod
 from kueue_tas.capacity.feed import capacity_from_lists
 from kueue_tas.capacity.rules import flavor_specs, our_checks, pod_charge, workload_usage
 from kueue_tas.cli import capacity as cap
 from kueue_tas.cli.main import main
+from kueue_tas.controllers.informers import slim_node
+from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
 

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, Condition, ResourceFlavor, Topology, Workload
-from kueue_tas.cache.slim import SlimPod, slim_node, slim_pod
 from kueue_tas.cli import describe as d
 from kueue_tas.cli.cluster_read import KueueConfig, TasConfig, tas_config
-from kueue_tas.cli.main import build_parser, main, program_name
+from kueue_tas.cli.main import Command, build_parser, main, program_name
+from kueue_tas.controllers.informers import slim_node
+from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo
@@ -520,7 +521,13 @@ def test_name_or_for_job_is_required(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_arguments_and_aliases() -> None:
     args = build_parser().parse_args(["describe", "wl", "x", "-n", "team", "-o", "json", "--kubeconfig", "k"])
-    assert (args.name, args.namespace, args.output, args.kubeconfig, args.func) == ("x", "team", "json", "k", d.run)
+    assert (args.name, args.namespace, args.output, args.kubeconfig, args.func) == (
+        "x",
+        "team",
+        "json",
+        "k",
+        Command("describe"),
+    )
 
 
 def test_kubectl_plugin_name() -> None:

@@ -24,19 +24,13 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.resources import pod_requests
-from kueue_tas.cache.informer import (
-    NODES,
-    PODS,
-    WORKLOADS,
-    ApiStatusError,
-    Informer,
-    Resource,
-    decode,
-    raw_transform,
-    strip_managed_fields,
-)
-from kueue_tas.cache.slim import SlimPod, slim_node, slim_pod
-from kueue_tas.cache.stores import PodStore, Store
+from kueue_tas.controllers.informers import slim_node
+from kueue_tas.kube.catalogue import NODES, PODS, WORKLOADS, Resource
+from kueue_tas.kube.decoding import decode, raw_transform, strip_managed_fields
+from kueue_tas.kube.errors import ApiError, ServerError, from_status
+from kueue_tas.kube.informer import Informer
+from kueue_tas.kube.slim import SlimPod, slim_pod
+from kueue_tas.kube.stores import PodStore, Store
 from kueue_tas.topology.inputs import node_info
 
 # --- fake API server ------------------------------------------------------------------------------
@@ -529,17 +523,24 @@ async def test_slim_pod_informer_with_indexes(server: FakeAPIServer, client: Api
         [gated] = store.of_workload("team", "wl")
         assert gated.gated and gated.is_tas and gated.podset == "main" and gated.completion_index == 0
         assert gated.node_selector == (("rack", "r1"),) and not gated.counts_on_node
-        assert [p.name for p in store.on_node("n1")] == ["other"]
+        assert store.of_workload("team", "other-wl") == []
 
         def bind(pod: dict[str, Any]) -> None:
             pod["spec"]["schedulingGates"] = []
             pod["spec"]["nodeName"] = "n1"
 
         server.update("team/w-0", bind)
-        await until(lambda: store.count_by_index("node", "n1") == 2)
+        await until(lambda: [p.node_name for p in store.of_workload("team", "wl")] == ["n1"])
         assert store.get("team/w-0") is not None and not store["team/w-0"].gated
-        server.delete("team/other")
-        await until(lambda: [p.name for p in store.on_node("n1")] == ["w-0"])
+
+        def relabel(pod: dict[str, Any]) -> None:
+            pod["metadata"]["labels"][c.WORKLOAD_LABEL] = "other-wl"
+
+        server.update("team/w-0", relabel)
+        await until(lambda: [p.name for p in store.of_workload("team", "other-wl")] == ["w-0"])
+        assert store.of_workload("team", "wl") == []
+        server.delete("team/w-0")
+        await until(lambda: store.of_workload("team", "other-wl") == [])
     finally:
         await informer.stop()
 
@@ -637,23 +638,23 @@ def test_strip_managed_fields_keeps_everything_else() -> None:
 
 
 def test_api_status_error() -> None:
-    err = ApiStatusError.from_status({"kind": "Status", "code": 410, "reason": "Expired", "message": "old"})
-    assert err.gone
-    assert not ApiStatusError(500, "InternalError").gone
+    err = from_status({"kind": "Status", "code": 410, "reason": "Expired", "message": "old"})
+    assert err.gone and err.status == 410 and err.message == "old"
+    assert not ServerError(500, "InternalError").gone
 
 
 def test_store_indexes_follow_updates() -> None:
     store: Store[tuple[str, str]] = Store({"second": lambda o: (o[1],)})
     store.put("a", ("a", "x"), "1")
     store.put("b", ("b", "x"), "1")
-    assert sorted(store.keys_by_index("second", "x")) == ["a", "b"]
+    assert sorted(store.by_index("second", "x")) == [("a", "x"), ("b", "x")]
     store.put("a", ("a", "y"), "2")
-    assert store.keys_by_index("second", "x") == ["b"] and store.by_index("second", "y") == [("a", "y")]
+    assert store.by_index("second", "x") == [("b", "x")] and store.by_index("second", "y") == [("a", "y")]
     assert store.resource_version("a") == "2"
     store.pop("b")
-    assert store.index_values("second") == ["y"]
-    store.add_index("first", lambda o: (o[0],))
-    assert store.by_index("first", "a") == [("a", "y")]
+    assert store.by_index("second", "x") == []
+    with pytest.raises(KeyError):
+        store.by_index("first", "a")
 
 
 def test_suppress_unchanged_updates() -> None:
@@ -673,7 +674,7 @@ def test_suppress_unchanged_updates() -> None:
     informer.handle_event("MODIFIED", raw)
     assert [(o.phase, n.phase) for o, n in updates] == [("Running", "Succeeded")]
     assert informer.resource_version == "987656"
-    with pytest.raises(ApiStatusError):
+    with pytest.raises(ApiError):
         informer.handle_event("ERROR", {"kind": "Status", "code": 410, "reason": "Expired"})
 
 

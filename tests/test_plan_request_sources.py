@@ -11,11 +11,11 @@ from typing import Any
 import plan_fixtures as pf
 import pytest
 
-from kueue_tas.admission.decide import Outcome, decide
 from kueue_tas.api.models import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.cli.main import main
+from kueue_tas.controllers.decide import Outcome, decide
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo
 
 LAYERS = "kueue-tas.io/podset-slice-required-topology-constraints"

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from virtual_time import EPOCH, VirtualClock, run_virtual, virtual_clock
 
-from kueue_tas.runtime.client import AlreadyExists, Conflict, NotFound, ServerError
+from kueue_tas.kube.errors import AlreadyExists, Conflict, NotFound, ServerError
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.leader import (
     LeaderElectionLost,

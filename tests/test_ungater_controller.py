@@ -1,29 +1,28 @@
 """The ungater's passes, without a cluster: informer events in, pod patches out.
 
-The informers are real (fed watch events by hand); ``patch_pod`` and Event emission are
-replaced by recorders, so every test sees exactly which pods would be patched and how.
+The shared informers are real (fed watch events by hand); the pod patcher and the Event sink
+are injected recorders, so every test sees exactly which pods would be patched and how.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Workload
-from kueue_tas.cache import informer as inf
-from kueue_tas.cache.slim import SlimPod, make_pod_transform
-from kueue_tas.cache.stores import PodStore
-from kueue_tas.runtime.client import Conflict, Invalid
+from kueue_tas.api.models import AdmissionCheck
+from kueue_tas.controllers import ungater as uc
+from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.kube.errors import Conflict, Invalid, TransportError
+from kueue_tas.kube.events import ObjectRef
+from kueue_tas.kube.stores import Store
 from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
-from kueue_tas.ungater import controller as uc
 
 HOST = c.HOSTNAME_LABEL
 CHECK = "tas-check"
@@ -80,58 +79,54 @@ def pod_raw(
 
 
 class Recorder:
+    """The PodPatcher and the Event sink: records patches and Events; ``fail`` raises per pod."""
+
     def __init__(self) -> None:
         self.patches: list[dict[str, Any]] = []
         self.fail: dict[str, Exception] = {}
         self.events: list[tuple[str, str, str]] = []
 
-    async def patch_pod(
-        self,
-        api: Any,
-        *,
-        namespace: str,
-        name: str,
-        patch: dict[str, Any],
-        resource_version: str | None = None,
-        strategy: str = "merge",
-        **_: Any,
-    ) -> dict[str, Any]:
+    async def patch(self, namespace: str, name: str, patch: dict[str, Any], resource_version: str) -> None:
         if name in self.fail:
             raise self.fail.pop(name)
-        self.patches.append({"name": name, "patch": patch, "rv": resource_version, "strategy": strategy})
-        return {}
+        self.patches.append({"name": name, "patch": patch, "rv": resource_version})
+
+    async def emit_event(self, regarding: ObjectRef, *, reason: str, message: str, type: str = "Normal") -> bool:
+        self.events.append((regarding.kind, reason, message))
+        return True
 
     def selectors(self) -> dict[str, str]:
         return {p["name"]: p["patch"]["spec"]["nodeSelector"][HOST] for p in self.patches}
 
 
+class FixedChecks(OurChecks):
+    """Our checks by name, set by the test (the AdmissionCheck informer is not exercised here)."""
+
+    def __init__(self) -> None:
+        super().__init__(Store[AdmissionCheck](), c.CONTROLLER_NAME)
+        self.current = {CHECK}
+
+    def names(self) -> set[str]:
+        return set(self.current)
+
+
 class Harness:
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self) -> None:
         self.rec = Recorder()
-        monkeypatch.setattr(uc, "patch_pod", self.rec.patch_pod)
         settings = Settings(leader_election=False, ungate_batch_period_seconds=0)
-        self.pods: inf.Informer[SlimPod] = inf.Informer(None, inf.PODS, make_pod_transform(), store=PodStore())
-        self.workloads = inf.Informer(None, inf.WORKLOADS, inf.model_transform(Workload))
         self.metrics = Metrics()
-        self.checks = {CHECK}
+        informers = SharedInformers.register(Manager(None, settings, self.metrics), settings.annotation_prefix)
+        self.pods = informers.pods
+        self.workloads = informers.workloads
+        self.checks = FixedChecks()
         self.ungater = uc.Ungater(
-            None,
-            settings,
-            self.metrics,
-            self.pods,
-            self.workloads,  # type: ignore[arg-type]
-            lambda: set(self.checks),
+            informers=informers,
+            checks=self.checks,
+            patcher=self.rec,
+            events=self.rec,
+            metrics=self.metrics,
+            settings=settings,
         )
-
-        async def emit_event(ref: Any, *, reason: str, message: str, type: str = "Normal", **_: Any) -> bool:
-            self.rec.events.append((ref.kind, reason, message))
-            return True
-
-        monkeypatch.setattr(self.ungater.events, "emit_event", emit_event)
-        self.ungater.wire()
-
-    async def close(self) -> None:
-        await self.ungater.events._events.api_client.close()
 
     def workload(self, ta: TopologyAssignment | None, state: str = "Ready") -> None:
         self.workloads.handle_event("ADDED", workload_raw(ta, state))
@@ -158,11 +153,9 @@ class Harness:
         return await self.ungater.reconcile("ns/wl")
 
 
-@pytest_asyncio.fixture
-async def h(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Harness]:
-    harness = Harness(monkeypatch)  # async: the Event client needs a running loop
-    yield harness
-    await harness.close()
+@pytest.fixture
+def h() -> Harness:
+    return Harness()
 
 
 async def test_one_patch_per_pod_removes_only_our_gate_and_pins_the_domain(h: Harness) -> None:
@@ -172,7 +165,7 @@ async def test_one_patch_per_pod_removes_only_our_gate_and_pins_the_domain(h: Ha
     await h.run_pass()
     assert h.rec.selectors() == {"p0": "n1", "p1": "n1", "p2": "n2", "p3": "n2"}
     p0 = h.rec.patches[0]
-    assert p0["strategy"] == "strategic" and p0["rv"] == "10"
+    assert p0["rv"] == "10"
     assert p0["patch"]["spec"]["schedulingGates"] == [{"$patch": "delete", "name": c.SCHEDULING_GATE}]
     assert h.metrics.ungated_pods_total._value.get() == 4
 
@@ -241,10 +234,8 @@ async def test_rank_mode_replacement_returns_to_its_rank_domain(h: Harness) -> N
     assert h.rec.selectors() == {"p2b": "n2"}
 
 
-async def test_restart_rebuilds_from_the_list_and_releases_only_what_is_left(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    first = Harness(monkeypatch)
+async def test_restart_rebuilds_from_the_list_and_releases_only_what_is_left() -> None:
+    first = Harness()
     first.workload(assignment(("n1", 3), ("n2", 3)))
     for i in range(6):
         first.pod(f"p{i}")
@@ -253,7 +244,7 @@ async def test_restart_rebuilds_from_the_list_and_releases_only_what_is_left(
     done = {p["name"]: p["patch"]["spec"]["nodeSelector"] for p in first.rec.patches}
     assert len(done) == 4
     # A new process: no expectations, the list shows what the first one released.
-    second = Harness(monkeypatch)
+    second = Harness()
     second.workload(assignment(("n1", 3), ("n2", 3)))
     for i in range(6):
         name = f"p{i}"
@@ -265,8 +256,6 @@ async def test_restart_rebuilds_from_the_list_and_releases_only_what_is_left(
     final = {**{k: v[HOST] for k, v in done.items()}, **second.rec.selectors()}
     assert sorted(final.values()) == ["n1", "n1", "n1", "n2", "n2", "n2"]
     assert set(second.rec.selectors()) == {"p4", "p5"}
-    await first.close()
-    await second.close()
 
 
 async def test_conflict_releases_the_expectation_and_asks_for_another_pass(h: Harness) -> None:
@@ -342,13 +331,24 @@ async def test_ungate_patch_shape() -> None:
 async def test_restart_lists_in_any_order_and_resync_finds_the_gated_pods(h: Harness) -> None:
     # At start the informers list independently: pods before their Workload, and the Workload
     # before our AdmissionChecks are known. No event after that would bring these pods back.
-    h.checks = set()
+    h.checks.current = set()
     h.pod("a")
     h.pod("b")
     h.workload(assignment(("n1", 2)))
     assert len(h.ungater.queue) == 0 and h.ungater.queue.num_waiting() == 0
-    h.checks = {CHECK}
+    h.checks.current = {CHECK}
     h.ungater.resync()
     assert len(h.ungater.queue) + h.ungater.queue.num_waiting() == 1
     await h.run_pass()
     assert h.rec.selectors() == {"a": "n1", "b": "n1"}
+
+
+async def test_no_response_drops_the_expectation_and_retries_without_an_event(h: Harness) -> None:
+    h.workload(assignment(("n1", 2)))
+    h.pod("a")
+    h.pod("b")
+    h.rec.fail = {"a": TransportError("connection reset")}
+    assert await h.run_pass() == 1.0
+    assert set(h.ungater.expectations.of("ns/wl")) == {"uid-b"} and h.rec.events == []
+    await h.run_pass()
+    assert h.rec.selectors() == {"b": "n1", "a": "n1"}

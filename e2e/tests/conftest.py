@@ -22,7 +22,7 @@ from pytest_asyncio import is_async_test
 from e2e import cluster
 from e2e.controller import ControllerGroup
 from e2e.kube import Kube, as_body, eventually, new_api_client
-from kueue_tas.runtime.client import ensure_no_proxy
+from kueue_tas.kube.client import ensure_no_proxy
 
 ensure_no_proxy()
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping
 
 from kueue_tas.api.models import Workload
-from kueue_tas.cache.slim import SlimPod
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, pod_charge, workload_usage
+from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.model import NodeInfo
 
 

@@ -14,19 +14,20 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import aiohttp
 import pydantic
 from kubernetes_asyncio import client as k8s
-from kubernetes_asyncio import config as k8s_config
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
 from kueue_tas.api.quantity import QuantityError
-from kueue_tas.cache.slim import SlimPod, slim_node, slim_pod
 from kueue_tas.capacity.rules import FlavorSpec, flavor_specs, our_checks
-from kueue_tas.runtime.client import ApiError, Forbidden, NotFound, Unauthorized, call_json, make_api_client, raw_kwargs
+from kueue_tas.controllers.informers import slim_node
+from kueue_tas.kube.client import call_json, kubeconfig_namespace, raw_kwargs
+from kueue_tas.kube.errors import ApiError, Forbidden, NotFound, TransportError, Unauthorized
+from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.runtime.logging import configure_logging
+from kueue_tas.runtime.manager import connect
 from kueue_tas.topology.flavors import FlavorMappingError
 from kueue_tas.topology.model import NodeInfo
 
@@ -100,6 +101,8 @@ async def _pages(what: str, fn: Callable[..., Awaitable[Any]], *args: Any, **kw:
             page = await call_json(fn(*args, **kw, **extra, **raw_kwargs(TIMEOUT_SECONDS)))
         except NotFound as exc:
             raise ClusterReadError(f"the API server does not serve {what} (is it installed?): {exc.message}") from exc
+        except TransportError:
+            raise  # run_read names the server
         except ApiError as exc:
             raise ClusterReadError(f"cannot list {what}: {_api_problem(exc)}") from exc
         for item in page.get("items") or ():
@@ -191,6 +194,8 @@ async def read_workload(api: k8s.ApiClient, namespace: str, name: str | None, fo
             )
         except NotFound as exc:
             raise ClusterReadError(f'Workload "{name}" not found in namespace "{namespace}"') from exc
+        except TransportError:
+            raise
         except ApiError as exc:
             raise ClusterReadError(f"cannot read Workload {namespace}/{name}: {_api_problem(exc)}") from exc
         return Workload.model_validate(raw)
@@ -255,14 +260,14 @@ def run_read(settings: Settings, read: Callable[[k8s.ApiClient], Awaitable[T]]) 
 
     async def go() -> T:
         try:
-            api = await make_api_client(settings, watches=0, margin=4)
+            api = await connect(settings, watches=0, margin=4)
         except ConfigError as exc:
             raise ClusterReadError(str(exc)) from exc
         try:
             return await read(api)
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except TransportError as exc:
             host = api.configuration.host
-            detail = str(exc) or type(exc).__name__
+            detail = exc.message
             raise ClusterReadError(f"cannot reach the Kubernetes API server at {host}: {detail}") from exc
         finally:
             await api.close()
@@ -283,9 +288,4 @@ def default_namespace(settings: Settings) -> str:
         path_text = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     else:
         path_text = str(path)
-    try:
-        _, active = k8s_config.list_kube_config_contexts(config_file=path_text.split(os.pathsep)[0])
-    except (k8s_config.ConfigException, OSError, ValueError, TypeError):
-        return "default"
-    context = (active or {}).get("context") or {}
-    return str(context.get("namespace") or "default")
+    return kubeconfig_namespace(path_text.split(os.pathsep)[0]) or "default"

@@ -43,7 +43,6 @@ from typing import Any
 from kueue_tas.api import constants as c
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.models import Condition, Workload, find_condition
-from kueue_tas.cache.slim import SlimPod
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.cli.cluster_read import (
     ClusterReadError,
@@ -59,6 +58,7 @@ from kueue_tas.cli.cluster_read import (
     tas_config,
 )
 from kueue_tas.cli.render import domain_tree_lines
+from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo, TopologyRequest

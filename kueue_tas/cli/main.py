@@ -1,15 +1,20 @@
-"""The ``kueue-tas`` command line."""
+"""The ``kueue-tas`` command line.
+
+Start-up stays cheap: this module imports nothing heavy (no Kubernetes client, numpy, pydantic
+or prometheus); each command imports its module when it runs (``tests/test_cli_startup.py``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from kueue_tas.api import constants as c
-from kueue_tas.cli import capacity, describe, plan, run
-from kueue_tas.topology.features import KUEUE_DEFAULTS
+from kueue_tas.topology.features import KUEUE_DEFAULTS  # stdlib only: the help text lists the gates
 
 # Installed a second time as ``kubectl-kueue_tas``, kubectl runs us for ``kubectl kueue_tas ...``
 # (and ``kubectl kueue-tas ...``) with the same arguments.
@@ -31,6 +36,17 @@ def _positive(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"{value!r}: must be a whole number >= 1")
     return int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """The ``run(args)`` of ``kueue_tas.cli.<module>``, imported only when the command runs."""
+
+    module: str
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        run: Callable[[argparse.Namespace], int] = importlib.import_module(f"kueue_tas.cli.{self.module}").run
+        return run(args)
 
 
 def gates_help() -> str:
@@ -80,7 +96,7 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
         metavar="NAME=BOOL[,...]",
         help="Kueue TAS feature gates, as Kueue's flag (e.g. TASBalancedPlacement=true); defaults below",
     )
-    p.set_defaults(func=plan.run)
+    p.set_defaults(func=Command("plan"))
     r = sub.add_parser(
         "run",
         help="run the AdmissionCheck controller against a cluster",
@@ -91,7 +107,7 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
     )
     r.add_argument("--config", help="YAML settings file (see kueue_tas/runtime/config.py)")
     r.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
-    r.set_defaults(func=run.run)
+    r.set_defaults(func=Command("run"))
 
     d = sub.add_parser("describe", help="show a Workload's topology assignment and where its pods are")
     kinds = d.add_subparsers(dest="kind", required=True, metavar="workload")
@@ -108,7 +124,7 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
     w.add_argument("--for-job", metavar="JOB", help="the Workload of this Job or JobSet, instead of NAME")
     w.add_argument("-o", "--output", choices=("text", "json"), default="text")
     _cluster_access(w)
-    w.set_defaults(func=describe.run)
+    w.set_defaults(func=Command("describe"))
 
     cap = sub.add_parser(
         "capacity",
@@ -124,7 +140,7 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
     cap.add_argument("--depth", type=_positive, metavar="N", help="show only the top N levels")
     cap.add_argument("-o", "--output", choices=("text", "json"), default="text")
     _cluster_access(cap)
-    cap.set_defaults(func=capacity.run)
+    cap.set_defaults(func=Command("capacity"))
     return parser
 
 

@@ -30,7 +30,6 @@ from kueue_tas.api.models import (
 )
 from kueue_tas.api.podsets import PodSetSpec, podsets_of
 from kueue_tas.api.quantity import QuantityError
-from kueue_tas.cache.slim import SlimPod, slim_pod
 from kueue_tas.capacity.feed import feed_pod, feed_workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import (
@@ -42,6 +41,7 @@ from kueue_tas.capacity.rules import (
     our_checks,
     pod_charge,
 )
+from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors

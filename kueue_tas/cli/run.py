@@ -1,4 +1,9 @@
-"""``kueue-tas run``: the controller process."""
+"""``kueue-tas run``: the controller process.
+
+One Manager owns the API client and the shared informers; the reconcilers registered on it
+(workload admission, AdmissionCheck status, ungater, capacity gauges) run while this process
+holds the leader Lease.
+"""
 
 from __future__ import annotations
 
@@ -8,44 +13,77 @@ import signal
 
 import structlog
 
-from kueue_tas.admission.controller import Admitter
-from kueue_tas.runtime.client import make_api_client
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.controllers.admission import WorkloadAdmission
+from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
+from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus, KubeCheckStatusWriter
+from kueue_tas.controllers.capacity_cache import CapacityCache
+from kueue_tas.controllers.capacity_gauges import CapacityGauges
+from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.ungater import KubePodPatcher, Ungater
 from kueue_tas.runtime.config import ConfigError, Settings
-from kueue_tas.runtime.health import HealthServer, leader_election_check
+from kueue_tas.runtime.health import CheckResult, HealthServer, leader_election_check
 from kueue_tas.runtime.leader import LeaderElectionLost, LeaderElector
 from kueue_tas.runtime.logging import configure_logging
+from kueue_tas.runtime.manager import Manager, connect
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import FeatureGateError, FeatureGates
-from kueue_tas.ungater.controller import Ungater
 
 log = structlog.get_logger(__name__)
 
 
+def register(manager: Manager, settings: Settings) -> None:
+    """Every reconciler of the controller, wired onto ``manager``'s shared informers."""
+    informers = SharedInformers.register(manager, settings.annotation_prefix)
+    checks = OurChecks(informers.checks.store, settings.controller_name)
+    gates = FeatureGates.from_mapping(settings.feature_gates)
+    capacity = LiveCapacity(gates)
+    cache = CapacityCache(capacity, informers, checks)
+    gauges = CapacityGauges(manager.metrics, capacity, max_levels=settings.metrics_domain_levels)
+    admission = WorkloadAdmission(
+        informers=informers,
+        checks=checks,
+        capacity=capacity,
+        flavors_of=cache.flavors_of,
+        writer=KubeAdmissionWriter(manager.api),
+        events=manager.event_recorder,
+        metrics=manager.metrics,
+        settings=settings,
+        gates=gates,
+        decided=gauges.touch,
+    )
+    status = AdmissionCheckStatus(informers=informers, checks=checks, writer=KubeCheckStatusWriter(manager.api))
+    ungater = Ungater(
+        informers=informers,
+        checks=checks,
+        patcher=KubePodPatcher(manager.api),
+        events=manager.event_recorder,
+        metrics=manager.metrics,
+        settings=settings,
+    )
+    manager.on_synced(cache.resync)  # the initial lists arrive in any order: rebuild from the full caches
+    manager.add("capacity-gauges", gauges.run)
+    manager.add("workload-admission", admission.run)
+    manager.add("admissioncheck-status", status.run)
+    manager.add("ungater", ungater.run)
+
+
 async def serve(settings: Settings) -> int:
-    api = await make_api_client(settings)
+    api = await connect(settings)
     metrics = Metrics()
+    manager = Manager(api, settings, metrics)
+    register(manager, settings)
     health = HealthServer(settings, metrics)
     elector = LeaderElector(api, settings)
-    admitter: Admitter | None = None
 
-    def informers_synced() -> tuple[bool, str]:
+    def informers_synced() -> CheckResult:
         if elector.enabled and not elector.is_leader:
             return True, "standby"
-        ok = admitter is not None and admitter.synced()
-        return ok, "informers synced" if ok else "informers not synced yet"
+        return manager.readiness()
 
     health.add_readiness_check("informers", informers_synced)
     health.add_readiness_check("leader-election", leader_election_check(elector))
     await health.start()
-
-    async def lead() -> None:
-        nonlocal admitter
-        admitter = Admitter(api, settings, metrics)
-        ungater = Ungater(
-            api, settings, metrics, admitter.pods, admitter.workloads, admitter.check_names, synced=admitter.synced
-        )
-        ungater.wire()  # before the informers start, so it sees every event
-        await asyncio.gather(admitter.run(), ungater.run())
 
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -53,7 +91,7 @@ async def serve(settings: Settings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, main.cancel)
     try:
-        await elector.run(lead)
+        await elector.run(manager.run)
         return 0
     except LeaderElectionLost:
         log.error("leader_election_lost")

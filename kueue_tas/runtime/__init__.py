@@ -1,5 +1,6 @@
 """Runtime plumbing shared by the controllers.
 
-config (Settings), logging (structlog setup), client (the only API-server client layer),
-workqueue, metrics, health (HTTP endpoints), leader (Lease election), testing (virtual time).
+manager (the API client, shared informers, their start and sync, readiness, lag metrics),
+config (Settings), logging (structlog setup), workqueue, metrics, health (HTTP endpoints),
+leader (Lease election), testing (virtual time).
 """

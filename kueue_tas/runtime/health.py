@@ -1,6 +1,6 @@
 """Health and metrics HTTP endpoints (aiohttp).
 
-- ``/healthz``: the process and its event loop answer (plus any liveness checks).
+- ``/healthz``: the process and its event loop answer.
 - ``/readyz``: every readiness check passes: typically ``informers`` (caches synced) and
   ``leader-election`` (leading, or a healthy standby: a standby is ready so that rolling
   updates proceed). ``?verbose`` lists each check; failures give 503 with the reasons.
@@ -72,14 +72,10 @@ class HealthServer:
         self.metrics = metrics or Metrics()
         self._binds = [b for b in (health_bind or s.health_bind, metrics_bind or s.metrics_bind) if parse_bind(b)]
         self._readiness: dict[str, Check] = {}
-        self._liveness: dict[str, Check] = {}
         self._runner: web.AppRunner | None = None
 
     def add_readiness_check(self, name: str, check: Check) -> None:
         self._readiness[name] = check
-
-    def add_liveness_check(self, name: str, check: Check) -> None:
-        self._liveness[name] = check
 
     def ready(self) -> bool:
         return _run_checks(self._readiness)[0]
@@ -95,7 +91,7 @@ class HealthServer:
         return web.Response(text="\n".join([*lines, f"{what} check failed"]) + "\n", status=503)
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        return self._checks_response(request, self._liveness, "healthz")
+        return self._checks_response(request, {}, "healthz")
 
     async def _readyz(self, request: web.Request) -> web.Response:
         return self._checks_response(request, self._readiness, "readyz")

@@ -34,7 +34,9 @@ from typing import Any, Literal, Protocol
 
 from kubernetes_asyncio import client as k8s
 
-from kueue_tas.runtime.client import DEFAULT_TIMEOUT_SECONDS, Conflict, NotFound, call_json, micro_time, raw_kwargs
+from kueue_tas.kube.client import DEFAULT_TIMEOUT_SECONDS, call_json, raw_kwargs
+from kueue_tas.kube.errors import Conflict, NotFound
+from kueue_tas.kube.events import micro_time
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.logging import get_logger
 

@@ -10,7 +10,7 @@
   stops it (optionally after draining what is queued).
 
 Timers use the running loop's clock (``loop.call_at``), so tests can drive them with the
-virtual-time loop of :mod:`kueue_tas.runtime.testing`.
+virtual-time loop of ``tests/virtual_time.py``.
 """
 
 from __future__ import annotations

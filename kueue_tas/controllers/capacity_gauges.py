@@ -1,9 +1,8 @@
-"""The admitter's gauges: free capacity per topology domain, and informer lag.
+"""The capacity gauges: free capacity per topology domain (``kueue_tas_domain_free``).
 
-Free capacity is computed from the live model's snapshots (no API calls): after decisions
-(coalesced: at most once per ``min_interval`` seconds, or per ten times the last publication's
-duration when that is longer) and every ``period`` seconds, which also catches node and
-non-TAS pod changes. Informer lag is read at every scrape.
+Computed from the live model's snapshots (no API calls): after decisions (coalesced: at most
+once per ``min_interval`` seconds, or per ten times the last publication's duration when that
+is longer) and every ``period`` seconds, which also catches node and non-TAS pod changes.
 """
 
 from __future__ import annotations
@@ -11,12 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable
-from typing import Any
 
 import structlog
 
-from kueue_tas.cache.informer import Informer
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.free import domain_free
@@ -43,21 +39,13 @@ def publish_domain_free(metrics: Metrics, capacity: LiveCapacity, max_levels: in
         metrics.set_domain_free(topology, flavor, {})
 
 
-def publish_informer_lag(metrics: Metrics, informers: Iterable[Informer[Any]]) -> None:
-    for informer in informers:
-        lag = informer.lag_seconds
-        if lag is not None:
-            metrics.informer_lag_seconds.labels(str(informer.resource)).set(max(lag, 0.0))
-
-
 class CapacityGauges:
-    """Keeps the admitter's gauges current; ``touch()`` after a decision."""
+    """Keeps the free-capacity gauges current; ``touch()`` after a decision."""
 
     def __init__(
         self,
         metrics: Metrics,
         capacity: LiveCapacity,
-        informers: Iterable[Informer[Any]],
         *,
         period: float = 10.0,
         min_interval: float = 1.0,
@@ -65,12 +53,10 @@ class CapacityGauges:
     ) -> None:
         self.metrics = metrics
         self.capacity = capacity
-        self.informers = list(informers)
         self.period = period
         self.min_interval = min_interval
         self.max_levels = max_levels
         self._dirty = asyncio.Event()
-        metrics.set_collect_hook("informer_lag", lambda: publish_informer_lag(metrics, self.informers))
 
     def touch(self) -> None:
         self._dirty.set()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kueue_tas.admission.decide import Outcome, decide
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.models import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
+from kueue_tas.controllers.decide import Outcome, decide
 from kueue_tas.topology.model import NodeInfo
 
 BLOCK, RACK = "example.com/block", "example.com/rack"

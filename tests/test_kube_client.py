@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -16,32 +17,33 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from kueue_tas.runtime.client import (
+from kueue_tas.kube.client import (
     APPLY_PATCH,
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
+    apply_status,
+    call_json,
+    ensure_no_proxy,
+    map_api_exception,
+    merge_patch_custom,
+    patch_pod,
+    request_json,
+)
+from kueue_tas.kube.errors import (
     AlreadyExists,
     ApiError,
     Conflict,
-    EventRecorder,
     Gone,
     Invalid,
     NotFound,
-    ObjectRef,
     ServerError,
-    apply_status,
-    ensure_no_proxy,
+    TransportError,
     error_from_response,
-    make_api_client,
-    map_api_exception,
-    merge_patch_custom,
-    micro_time,
-    patch_pod,
-    pool_size,
-    translate_api_errors,
 )
+from kueue_tas.kube.events import EventRecorder, ObjectRef, micro_time
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.runtime.leader import KubeLeaseApi, LeaseRecord
+from kueue_tas.runtime.manager import connect, pool_size
 
 
 @dataclass
@@ -94,7 +96,7 @@ contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
 current-context: x
 """
     )
-    api = await make_api_client(Settings(kubeconfig=kubeconfig, patch_concurrency=5))
+    api = await connect(Settings(kubeconfig=kubeconfig, patch_concurrency=5))
     try:
         yield srv, api, kubeconfig
     finally:
@@ -112,7 +114,7 @@ async def test_make_api_client_sizes_pool_and_sets_no_proxy(fake: tuple[FakeApiS
 
 async def test_make_api_client_bad_kubeconfig_is_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot load Kubernetes client configuration"):
-        await make_api_client(Settings(kubeconfig=tmp_path / "missing"))
+        await connect(Settings(kubeconfig=tmp_path / "missing"))
 
 
 async def test_merge_patch_custom_sends_merge_patch(fake: tuple[FakeApiServer, k8s.ApiClient, Path]) -> None:
@@ -305,8 +307,32 @@ def test_error_mapping() -> None:
     mapped = map_api_exception(exc)
     assert isinstance(mapped, Conflict) and mapped.message == "the object has been modified"
 
-    with pytest.raises(NotFound), translate_api_errors():
+    async def refused() -> None:
         raise ApiException(status=404, reason="Not Found")
+
+    with pytest.raises(NotFound):
+        asyncio.run(call_json(refused()))
+
+
+async def test_raw_requests_and_transport_errors(fake: tuple[FakeApiServer, k8s.ApiClient, Path]) -> None:
+    srv, api, _ = fake
+    out = await request_json(
+        api, "PATCH", "/api/v1/namespaces/ns/configmaps/x", body={"data": {}}, content_type=APPLY_PATCH
+    )
+    assert out["metadata"]["resourceVersion"] == "42" and srv.requests[-1].content_type == APPLY_PATCH
+    srv.responses[("GET", "/api/v1/nodes")] = (403, {"reason": "Forbidden", "message": "no"})
+    with pytest.raises(ApiError) as ei:
+        await request_json(api, "GET", "/api/v1/nodes")
+    assert ei.value.status == 403 and str(ei.value).startswith("GET /api/v1/nodes -> 403 Forbidden")
+    closed = k8s.ApiClient(k8s.Configuration(host="http://127.0.0.1:9"))
+    try:
+        with pytest.raises(TransportError) as te:
+            await request_json(closed, "GET", "/api/v1/nodes", timeout=5)
+        assert te.value.status == 0 and isinstance(te.value, ApiError)
+        with pytest.raises(TransportError):
+            await call_json(k8s.CoreV1Api(closed).list_node(_preload_content=False, _request_timeout=5))
+    finally:
+        await closed.close()
 
 
 def test_micro_time() -> None:

@@ -1,6 +1,6 @@
 """The TopologyUngater: releases gated pods into their assigned domains, exactly.
 
-Rules (all here, with the pure pod-to-domain choice in ``assign.py``):
+Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
 
 * Only pods that carry our scheduling gate and our workload label, of a Workload whose
   entry for one of our checks is Ready and whose assignment annotation decodes.
@@ -23,26 +23,27 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.models import Workload
-from kueue_tas.cache import informer as inf
-from kueue_tas.cache.slim import SlimPod
-from kueue_tas.cache.stores import PodStore
+from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
-from kueue_tas.runtime.client import ApiError, Conflict, EventRecorder, NotFound, ObjectRef, patch_pod
+from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.ungate_plan import PodView, Release, plan_releases
+from kueue_tas.kube.client import patch_pod
+from kueue_tas.kube.errors import ApiError, Conflict, NotFound
+from kueue_tas.kube.events import EventSink, ObjectRef
+from kueue_tas.kube.slim import SlimPod
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
-from kueue_tas.ungater.assign import PodView, Release, plan_releases
 
 log = structlog.get_logger(__name__)
 
@@ -86,46 +87,62 @@ def ungate_patch(gate: str, selector: dict[str, str]) -> dict[str, Any]:
     return {"spec": {"schedulingGates": [{"$patch": "delete", "name": gate}], "nodeSelector": selector}}
 
 
+class PodPatcher(Protocol):
+    async def patch(self, namespace: str, name: str, patch: dict[str, Any], resource_version: str) -> None: ...
+
+
+class KubePodPatcher:
+    """:class:`PodPatcher` against the API server: strategic merge, guarded by resourceVersion."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+
+    async def patch(self, namespace: str, name: str, patch: dict[str, Any], resource_version: str) -> None:
+        await patch_pod(
+            self.api,
+            namespace=namespace,
+            name=name,
+            patch=patch,
+            resource_version=resource_version,
+            strategy="strategic",
+        )
+
+
 class Ungater:
     def __init__(
         self,
-        api: k8s.ApiClient,
-        settings: Settings,
-        metrics: Metrics,
-        pods: inf.Informer[SlimPod],
-        workloads: inf.Informer[Workload],
-        our_checks: Callable[[], set[str]],
         *,
-        synced: Callable[[], bool] | None = None,
+        informers: SharedInformers,
+        checks: OurChecks,
+        patcher: PodPatcher,
+        events: EventSink,
+        metrics: Metrics,
+        settings: Settings,
     ) -> None:
-        if not isinstance(pods.store, PodStore):
-            raise TypeError("the ungater needs the pod informer to keep a PodStore (pods by workload)")
-        self.api = api
         self.settings = settings
         self.metrics = metrics
-        self.pods = pods
-        self.pod_store: PodStore = pods.store
-        self.workloads = workloads
-        self.our_checks = our_checks
-        self.synced = synced  # every informer ``our_checks`` reads is listed (None: pods and workloads suffice)
+        self.pod_store = informers.pod_store
+        self.workloads = informers.workloads.store
+        self.checks = checks
+        self.patcher = patcher
+        self.events = events
         self.queue: WorkQueue[str] = WorkQueue("ungater")
         self.expectations = Expectations()
         self.refused: dict[str, str] = {}  # pod UID -> resourceVersion the apiserver refused to ungate
         self.by_uid: dict[str, str] = {}  # workload UID -> namespace/name (pods carry the UID)
         self.patch_slots = asyncio.Semaphore(settings.patch_concurrency)
-        self.events = EventRecorder(api, controller=settings.controller_name)
+        informers.workloads.add_handler(
+            self._on_workload, lambda _o, w: self._on_workload(w), self._on_workload_deleted
+        )
+        informers.pods.add_handler(self._on_pod, lambda _o, p: self._on_pod(p), self._on_pod_deleted)
 
-    # --- wiring -------------------------------------------------------------------------------
-
-    def wire(self) -> None:
-        self.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_workload_deleted)
-        self.pods.add_handler(self._on_pod, lambda _o, p: self._on_pod(p), self._on_pod_deleted)
+    # --- events -------------------------------------------------------------------------------
 
     def _key_of_pod(self, pod: SlimPod) -> str | None:
         return None if pod.workload is None else self.by_uid.get(pod.workload)
 
     def _on_workload(self, wl: Workload) -> None:
-        key = f"{wl.namespace}/{wl.name}"
+        key = workload_key(wl)
         if wl.metadata.uid:
             self.by_uid[wl.metadata.uid] = key
         if self._releasable(wl):
@@ -133,7 +150,7 @@ class Ungater:
 
     def _on_workload_deleted(self, wl: Workload) -> None:
         self.by_uid.pop(wl.metadata.uid or "", None)
-        self.expectations.forget(f"{wl.namespace}/{wl.name}")
+        self.expectations.forget(workload_key(wl))
 
     def _on_pod(self, pod: SlimPod) -> None:
         key = self._key_of_pod(pod)
@@ -152,12 +169,12 @@ class Ungater:
         self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
 
     def _releasable(self, wl: Workload) -> bool:
-        return assignment_trusted(wl, self.our_checks())
+        return assignment_trusted(wl, self.checks.names())
 
     # --- a pass -------------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> float | None:
-        wl = self.workloads.store.get(key)
+        wl = self.workloads.get(key)
         if wl is None:
             self.expectations.forget(key)
             return None
@@ -213,13 +230,11 @@ class Ungater:
         self.expectations.expect(key, pod.uid, domain)
         try:
             async with self.patch_slots:
-                await patch_pod(
-                    self.api,
-                    namespace=wl.namespace or "",
-                    name=pod.name,
-                    patch=ungate_patch(self.settings.scheduling_gate, release.node_selector),
-                    resource_version=stored.resource_version,
-                    strategy="strategic",
+                await self.patcher.patch(
+                    wl.namespace or "",
+                    pod.name,
+                    ungate_patch(self.settings.scheduling_gate, release.node_selector),
+                    stored.resource_version,
                 )
         except (Conflict, NotFound):
             # Changed or gone since our last look: the next pass decides from what we see then.
@@ -252,16 +267,11 @@ class Ungater:
         """Look at every stored Workload again. The events of the initial lists arrive before all
         informers are listed (a pod before its Workload, a Workload before our AdmissionChecks), so
         after a restart gated pods would otherwise wait for an event that may never come."""
-        for wl in self.workloads.store.values():
+        for wl in self.workloads.values():
             self._on_workload(wl)
 
     async def run(self, workers: int = 4) -> None:
-        """Wait until pods, workloads (and what ``synced`` covers) are listed, look at every
-        Workload once, then work."""
-        await self.workloads.wait_synced()
-        await self.pods.wait_synced()
-        while self.synced is not None and not self.synced():
-            await asyncio.sleep(0.05)
+        """Look at every Workload once (the manager starts this after every cache synced), then work."""
         self.resync()
         log.info("ungater_started", batch_period_seconds=self.settings.ungate_batch_period_seconds)
         await self.queue.run(workers, self.reconcile)

@@ -1,20 +1,19 @@
-"""Keyed object stores with secondary indexes, filled by informers.
+"""Keyed object stores filled by informers, with optional secondary indexes.
 
 Keys are ``namespace/name`` (namespaced resources) or ``name`` (cluster-scoped).
 An index maps each value an index function returns for an object to the objects
-with that value (e.g. pods by node name, pods by ``namespace/workload``).
+with that value (e.g. pods by ``namespace/workload``).
 
-Stores are mutated only by their informer, on the event loop; readers must not
-hold the lists they get across an ``await`` if they need them to stay current
-(the lists are copies, so they stay valid, just not current).
+Stores are mutated only by their informer, on the event loop; the lists readers get
+are copies, so they stay valid across an ``await``, just not current.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from kueue_tas.cache.slim import SlimPod
+from kueue_tas.kube.slim import SlimPod
 
 T = TypeVar("T")
 
@@ -24,12 +23,6 @@ IndexFunc = Callable[[T], Iterable[str]]
 
 def object_key(namespace: str | None, name: str) -> str:
     return f"{namespace}/{name}" if namespace else name
-
-
-def raw_key(raw: Mapping[str, Any]) -> str:
-    """The store key of a raw object dict."""
-    meta = raw.get("metadata") or {}
-    return object_key(meta.get("namespace"), meta.get("name") or "")
 
 
 class Store(Generic[T]):
@@ -48,18 +41,13 @@ class Store(Generic[T]):
         self._items: dict[str, T] = {}
         self._rvs: dict[str, str] = {}
         self._version_of = version_of
-        self._indexers: dict[str, IndexFunc[T]] = {}
-        self._indexes: dict[str, dict[str, dict[str, T]]] = {}
-        for name, fn in (indexers or {}).items():
-            self.add_index(name, fn)
+        self._indexers: dict[str, IndexFunc[T]] = dict(indexers or {})
+        self._indexes: dict[str, dict[str, dict[str, T]]] = {name: {} for name in self._indexers}
 
     # --- reads ------------------------------------------------------------------------------
 
     def get(self, key: str) -> T | None:
         return self._items.get(key)
-
-    def get_by_name(self, namespace: str | None, name: str) -> T | None:
-        return self._items.get(object_key(namespace, name))
 
     def __getitem__(self, key: str) -> T:
         return self._items[key]
@@ -79,54 +67,18 @@ class Store(Generic[T]):
     def values(self) -> list[T]:
         return list(self._items.values())
 
-    def items(self) -> list[tuple[str, T]]:
-        return list(self._items.items())
-
-    def objects(self, namespace: str | None = None) -> list[T]:
-        """Every object, or those of one namespace."""
-        if namespace is None:
-            return list(self._items.values())
-        prefix = namespace + "/"
-        return [obj for key, obj in self._items.items() if key.startswith(prefix)]
-
     def resource_version(self, key: str) -> str | None:
         if self._version_of is not None:
             obj = self._items.get(key)
             return None if obj is None else self._version_of(obj)
         return self._rvs.get(key)
 
-    def index_names(self) -> list[str]:
-        return list(self._indexers)
-
     def by_index(self, index: str, value: str) -> list[T]:
         """Objects whose index function returned ``value`` (KeyError for an unknown index)."""
         bucket = self._indexes[index].get(value)
         return list(bucket.values()) if bucket else []
 
-    def keys_by_index(self, index: str, value: str) -> list[str]:
-        bucket = self._indexes[index].get(value)
-        return list(bucket) if bucket else []
-
-    def count_by_index(self, index: str, value: str) -> int:
-        bucket = self._indexes[index].get(value)
-        return len(bucket) if bucket else 0
-
-    def index_values(self, index: str) -> list[str]:
-        """The values that currently have at least one object in ``index``."""
-        return list(self._indexes[index])
-
     # --- writes (informer only) -------------------------------------------------------------
-
-    def add_index(self, name: str, fn: IndexFunc[T]) -> None:
-        """Add an index and fill it from the current contents."""
-        if name in self._indexers:
-            raise ValueError(f"index {name!r} already exists")
-        self._indexers[name] = fn
-        buckets: dict[str, dict[str, T]] = {}
-        self._indexes[name] = buckets
-        for key, obj in self._items.items():
-            for value in fn(obj):
-                buckets.setdefault(value, {})[key] = obj
 
     def put(self, key: str, obj: T, resource_version: str = "") -> T | None:
         """Insert or replace; returns the previous object."""
@@ -161,12 +113,6 @@ class Store(Generic[T]):
                 self._unindex(buckets, value, key)
         return old
 
-    def clear(self) -> None:
-        self._items.clear()
-        self._rvs.clear()
-        for buckets in self._indexes.values():
-            buckets.clear()
-
     @staticmethod
     def _unindex(buckets: dict[str, dict[str, T]], value: str, key: str) -> None:
         bucket = buckets.get(value)
@@ -178,13 +124,7 @@ class Store(Generic[T]):
 
 # --- pod store --------------------------------------------------------------------------------
 
-INDEX_NODE = "node"
 INDEX_WORKLOAD = "workload"
-
-
-def pod_node_index(pod: SlimPod) -> tuple[str, ...]:
-    """Pods by bound node name (unbound pods are not indexed)."""
-    return (pod.node_name,) if pod.node_name else ()
 
 
 def pod_workload_index(pod: SlimPod) -> tuple[str, ...]:
@@ -197,15 +137,12 @@ def _pod_version(pod: SlimPod) -> str:
 
 
 class PodStore(Store[SlimPod]):
-    """The pod store: ``SlimPod`` by ``namespace/name``, indexed by node and by workload."""
+    """The pod store: ``SlimPod`` by ``namespace/name``, indexed by workload."""
 
     __slots__ = ()
 
     def __init__(self) -> None:
-        super().__init__({INDEX_NODE: pod_node_index, INDEX_WORKLOAD: pod_workload_index}, version_of=_pod_version)
-
-    def on_node(self, node_name: str) -> list[SlimPod]:
-        return self.by_index(INDEX_NODE, node_name)
+        super().__init__({INDEX_WORKLOAD: pod_workload_index}, version_of=_pod_version)
 
     def of_workload(self, namespace: str, workload: str) -> list[SlimPod]:
         return self.by_index(INDEX_WORKLOAD, f"{namespace}/{workload}")

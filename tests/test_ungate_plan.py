@@ -7,8 +7,8 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kueue_tas.controllers.ungate_plan import PodView, plan_releases
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.ungater.assign import PodView, plan_releases
 
 H = "kubernetes.io/hostname"
 A = TopologyAssignment((H,), (DomainAssignment(("x1",), 2), DomainAssignment(("x2",), 3), DomainAssignment(("x3",), 1)))

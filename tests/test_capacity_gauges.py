@@ -1,17 +1,15 @@
-"""Free capacity per topology domain and informer lag, as exported on /metrics."""
+"""Free capacity per topology domain, as exported on /metrics."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kueue_tas.admission.observe import CapacityGauges, publish_domain_free, publish_informer_lag
 from kueue_tas.api.constants import HOSTNAME_LABEL
-from kueue_tas.cache import informer as inf
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
+from kueue_tas.controllers.capacity_gauges import CapacityGauges, publish_domain_free
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.free import domain_free
@@ -104,29 +102,10 @@ def test_publish_follows_the_model_and_drops_flavors_no_longer_governed() -> Non
     assert samples(m, "kueue_tas_domain_free") == {}
 
 
-class FakeInformer:
-    def __init__(self, resource: inf.Resource, lag: float | None) -> None:
-        self.resource = resource
-        self.lag_seconds = lag
-
-
-def test_informer_lag_per_resource_read_at_scrape() -> None:
-    m = Metrics()
-    pods, nodes = FakeInformer(inf.PODS, 1.5), FakeInformer(inf.NODES, None)
-    informers: list[Any] = [pods, nodes, FakeInformer(inf.WORKLOADS, 0.25)]
-    publish_informer_lag(m, informers)
-    got = samples(m, "kueue_tas_informer_lag_seconds")
-    assert got == {(("resource", "pods"),): 1.5, (("resource", "workloads.kueue.x-k8s.io"),): 0.25}
-
-    CapacityGauges(m, live(), informers)  # registers the scrape-time hook
-    pods.lag_seconds = 7.0
-    assert samples(m, "kueue_tas_informer_lag_seconds")[(("resource", "pods"),)] == 7.0
-
-
 def test_gauges_publish_after_touch_and_periodically() -> None:
     async def go() -> None:
         cap, m = live(), Metrics()
-        gauges = CapacityGauges(m, cap, [], period=30.0, min_interval=0.01)
+        gauges = CapacityGauges(m, cap, period=30.0, min_interval=0.01)
         task = asyncio.create_task(gauges.run())
         await asyncio.sleep(0.05)
         key = (

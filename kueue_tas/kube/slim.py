@@ -1,39 +1,34 @@
-"""Slim stored forms of the objects the caches keep.
+"""The slim stored form of pods.
 
 A cluster of 100,000 pods cannot keep full pod dicts (tens of KiB each once
-decoded). A ``SlimPod`` keeps only what the capacity model, the admitter and the
+decoded). A ``SlimPod`` keeps only what the capacity model, the admission and the
 ungater read, in ``__slots__``, with repeated strings interned and identical
 node selectors and usage tuples shared between pods. A cached pod costs well
 under 1 KiB (see ``benchmarks/informer.py``).
 
-Nodes are stored as the engine's ``NodeInfo`` (``kueue_tas.topology.inputs.node_info``),
-with label keys/values and resource names interned.
-
-Conversions are not re-implemented here: requests come from
-``kueue_tas.api.resources.pod_requests`` and the TAS test is ``has_topology_annotation``
-plus the workload label. Both are applied to the raw dict directly, without building the
-pydantic ``Pod`` model, which would cost more than the rest of the event path together.
-This is the only decoding of a pod for capacity: ``kueue-tas plan`` slims the pods of its
-dump too, and ``kueue_tas.capacity.rules.pod_charge`` decides what a slim pod holds.
+Requests come from ``kueue_tas.api.resources.pod_requests``; the TAS test is the workload
+label or any of the topology annotations (``api.constants.TOPOLOGY_ANNOTATION_SUFFIXES``
+under the prefix, as ``topology.request.has_topology_annotation``). Both are applied to the
+raw dict directly, without building the pydantic ``Pod`` model, which would cost more than
+the rest of the event path together. This is the only decoding of a pod for capacity:
+``kueue-tas plan`` slims the pods of its dump too, and ``kueue_tas.capacity.rules.pod_charge``
+decides what a slim pod holds. (Nodes are kept as the engine's ``NodeInfo``: see
+``controllers/informers.py``.)
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any, Final
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.resources import pod_requests
-from kueue_tas.topology.inputs import node_info
-from kueue_tas.topology.model import PODS, NodeInfo
-from kueue_tas.topology.request import has_topology_annotation
 
 _intern = sys.intern
 
-SlimNode = NodeInfo
-"""Nodes are cached as the engine's ``NodeInfo`` (interned strings)."""
+POD_COUNT: Final = "pods"
+"""The engine's resource counting pods (``topology.model.PODS``)."""
 
 Usage = tuple[tuple[str, int], ...]
 """Per-pod requests plus ``pods: 1``: ``(resource, amount)`` pairs sorted by resource name."""
@@ -76,7 +71,7 @@ def _usage(spec: Mapping[str, Any]) -> Usage:
     usage = _usage_by_signature.get(signature)
     if usage is None:
         requests = pod_requests(spec)
-        requests[PODS] = 1
+        requests[POD_COUNT] = 1
         usage = _share(_usage_values, tuple(sorted((_intern(name), amount) for name, amount in requests.items())))
         if len(_usage_by_signature) >= _TABLE_CAP:
             _usage_by_signature.clear()
@@ -99,6 +94,13 @@ def _index(value: str | None) -> int | None:
         return int(value)
     except ValueError:
         return None
+
+
+def _requests_topology(annotations: Mapping[str, str] | None, prefix: str) -> bool:
+    """Any of the topology annotations under ``prefix`` (``has_topology_annotation``)."""
+    if not annotations:
+        return False
+    return any(prefix + suffix in annotations for suffix in c.TOPOLOGY_ANNOTATION_SUFFIXES)
 
 
 def _opt_intern(value: str | None) -> str | None:
@@ -271,17 +273,6 @@ def slim_pod(raw: Mapping[str, Any], prefix: str = c.DEFAULT_ANNOTATION_PREFIX) 
         # JobSet: how many Jobs the replicated job has (the PodSet's sub-groups, for rank order).
         sub_groups=_index(labels.get(c.JOBSET_REPLICATED_JOB_REPLICAS_LABEL)),
         # A kueue-tas pod (its Workload's assignment holds it): our workload label or a topology annotation.
-        is_tas=workload is not None or has_topology_annotation(meta.get("annotations"), prefix=prefix),
+        is_tas=workload is not None or _requests_topology(meta.get("annotations"), prefix),
         usage=_usage(spec),
-    )
-
-
-def slim_node(raw: Mapping[str, Any]) -> SlimNode:
-    """``node_info`` of a raw Node dict, with label and resource names interned."""
-    info = node_info(raw)
-    return replace(
-        info,
-        name=_intern(info.name),
-        labels={_intern(k): _intern(v) for k, v in info.labels.items()},
-        allocatable={_intern(k): v for k, v in info.allocatable.items()},
     )

@@ -1,0 +1,191 @@
+"""Workload admission: decide each Workload whose entry for one of our checks is Pending, and
+write the decision (gates, assignment annotation, check entry, Event).
+
+Decisions are serialised (one worker, one lock): each decision sees the capacity left by every
+earlier one, including those still being written ("assumed"). A write that conflicts drops the
+assumption and the workload is decided again from fresh state, so capacity is never given twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Final, Literal
+
+import structlog
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.models import Workload
+from kueue_tas.capacity.feed import workload_key
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.controllers.admission_writes import AdmissionWriter, GateInjectionError, check_entry, merged_annotation
+from kueue_tas.controllers.decide import Decision, Outcome, decide
+from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
+from kueue_tas.kube.errors import ApiError, Conflict
+from kueue_tas.kube.events import EventSink, ObjectRef
+from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.runtime.workqueue import WorkQueue
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
+
+log = structlog.get_logger(__name__)
+
+# After this long without seeing our entry write come back (e.g. missed across a relist), a
+# still-Pending workload is decided again.
+WRITE_OBSERVE_TIMEOUT_SECONDS: Final = 30.0
+
+_OUTCOME_METRIC: Final[dict[Outcome, Literal["ready", "retry", "rejected"]]] = {
+    Outcome.READY: "ready",
+    Outcome.RETRY: "retry",
+    Outcome.REJECTED: "rejected",
+}
+_OUTCOME_REASON: Final = {
+    Outcome.READY: "TopologyAssigned",
+    Outcome.RETRY: "TopologyNotFitting",
+    Outcome.REJECTED: "TopologyRequestRejected",
+}
+
+
+class WorkloadAdmission:
+    def __init__(
+        self,
+        *,
+        informers: SharedInformers,
+        checks: OurChecks,
+        capacity: LiveCapacity,
+        flavors_of: Callable[[str], set[str]],
+        writer: AdmissionWriter,
+        events: EventSink,
+        metrics: Metrics,
+        settings: Settings,
+        gates: FeatureGates = DEFAULT_GATES,
+        decided: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``flavors_of(check)``: the flavors our check governs; ``decided()`` is called after
+        every decision (the capacity gauges' cue); ``clock``: monotonic seconds."""
+        self._workloads = informers.workloads.store
+        self._checks = checks
+        self._capacity = capacity
+        self._flavors_of = flavors_of
+        self._writer = writer
+        self._events = events
+        self._metrics = metrics
+        self._settings = settings
+        self._gates = gates
+        self._decided = decided
+        self._clock = clock
+        self.queue: WorkQueue[str] = WorkQueue("workloads")
+        self._lock = asyncio.Lock()
+        self._retries: dict[str, int] = {}
+        self._awaiting_write: dict[str, float] = {}  # workload -> deadline to observe our entry write
+        informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
+        for config in informers.configuration():
+            on_any_change(config, self.enqueue_all)
+
+    # --- events -------------------------------------------------------------------------------
+
+    def enqueue_all(self) -> None:
+        for wl in self._workloads.values():
+            self._on_workload(wl)
+
+    def _on_workload(self, wl: Workload) -> None:
+        key = workload_key(wl)
+        if key in self._awaiting_write and self._entry_written(wl):
+            del self._awaiting_write[key]
+        if self._pending_check(wl) is not None:
+            self.queue.add(key)
+
+    def _on_deleted(self, wl: Workload) -> None:
+        key = workload_key(wl)
+        self._retries.pop(key, None)
+        self._awaiting_write.pop(key, None)
+
+    def _entry_written(self, wl: Workload) -> bool:
+        """Our entry is no longer Pending: the informer has caught up with our last write."""
+        ours = self._checks.names()
+        return any(st.name in ours and st.state != c.CHECK_STATE_PENDING for st in wl.status.admission_checks)
+
+    def _pending_check(self, wl: Workload) -> str | None:
+        if not wl.has_quota_reservation or wl.status.admission is None or wl.is_finished or wl.is_evicted:
+            return None
+        ours = self._checks.names()
+        for st in wl.status.admission_checks:
+            if st.name in ours and st.state == c.CHECK_STATE_PENDING:
+                return st.name
+        return None
+
+    # --- reconcile ----------------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> float | None:
+        wl = self._workloads.get(key)
+        if wl is None:
+            return None
+        check = self._pending_check(wl)
+        if check is None:
+            return None
+        # Our last write has not come back through the informer yet: the Pending we see is
+        # stale, and deciding again would count this workload's own assumption against it.
+        wait = self._awaiting_write.get(key, 0.0) - self._clock()
+        if wait > 0:
+            return wait
+        self._awaiting_write.pop(key, None)
+        async with self._lock:
+            # Pending means we hold nothing for it (an earlier assumption is stale).
+            self._capacity.forget(key)
+            started = time.perf_counter()
+            decision = decide(
+                wl, self._flavors_of(check), self._capacity, self._settings.annotation_prefix, self._gates
+            )
+            self._metrics.decision_seconds.observe(time.perf_counter() - started)
+            self._decided()
+            try:
+                await self._commit(wl, check, decision)
+            except Conflict:
+                self._capacity.forget(key)
+                log.info("workload_changed_while_deciding", workload=key)
+                return 0.5
+            except (ApiError, GateInjectionError) as exc:
+                self._capacity.forget(key)
+                self._metrics.record_admission("error")
+                log.warning("admission_write_failed", workload=key, error=str(exc))
+                await self._event(wl, "Warning", "TopologyAssignmentFailed", str(exc))
+                return 5.0
+        return None
+
+    async def _commit(self, wl: Workload, check: str, decision: Decision) -> None:
+        key = workload_key(wl)
+        requeue: int | None = None
+        if decision.outcome is Outcome.READY:
+            self._capacity.assume(key, decision.usage())
+            gated = {p.name for p in decision.placements if p.multi_domain}
+            await self._writer.inject_gates(wl, gated, self._settings.scheduling_gate)
+            if decision.placements:
+                await self._writer.write_annotation(wl, merged_annotation(wl, decision))
+            self._retries.pop(key, None)
+        elif decision.outcome is Outcome.RETRY:
+            n = self._retries.get(key, 0)
+            self._retries[key] = n + 1
+            base, cap = self._settings.retry_backoff_base_seconds, self._settings.retry_backoff_max_seconds
+            requeue = int(min(base * 2**n, cap))
+        await self._writer.write_check(wl, check_entry(check, decision, wl, requeue))
+        self._awaiting_write[key] = self._clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
+        self._metrics.record_admission(_OUTCOME_METRIC[decision.outcome])
+        kind: Literal["Normal", "Warning"] = "Normal" if decision.outcome is Outcome.READY else "Warning"
+        await self._event(wl, kind, _OUTCOME_REASON[decision.outcome], decision.message)
+        log.info(
+            "admission_decided", workload=key, check=check, outcome=decision.outcome.value, message=decision.message
+        )
+
+    async def _event(self, wl: Workload, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
+        await self._events.emit_event(ref, reason=reason, message=message, type=kind)
+
+    # --- running ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Look at every Workload once (the caches have synced), then decide one at a time."""
+        self.enqueue_all()
+        log.info("workload_admission_started")
+        await self.queue.run(1, self.reconcile)

@@ -1,0 +1,171 @@
+"""The writes that turn an admission decision into cluster state, in the order that keeps
+every invariant: gates into the suspended Job/JobSet templates, then the assignment
+annotation, then our check entry (one server-side apply, our field manager)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubernetes_asyncio import client as k8s
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.models import Workload
+from kueue_tas.controllers.decide import Decision, Outcome
+from kueue_tas.kube.client import JSON_PATCH, apply_status, call_json, merge_patch_custom, raw_kwargs
+from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
+
+
+class GateInjectionError(RuntimeError):
+    pass
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_entry(check: str, decision: Decision, workload: Workload, requeue_after: int | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": check,
+        "state": decision.outcome.value,
+        "message": decision.message[:32768],
+        "lastTransitionTime": now_rfc3339(),
+    }
+    if decision.outcome is Outcome.READY:
+        updates = []
+        for p in decision.placements:
+            update: dict[str, Any] = {
+                "name": p.name,
+                "labels": {c.WORKLOAD_LABEL: workload.metadata.uid or workload.name, c.PODSET_LABEL: p.name},
+            }
+            selector = p.node_selector()
+            if selector:
+                update["nodeSelector"] = selector
+            updates.append(update)
+        if updates:
+            entry["podSetUpdates"] = updates
+    if decision.outcome is Outcome.RETRY and requeue_after is not None:
+        entry["requeueAfterSeconds"] = requeue_after
+    return entry
+
+
+def merged_annotation(workload: Workload, decision: Decision) -> str:
+    """Our assignments merged with those of other checks of ours already on the Workload."""
+    mine = {p.name: p.assignment for p in decision.placements}
+    existing = workload.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
+    merged = []
+    if existing:
+        try:
+            merged = [(n, a) for n, a in decode_assignment_annotation(existing) if n not in mine]
+        except ValueError:
+            merged = []
+    merged.extend(mine.items())
+    order = {ps.name: i for i, ps in enumerate(workload.spec.pod_sets)}
+    merged.sort(key=lambda item: order.get(item[0], len(order)))
+    return encode_assignment_annotation(merged)
+
+
+def _gate_ops(spec_path: str, pod_spec: dict[str, Any], gate: str) -> list[dict[str, Any]]:
+    gates = pod_spec.get("schedulingGates") or []
+    if any(g.get("name") == gate for g in gates):
+        return []
+    if not gates:
+        return [{"op": "add", "path": f"{spec_path}/schedulingGates", "value": [{"name": gate}]}]
+    return [{"op": "add", "path": f"{spec_path}/schedulingGates/-", "value": {"name": gate}}]
+
+
+class AdmissionWriter(Protocol):
+    """The writes of an admission decision (tests pass a recording fake)."""
+
+    async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None: ...
+
+    async def write_annotation(self, workload: Workload, text: str) -> None: ...
+
+    async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None: ...
+
+
+class KubeAdmissionWriter:
+    """:class:`AdmissionWriter` against the API server."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+
+    async def write_annotation(self, workload: Workload, text: str) -> None:
+        """With the Workload's resourceVersion: a Workload that changed since we decided gives Conflict."""
+        await merge_patch_custom(
+            self.api,
+            group=c.KUEUE_GROUP,
+            version=c.KUEUE_VERSION,
+            plural="workloads",
+            namespace=workload.namespace,
+            name=workload.name,
+            patch={"metadata": {"annotations": {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}}},
+            resource_version=workload.metadata.resource_version,
+        )
+
+    async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
+        await apply_status(
+            self.api,
+            group=c.KUEUE_GROUP,
+            version=c.KUEUE_VERSION,
+            plural="workloads",
+            kind=c.KIND_WORKLOAD,
+            namespace=workload.namespace,
+            name=workload.name,
+            status={"admissionChecks": [entry]},
+        )
+
+    async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
+        """Put our scheduling gate into the pod templates of the owner Job or JobSet for the
+        given PodSets, while it is suspended (the only time Kubernetes allows it)."""
+        if not podsets:
+            return
+        owner = workload.metadata.controller_owner()
+        if owner is None:
+            raise GateInjectionError("the Workload has no controller owner (Job or JobSet) to put the gate on")
+        ns = workload.namespace or "default"
+        if owner.kind == c.KIND_JOB and owner.api_version == c.BATCH_API_VERSION:
+            batch = k8s.BatchV1Api(self.api)
+            job = await call_json(batch.read_namespaced_job(owner.name, ns, **raw_kwargs(30)))
+            if not job["spec"].get("suspend"):
+                raise GateInjectionError(f"Job {owner.name} is not suspended; its pod template cannot take the gate")
+            job_ops = _gate_ops("/spec/template/spec", job["spec"]["template"]["spec"], gate)
+            if job_ops:
+                job_ops.insert(
+                    0, {"op": "test", "path": "/metadata/resourceVersion", "value": job["metadata"]["resourceVersion"]}
+                )
+                await call_json(batch.patch_namespaced_job(owner.name, ns, job_ops, **raw_kwargs(30)))
+            return
+        if owner.kind == c.KIND_JOBSET:
+            co = k8s.CustomObjectsApi(self.api)
+            js = await call_json(
+                co.get_namespaced_custom_object(
+                    c.JOBSET_GROUP, c.JOBSET_VERSION, ns, "jobsets", owner.name, **raw_kwargs(30)
+                )
+            )
+            if not js["spec"].get("suspend"):
+                raise GateInjectionError(
+                    f"JobSet {owner.name} is not suspended; its pod templates cannot take the gate"
+                )
+            ops: list[dict[str, Any]] = []
+            for i, rj in enumerate(js["spec"].get("replicatedJobs") or []):
+                if str(rj.get("name", "")).lower() in podsets:
+                    spec = rj["template"]["spec"]["template"].setdefault("spec", {})
+                    ops.extend(_gate_ops(f"/spec/replicatedJobs/{i}/template/spec/template/spec", spec, gate))
+            if ops:
+                ops.insert(
+                    0, {"op": "test", "path": "/metadata/resourceVersion", "value": js["metadata"]["resourceVersion"]}
+                )
+                await call_json(
+                    co.patch_namespaced_custom_object(
+                        c.JOBSET_GROUP,
+                        c.JOBSET_VERSION,
+                        ns,
+                        "jobsets",
+                        owner.name,
+                        ops,
+                        **raw_kwargs(30, _content_type=JSON_PATCH),
+                    )
+                )
+            return
+        raise GateInjectionError(f"owner {owner.kind}/{owner.name} is neither a batch/v1 Job nor a JobSet")

@@ -1,0 +1,74 @@
+"""Keeps the live capacity model current from the shared informers (Kueue's scheduler cache).
+
+Nodes and non-TAS pods go to their snapshots; each Workload whose assignment is trusted holds
+its committed usage; the Kueue configuration decides the TAS flavors and, per check of ours,
+the flavors it governs. A configuration change recomputes every Workload's usage (which
+flavors are TAS flavors may have changed). The capacity model's rules are in
+``kueue_tas.capacity``; this module only routes events to them.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from kueue_tas.api.models import Workload
+from kueue_tas.capacity.feed import feed_pod, feed_workload, workload_key
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import FlavorSpec, flavor_specs
+from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
+from kueue_tas.topology.flavors import FlavorMappingError
+
+log = structlog.get_logger(__name__)
+
+
+class CapacityCache:
+    def __init__(self, capacity: LiveCapacity, informers: SharedInformers, checks: OurChecks) -> None:
+        self._capacity = capacity
+        self._informers = informers
+        self._checks = checks
+        self._check_flavors: dict[str, set[str]] = {}  # our check -> flavors it governs
+        informers.nodes.add_handler(
+            capacity.upsert_node,
+            lambda _o, n: capacity.upsert_node(n),
+            lambda n: capacity.delete_node(n.name),
+        )
+        informers.pods.add_handler(
+            lambda p: feed_pod(capacity, p),
+            lambda _o, p: feed_pod(capacity, p),
+            lambda p: capacity.delete_pod(p.key),
+        )
+        for config in informers.configuration():
+            on_any_change(config, self.resync)
+        informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
+
+    def flavors_of(self, check: str) -> set[str]:
+        """The flavors our check ``check`` governs (empty for a check we do not know)."""
+        return set(self._check_flavors.get(check, ()))
+
+    def resync(self) -> None:
+        """Recompute the TAS flavors from the configuration, then every Workload's usage."""
+        checks = self._checks.by_name()
+        specs: dict[str, FlavorSpec]
+        try:
+            specs, per_check = flavor_specs(
+                checks,
+                self._informers.queues.store.values(),
+                self._informers.topologies.store.get,
+                self._informers.flavors.store.get,
+                self._checks.controller_name,
+            )
+        except FlavorMappingError as exc:
+            log.error("flavor_mapping_invalid", error=str(exc))
+            specs, per_check = {}, {name: set() for name in checks}
+        self._capacity.set_flavors(specs)
+        self._check_flavors = per_check
+        for wl in self._informers.workloads.store.values():
+            feed_workload(self._capacity, wl, checks)
+
+    def _on_workload(self, wl: Workload) -> None:
+        feed_workload(self._capacity, wl, self._checks.by_name())
+
+    def _on_deleted(self, wl: Workload) -> None:
+        key = workload_key(wl)
+        self._capacity.remove_workload_usage(key)
+        self._capacity.forget(key)

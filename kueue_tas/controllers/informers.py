@@ -1,0 +1,98 @@
+"""The shared informers the reconcilers read, registered once on the manager, and the
+AdmissionChecks that are ours (by ``controllerName``)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, TypeVar
+
+from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
+from kueue_tas.capacity.rules import our_checks
+from kueue_tas.kube import catalogue as cat
+from kueue_tas.kube.decoding import RawObject, model_transform
+from kueue_tas.kube.informer import Informer
+from kueue_tas.kube.slim import SlimPod, make_pod_transform
+from kueue_tas.kube.stores import PodStore, Store
+from kueue_tas.topology.inputs import node_info
+from kueue_tas.topology.model import NodeInfo
+
+T = TypeVar("T")
+
+SlimNode = NodeInfo
+"""Nodes are cached as the engine's ``NodeInfo`` (interned strings)."""
+
+
+def slim_node(raw: Mapping[str, Any]) -> SlimNode:
+    """``node_info`` of a raw Node dict, with label and resource names interned."""
+    info = node_info(raw)
+    return replace(
+        info,
+        name=sys.intern(info.name),
+        labels={sys.intern(k): sys.intern(v) for k, v in info.labels.items()},
+        allocatable={sys.intern(k): v for k, v in info.allocatable.items()},
+    )
+
+
+class InformerSource(Protocol):
+    """What hands out shared informers (the runtime Manager)."""
+
+    def informer(
+        self,
+        resource: cat.Resource,
+        transform: Callable[[RawObject], T | None],
+        *,
+        store: Store[T] | None = None,
+        name: str | None = None,
+    ) -> Informer[T]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SharedInformers:
+    nodes: Informer[SlimNode]
+    pods: Informer[SlimPod]
+    pod_store: PodStore  # the pods informer's store, typed: pods by workload
+    topologies: Informer[Topology]
+    flavors: Informer[ResourceFlavor]
+    checks: Informer[AdmissionCheck]
+    queues: Informer[ClusterQueue]
+    workloads: Informer[Workload]
+
+    @classmethod
+    def register(cls, source: InformerSource, annotation_prefix: str) -> SharedInformers:
+        pod_store = PodStore()
+        return cls(
+            nodes=source.informer(cat.NODES, slim_node, name="nodes"),
+            pods=source.informer(cat.PODS, make_pod_transform(annotation_prefix), store=pod_store, name="pods"),
+            pod_store=pod_store,
+            topologies=source.informer(cat.TOPOLOGIES, model_transform(Topology)),
+            flavors=source.informer(cat.RESOURCE_FLAVORS, model_transform(ResourceFlavor)),
+            checks=source.informer(cat.ADMISSION_CHECKS, model_transform(AdmissionCheck)),
+            queues=source.informer(cat.CLUSTER_QUEUES, model_transform(ClusterQueue)),
+            workloads=source.informer(cat.WORKLOADS, model_transform(Workload)),
+        )
+
+    def configuration(self) -> tuple[Informer[Any], ...]:
+        """The Kueue objects that decide which flavors are ours and on which Topology."""
+        return (self.topologies, self.flavors, self.checks, self.queues)
+
+
+def on_any_change(informer: Informer[Any], handler: Callable[[], None]) -> None:
+    """Call ``handler()`` on every add, update and delete of ``informer``."""
+    informer.add_handler(lambda _x: handler(), lambda _a, _b: handler(), lambda _x: handler())
+
+
+class OurChecks:
+    """The AdmissionChecks handled by the controller named ``controller_name``, read from the
+    shared store at each call (so never stale)."""
+
+    def __init__(self, store: Store[AdmissionCheck], controller_name: str) -> None:
+        self._store = store
+        self.controller_name = controller_name
+
+    def by_name(self) -> dict[str, AdmissionCheck]:
+        return our_checks(self._store.values(), self.controller_name)
+
+    def names(self) -> set[str]:
+        return set(self.by_name())

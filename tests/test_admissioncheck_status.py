@@ -1,0 +1,94 @@
+"""The AdmissionCheck status reconciler: the Active condition of our checks, written only when
+it changes, re-evaluated when a Topology changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kueue_tas.api import constants as c
+from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus
+from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.manager import Manager
+from kueue_tas.runtime.metrics import Metrics
+
+NOW = "2030-01-01T00:00:00Z"
+
+
+class Writer:
+    def __init__(self) -> None:
+        self.written: list[tuple[str, dict[str, Any]]] = []
+
+    async def write_active(self, check: str, condition: dict[str, Any]) -> None:
+        self.written.append((check, condition))
+
+
+def check(
+    name: str, controller: str = c.CONTROLLER_NAME, topology: str | None = "topo", **status: Any
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"controllerName": controller}
+    if topology is not None:
+        spec["parameters"] = {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": topology}
+    return {"metadata": {"name": name, "resourceVersion": "1", "generation": 3}, "spec": spec, "status": status}
+
+
+TOPO = {"metadata": {"name": "topo", "resourceVersion": "1"}, "spec": {"levels": [{"nodeLabel": "rack"}]}}
+
+
+@pytest.fixture
+def parts() -> tuple[SharedInformers, AdmissionCheckStatus, Writer]:
+    s = Settings(leader_election=False)
+    informers = SharedInformers.register(Manager(None, s, Metrics()), s.annotation_prefix)
+    writer = Writer()
+    status = AdmissionCheckStatus(
+        informers=informers,
+        checks=OurChecks(informers.checks.store, s.controller_name),
+        writer=writer,
+        now=lambda: NOW,
+    )
+    return informers, status, writer
+
+
+async def test_active_when_the_topology_exists_and_written_only_on_change(
+    parts: tuple[SharedInformers, AdmissionCheckStatus, Writer],
+) -> None:
+    informers, status, writer = parts
+    informers.topologies.handle_event("ADDED", TOPO)
+    informers.checks.handle_event("ADDED", check("tas"))
+    informers.checks.handle_event("ADDED", check("other", controller="example.com/else"))
+    assert len(status.queue) == 1  # only ours
+    await status.reconcile("tas")
+    assert writer.written == [
+        (
+            "tas",
+            {
+                "type": "Active",
+                "status": "True",
+                "reason": "Active",
+                "message": 'The admission check is active (Topology "topo")',
+                "lastTransitionTime": NOW,
+                "observedGeneration": 3,
+            },
+        )
+    ]
+    informers.checks.handle_event("MODIFIED", check("tas", conditions=[writer.written[0][1]]))
+    await status.reconcile("tas")
+    assert len(writer.written) == 1  # unchanged: nothing written
+    await status.reconcile("other")
+    assert len(writer.written) == 1  # not ours
+
+
+async def test_missing_topology_and_bad_parameters(parts: tuple[SharedInformers, AdmissionCheckStatus, Writer]) -> None:
+    informers, status, writer = parts
+    informers.topologies.handle_event("ADDED", TOPO)
+    informers.checks.handle_event("ADDED", check("tas"))
+    informers.checks.handle_event("ADDED", check("bare", topology=None))
+    await status.reconcile("bare")
+    assert writer.written[-1][1]["reason"] == "BadParametersRef"
+    informers.topologies.handle_event("DELETED", TOPO)
+    assert len(status.queue) == 2  # a Topology change looks at every check of ours again
+    await status.reconcile("tas")
+    assert writer.written[-1][1]["status"] == "False"
+    assert writer.written[-1][1]["message"] == 'Topology "topo" does not exist'
