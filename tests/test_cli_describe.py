@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, Condition, ResourceFlavor, Topology, Workload
-from kueue_tas.cli import describe as d
 from kueue_tas.cli.cluster_read import KueueConfig, TasConfig, tas_config
+from kueue_tas.cli.describe_build import describe_workload
+from kueue_tas.cli.describe_model import PodCounts, WorkloadDescription
+from kueue_tas.cli.describe_output import describe_json as json_document
+from kueue_tas.cli.describe_output import render_text, request_text
 from kueue_tas.cli.main import Command, build_parser, main, program_name
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.slim import SlimPod, slim_pod
@@ -215,14 +218,14 @@ def describe(
     tas: TasConfig | None = None,
     pods: list[SlimPod] | None = None,
     node_list: list[NodeInfo] | None = None,
-) -> d.WorkloadDescription:
-    return d.describe_workload(
+) -> WorkloadDescription:
+    return describe_workload(
         wl or workload(), tas or kueue(), nodes() if node_list is None else node_list, PODS if pods is None else pods
     )
 
 
 def test_admitted_workload_tree_with_bound_pending_and_gated_pods() -> None:
-    assert d.render_text(describe()) == TEXT
+    assert render_text(describe()) == TEXT
 
 
 def test_counts_per_domain_and_per_podset() -> None:
@@ -233,13 +236,13 @@ def test_counts_per_domain_and_per_podset() -> None:
         (("h12",), ("b1", "b1-r1", "h12"), 2, 1, 1),
         (("h21",), ("b1", "b1-r2", "h21"), 2, 0, 0),
     ]
-    assert ps.pods == d.PodCounts(total=7, bound=3, pending=1, gated=1, finished=1, bound_elsewhere=1, unplaced=0)
+    assert ps.pods == PodCounts(total=7, bound=3, pending=1, gated=1, finished=1, bound_elsewhere=1, unplaced=0)
 
 
 def test_released_pod_without_an_assigned_domain_is_unplaced() -> None:
     (ps,) = describe(pods=[pod("x", selector={HOST: "h22"}), pod("y")]).podsets
     assert (ps.pods.unplaced, ps.pods.pending) == (2, 0)
-    assert "2 released with no domain" in d.render_text(describe(pods=[pod("x", selector={HOST: "h22"}), pod("y")]))
+    assert "2 released with no domain" in render_text(describe(pods=[pod("x", selector={HOST: "h22"}), pod("y")]))
 
 
 def test_pods_of_other_podsets_are_not_counted() -> None:
@@ -255,7 +258,7 @@ def test_full_path_assignment_needs_no_node_lookup() -> None:
         tas,
         pods=[pod("a", node="node-h21", phase="Running"), pod("b", selector={BLOCK: "b1", RACK: "b1-r2"})],
     )
-    lines = d.render_text(desc).splitlines()
+    lines = render_text(desc).splitlines()
     assert lines[-3:] == [
         "    pods: 2 (1 bound, 1 pending, 0 gated)",
         "    example.com/block=b1: 6 pod(s)",
@@ -267,7 +270,7 @@ def test_hostname_of_a_vanished_node_falls_back_to_the_assignment_levels() -> No
     desc = describe(node_list=[n for n in nodes() if n.labels[HOST] != "h21"], pods=[])
     (ps,) = desc.podsets
     assert ps.domains is not None and ps.domains[2].path is None
-    assert d.render_text(desc).splitlines()[-3:] == [
+    assert render_text(desc).splitlines()[-3:] == [
         "    kubernetes.io/hostname=h11: 2 pod(s)   [bound 0, pending 0]",
         "    kubernetes.io/hostname=h12: 2 pod(s)   [bound 0, pending 0]",
         "    kubernetes.io/hostname=h21: 2 pod(s)   [bound 0, pending 0]",
@@ -277,7 +280,7 @@ def test_hostname_of_a_vanished_node_falls_back_to_the_assignment_levels() -> No
 def test_retry_shows_the_check_message_instead_of_a_tree() -> None:
     msg = 'PodSet "main": topology "topo" allows to fit only 4 out of 6 pod(s)'
     desc = describe(workload(state="Retry", message=msg, assignment=None, admitted=False), pods=[])
-    lines = d.render_text(desc).splitlines()
+    lines = render_text(desc).splitlines()
     assert lines[4] == f"  Check tas:     Retry   {msg}"
     assert lines[-2:] == ["    pods: 0 (0 bound, 0 pending, 0 gated)", f"    not placed: check tas is Retry: {msg}"]
     assert describe_json(desc)["podSets"][0]["domains"] is None
@@ -328,7 +331,7 @@ def test_eviction_after_a_rejection_is_explained_from_the_evicted_condition() ->
         f"not placed: the Workload was evicted and deactivated (spec.active=false): DeactivatedDueToAdmissionCheck: "
         f"{why}"
     )
-    assert f"  Evicted:       True    DeactivatedDueToAdmissionCheck: {why}" in d.render_text(desc).splitlines()
+    assert f"  Evicted:       True    DeactivatedDueToAdmissionCheck: {why}" in render_text(desc).splitlines()
 
 
 EVENTS: list[dict[str, Any]] = [
@@ -358,9 +361,9 @@ EVENTS: list[dict[str, Any]] = [
 
 
 def test_events_oldest_first_in_text_and_json() -> None:
-    desc = d.describe_workload(workload(), kueue(), nodes(), PODS, events=EVENTS)
+    desc = describe_workload(workload(), kueue(), nodes(), PODS, events=EVENTS)
     assert [e.reason for e in desc.events] == ["QuotaReserved", "TopologyRequestRejected", "TopologyNotFitting"]
-    assert d.render_text(desc).splitlines()[-4:] == [
+    assert render_text(desc).splitlines()[-4:] == [
         "  Events:",
         "    2026-11-21T04:39:19Z  Normal  QuotaReserved from kueue-admission: Quota reserved in ClusterQueue cq",
         "    2026-11-21T04:39:19Z  Warning TopologyRequestRejected from kueue-tas.io/topology: can never fit",
@@ -375,7 +378,7 @@ def test_events_oldest_first_in_text_and_json() -> None:
         "count": 3,
     }
     many = [dict(EVENTS[0], eventTime=f"2026-11-21T05:00:{i:02d}.000001Z") for i in range(15)]
-    assert [e.time for e in d.describe_workload(workload(), kueue(), nodes(), [], events=many).events] == [
+    assert [e.time for e in describe_workload(workload(), kueue(), nodes(), [], events=many).events] == [
         f"2026-11-21T05:00:{i:02d}Z" for i in range(5, 15)
     ]
 
@@ -387,7 +390,7 @@ def test_no_quota_yet() -> None:
         None,
         "no assignment yet: waiting for Kueue to reserve quota: couldn't assign flavors to pod set main",
     )
-    lines = d.render_text(desc).splitlines()
+    lines = render_text(desc).splitlines()
     assert lines[1] == "  Queue:         lq"
     assert lines[2] == "  QuotaReserved: False   Pending: couldn't assign flavors to pod set main"
 
@@ -408,7 +411,7 @@ def test_checks_of_another_controller_are_not_ours() -> None:
 def test_implied_and_invalid_topology_requests() -> None:
     (ps,) = describe(workload(template_annotations={})).podsets
     assert ps.request == {"implied": True}
-    assert "no topology annotation (placed as unconstrained)" in d.render_text(
+    assert "no topology annotation (placed as unconstrained)" in render_text(
         describe(workload(template_annotations={}))
     )
     bad = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-preferred-topology": RACK}
@@ -424,7 +427,7 @@ def test_slices_request_text() -> None:
     }
     (ps,) = describe(workload(template_annotations=ann)).podsets
     assert ps.request == {"required": BLOCK, "sliceLevel": RACK, "sliceSize": 2}
-    assert d._request_text(ps.request) == f"required {BLOCK}, slices of 2 in one {RACK}"
+    assert request_text(ps.request) == f"required {BLOCK}, slices of 2 in one {RACK}"
 
 
 def test_malformed_annotation_is_a_note() -> None:
@@ -432,8 +435,8 @@ def test_malformed_annotation_is_a_note() -> None:
     assert desc.notes[0].startswith("annotation kueue-tas.io/topology-assignment is malformed: ")
 
 
-def describe_json(desc: d.WorkloadDescription) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(json.dumps(d.describe_json(desc)))
+def describe_json(desc: WorkloadDescription) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(json.dumps(json_document(desc)))
     return data
 
 

@@ -1,0 +1,171 @@
+"""``describe workload``'s description of one Workload, built from plain objects (no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.constants import HOSTNAME_LABEL
+from kueue_tas.api.models import Workload, find_condition
+from kueue_tas.capacity.rules import assignment_trusted
+from kueue_tas.cli.cluster_read import TasConfig
+from kueue_tas.cli.describe_domains import domain_paths, podset_pod_counts
+from kueue_tas.cli.describe_model import (
+    SHOWN_CONDITIONS,
+    CheckStatus,
+    DomainStatus,
+    EventView,
+    PodSetStatus,
+    WorkloadDescription,
+)
+from kueue_tas.cli.describe_reasons import why_unplaced
+from kueue_tas.kube.slim import SlimPod
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.model import NodeInfo, TopologyRequest
+from kueue_tas.topology.request import TopologyRequestError, parse_template_topology_request
+
+MAX_EVENTS = 10
+
+
+def _request_dict(req: TopologyRequest | None, implied: bool) -> dict[str, Any] | None:
+    if req is None:
+        return {"implied": True} if implied else None
+    out: dict[str, Any] = {}
+    if req.required is not None:
+        out["required"] = req.required
+    if req.preferred is not None:
+        out["preferred"] = req.preferred
+    if req.unconstrained is not None:
+        out["unconstrained"] = req.unconstrained
+    if req.slice_level is not None:
+        out["sliceLevel"] = req.slice_level
+        out["sliceSize"] = req.slice_size
+    return out
+
+
+def _event_time(raw: Mapping[str, Any]) -> str:
+    series = raw.get("series") or {}
+    return str(
+        series.get("lastObservedTime")
+        or raw.get("lastTimestamp")
+        or raw.get("eventTime")
+        or raw.get("firstTimestamp")
+        or (raw.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
+
+
+def event_view(raw: Mapping[str, Any]) -> EventView:
+    """A core/v1 Event (as the API serves events.k8s.io/v1 ones too) in a few fields."""
+    series = raw.get("series") or {}
+    when = _event_time(raw)
+    if len(when) > 20 and when[19] == ".":
+        when = when[:19] + "Z"  # MicroTime: seconds are enough to read
+    source = raw.get("reportingComponent") or (raw.get("source") or {}).get("component") or ""
+    count = int(series.get("count") or raw.get("count") or 1)
+    return EventView(
+        when,
+        str(raw.get("type") or ""),
+        str(raw.get("reason") or ""),
+        str(source),
+        str(raw.get("message") or ""),
+        count,
+    )
+
+
+def describe_workload(
+    wl: Workload,
+    tas: TasConfig,
+    nodes: Iterable[NodeInfo],
+    pods: Iterable[SlimPod],
+    prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
+    events: Iterable[Mapping[str, Any]] = (),
+) -> WorkloadDescription:
+    """What ``describe workload`` shows, from plain objects (no I/O)."""
+    node_by_name = {n.name: n for n in nodes}
+    by_hostname = {n.labels[HOSTNAME_LABEL]: n for n in node_by_name.values() if HOSTNAME_LABEL in n.labels}
+    entries = {
+        st.name: CheckStatus(st.name, st.state, st.message, st.last_transition_time)
+        for st in wl.status.admission_checks
+        if st.name in tas.checks
+    }
+    notes: list[str] = []
+    if not entries:
+        notes.append(f"no AdmissionCheck of controller {tas.controller_name} is on this Workload")
+
+    assignments: dict[str, TopologyAssignment] = {}
+    text = wl.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
+    if text is not None:
+        try:
+            assignments = dict(decode_assignment_annotation(text))
+        except ValueError as exc:
+            notes.append(f"annotation {c.TOPOLOGY_ASSIGNMENT_ANNOTATION} is malformed: {exc}")
+
+    trusted = assignment_trusted(wl, tas.checks)
+    by_podset: dict[str, list[SlimPod]] = {}
+    for pod in pods:
+        by_podset.setdefault(pod.podset or pod.kueue_podset or "", []).append(pod)
+
+    podsets: list[PodSetStatus] = []
+    for ps in wl.spec.pod_sets:
+        psa = wl.pod_set_assignment(ps.name)
+        count = psa.count if psa is not None and psa.count is not None else ps.count
+        given = list(dict.fromkeys(psa.flavors.values())) if psa is not None else []
+        flavor = next((f for f in given if f in tas.specs), given[0] if given else None)
+        spec = tas.specs.get(flavor) if flavor is not None else None
+        check = next((name for name, fl in tas.check_flavors.items() if flavor in fl and name in entries), None)
+        entry = entries.get(check) if check is not None else None
+
+        message = ""
+        request: dict[str, Any] | None = None
+        try:
+            parsed = parse_template_topology_request(ps.template, prefix=prefix, count=count)
+            request = _request_dict(parsed, implied=spec is not None)
+        except TopologyRequestError as exc:
+            message = "invalid topology annotations: " + "; ".join(exc.errors)
+
+        # In force only while the controller trusts it (the same rule that charges it as usage):
+        # an assignment left from an earlier admission says nothing about where pods go now.
+        assignment = assignments.get(ps.name) if trusted else None
+        if not message and assignment is None:
+            message = why_unplaced(wl, flavor, spec is not None, entry, ps.name in assignments, tas.controller_name)
+
+        topology_levels = spec.levels if spec is not None else (assignment.levels if assignment else ())
+        counts, bound, pending = podset_pod_counts(by_podset.get(ps.name, ()), assignment, node_by_name)
+        domains: list[DomainStatus] | None = None
+        if assignment is not None:
+            paths = domain_paths(assignment, topology_levels, by_hostname)
+            domains = [
+                DomainStatus(d.values, path, d.count, bound[i], pending[i])
+                for i, (d, path) in enumerate(zip(assignment.domains, paths, strict=True))
+            ]
+        podsets.append(
+            PodSetStatus(
+                name=ps.name,
+                count=count,
+                flavor=flavor,
+                topology=spec.topology if spec else None,
+                request=request,
+                topology_levels=topology_levels,
+                levels=assignment.levels if assignment else (),
+                domains=domains,
+                pods=counts,
+                message=message,
+            )
+        )
+
+    admission = wl.status.admission
+    return WorkloadDescription(
+        namespace=wl.namespace or "",
+        name=wl.name,
+        uid=wl.metadata.uid or "",
+        queue=wl.spec.queue_name,
+        cluster_queue=admission.cluster_queue if admission is not None else None,
+        conditions={t: cond for t in SHOWN_CONDITIONS if (cond := find_condition(wl.status.conditions, t))},
+        checks=list(entries.values()),
+        podsets=podsets,
+        notes=notes,
+        events=[event_view(e) for e in sorted(events, key=_event_time)[-MAX_EVENTS:]],
+    )

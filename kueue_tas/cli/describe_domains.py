@@ -1,0 +1,75 @@
+"""The assignment tree of ``describe workload``: each assigned domain's path along the Topology's
+levels, and a PodSet's pods counted per assigned domain."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from kueue_tas.api.constants import HOSTNAME_LABEL
+from kueue_tas.cli.describe_model import PodCounts
+from kueue_tas.kube.slim import SlimPod
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.model import NodeInfo
+
+
+def domain_paths(
+    assignment: TopologyAssignment, topology_levels: tuple[str, ...], by_hostname: Mapping[str, NodeInfo]
+) -> list[tuple[str, ...] | None]:
+    """Each domain's values along the Topology's levels. A hostname-only assignment is completed
+    from the labels of the node that has that hostname, as the controller resolves it."""
+    if assignment.levels == topology_levels:
+        return [d.values for d in assignment.domains]
+    out: list[tuple[str, ...] | None] = []
+    for d in assignment.domains:
+        node = by_hostname.get(d.values[-1]) if assignment.levels[-1:] == (HOSTNAME_LABEL,) else None
+        path = tuple(node.labels.get(level) for level in topology_levels) if node is not None else None
+        if path is None or any(v is None for v in path) or path[-len(d.values) :] != d.values:
+            out.append(None)
+        else:
+            out.append(tuple(v for v in path if v is not None))
+    return out
+
+
+def podset_pod_counts(
+    pods: Iterable[SlimPod],
+    assignment: TopologyAssignment | None,
+    nodes: Mapping[str, NodeInfo],
+) -> tuple[PodCounts, list[int], list[int]]:
+    """Pod counts, plus bound and pending counts per assigned domain (assignment order).
+
+    Without an assignment every bound pod is just "bound" and every released one "pending"."""
+    counts = PodCounts()
+    n = len(assignment.domains) if assignment else 0
+    domains = {d.values: i for i, d in enumerate(assignment.domains)} if assignment else {}
+    levels = assignment.levels if assignment else ()
+    bound = [0] * n
+    pending = [0] * n
+    for pod in pods:
+        counts.total += 1
+        if pod.is_terminal:
+            counts.finished += 1
+            continue
+        if pod.gated and not pod.node_name:
+            counts.gated += 1
+            continue
+        if pod.node_name:
+            node = nodes.get(pod.node_name)
+            labels: Mapping[str, str] = node.labels if node is not None else {}
+        else:
+            labels = pod.node_selector_map()
+        at = domains.get(tuple(labels.get(lv) or "" for lv in levels)) if assignment else None
+        if pod.node_name:
+            if assignment is not None and at is None:
+                counts.bound_elsewhere += 1
+                continue
+            counts.bound += 1
+            if at is not None:
+                bound[at] += 1
+        else:
+            if assignment is not None and at is None:
+                counts.unplaced += 1
+                continue
+            counts.pending += 1
+            if at is not None:
+                pending[at] += 1
+    return counts, bound, pending

@@ -1,0 +1,77 @@
+"""What ``kueue-tas describe workload`` shows about one Workload, as plain data (see ``describe``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.models import Condition
+
+SHOWN_CONDITIONS = (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED, c.CONDITION_EVICTED, c.CONDITION_FINISHED)
+
+
+@dataclass(frozen=True, slots=True)
+class DomainStatus:
+    values: tuple[str, ...]  # as in the assignment
+    path: tuple[str, ...] | None  # along the Topology's levels; None when unknown
+    assigned: int
+    bound: int = 0
+    pending: int = 0
+
+
+@dataclass
+class PodCounts:
+    total: int = 0
+    bound: int = 0
+    pending: int = 0
+    gated: int = 0
+    finished: int = 0
+    bound_elsewhere: int = 0
+    unplaced: int = 0
+
+
+@dataclass
+class PodSetStatus:
+    name: str
+    count: int
+    flavor: str | None
+    topology: str | None
+    request: dict[str, Any] | None
+    topology_levels: tuple[str, ...]
+    levels: tuple[str, ...]
+    domains: list[DomainStatus] | None
+    pods: PodCounts
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CheckStatus:
+    name: str
+    state: str
+    message: str
+    last_transition_time: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventView:
+    time: str
+    type: str
+    reason: str
+    source: str
+    message: str
+    count: int = 1
+
+
+@dataclass
+class WorkloadDescription:
+    namespace: str
+    name: str
+    uid: str
+    queue: str | None
+    cluster_queue: str | None
+    conditions: dict[str, Condition]
+    checks: list[CheckStatus]
+    podsets: list[PodSetStatus]
+    notes: list[str] = field(default_factory=list)
+    events: list[EventView] = field(default_factory=list)

@@ -1,0 +1,161 @@
+"""``describe workload``'s output: the text tree and the JSON document (keys in ``describe``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.models import Condition
+from kueue_tas.cli.describe_model import SHOWN_CONDITIONS, PodCounts, PodSetStatus, WorkloadDescription
+from kueue_tas.cli.render import domain_tree_lines
+
+ALWAYS_SHOWN = (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED)
+
+
+def request_text(request: Mapping[str, Any] | None) -> str:
+    if request is None:
+        return ""
+    if request.get("implied"):
+        return "no topology annotation (placed as unconstrained)"
+    parts = []
+    for mode in ("required", "preferred"):
+        if mode in request:
+            parts.append(f"{mode} {request[mode]}")
+    if request.get("unconstrained"):
+        parts.append("unconstrained")
+    if "sliceLevel" in request:
+        parts.append(f"slices of {request['sliceSize']} in one {request['sliceLevel']}")
+    return ", ".join(parts)
+
+
+def _condition_text(cond: Condition | None) -> str:
+    if cond is None:
+        return "-"
+    detail = ": ".join(x for x in (cond.reason, cond.message) if x)
+    return f"{cond.status:<7} {detail}".rstrip()
+
+
+def _tree(ps: PodSetStatus) -> list[str]:
+    assert ps.domains is not None
+    complete = all(d.path is not None for d in ps.domains)
+    keys = ps.topology_levels if complete else ps.levels
+    leaves = [
+        (
+            d.path if complete and d.path is not None else d.values,
+            d.assigned,
+            f"   [bound {d.bound}, pending {d.pending}]",
+        )
+        for d in ps.domains
+    ]
+    return domain_tree_lines(keys, leaves)
+
+
+def _pods_line(p: PodCounts) -> str:
+    parts = [f"{p.bound} bound", f"{p.pending} pending", f"{p.gated} gated"]
+    for n, what in (
+        (p.bound_elsewhere, "bound outside the assignment"),
+        (p.unplaced, "released with no domain"),
+        (p.finished, "finished"),
+    ):
+        if n:
+            parts.append(f"{n} {what}")
+    return f"pods: {p.total} ({', '.join(parts)})"
+
+
+def render_text(d: WorkloadDescription) -> str:
+    width = max([len("QuotaReserved"), *(len(f"Check {ch.name}") for ch in d.checks)]) + 2
+    out = [f"Workload {d.namespace}/{d.name}"]
+    queue = d.queue or "-"
+    if d.cluster_queue:
+        queue += f" (ClusterQueue {d.cluster_queue})"
+    out.append(f"  {'Queue:':<{width}}{queue}")
+    for t in SHOWN_CONDITIONS:
+        if t in ALWAYS_SHOWN or t in d.conditions:
+            out.append(f"  {t + ':':<{width}}{_condition_text(d.conditions.get(t))}")
+    for ch in d.checks:
+        out.append(f"  {'Check ' + ch.name + ':':<{width}}{ch.state:<7} {ch.message}".rstrip())
+    out.extend(f"  note: {n}" for n in d.notes)
+    for ps in d.podsets:
+        head = [f"{ps.count} pod(s)"]
+        if ps.flavor:
+            head.append(f"flavor {ps.flavor}")
+        if ps.topology:
+            head.append(f"topology {ps.topology}")
+        if request := request_text(ps.request):
+            head.append(request)
+        out.append(f"  PodSet {ps.name}: {', '.join(head)}")
+        out.append(f"    {_pods_line(ps.pods)}")
+        if ps.domains is not None:
+            out.extend(_tree(ps))
+        if ps.message:
+            out.append(f"    {ps.message}")
+    if d.events:
+        out.append("  Events:")
+        for e in d.events:
+            times = f" (x{e.count})" if e.count > 1 else ""
+            out.append(f"    {e.time}  {e.type:<7} {e.reason} from {e.source or '?'}{times}: {e.message}")
+    return "\n".join(out) + "\n"
+
+
+def describe_json(d: WorkloadDescription) -> dict[str, Any]:
+    return {
+        "namespace": d.namespace,
+        "name": d.name,
+        "uid": d.uid,
+        "queue": d.queue,
+        "clusterQueue": d.cluster_queue,
+        "conditions": {
+            t: {"status": cond.status, "reason": cond.reason, "message": cond.message}
+            for t, cond in d.conditions.items()
+        },
+        "checks": [
+            {"name": ch.name, "state": ch.state, "message": ch.message, "lastTransitionTime": ch.last_transition_time}
+            for ch in d.checks
+        ],
+        "podSets": [
+            {
+                "name": ps.name,
+                "count": ps.count,
+                "flavor": ps.flavor,
+                "topology": ps.topology,
+                "request": ps.request,
+                "topologyLevels": list(ps.topology_levels),
+                "levels": list(ps.levels),
+                "domains": None
+                if ps.domains is None
+                else [
+                    {
+                        "values": list(dom.values),
+                        "path": None if dom.path is None else list(dom.path),
+                        "assigned": dom.assigned,
+                        "bound": dom.bound,
+                        "pending": dom.pending,
+                    }
+                    for dom in ps.domains
+                ],
+                "pods": {
+                    "total": ps.pods.total,
+                    "bound": ps.pods.bound,
+                    "pending": ps.pods.pending,
+                    "gated": ps.pods.gated,
+                    "finished": ps.pods.finished,
+                    "boundElsewhere": ps.pods.bound_elsewhere,
+                    "unplaced": ps.pods.unplaced,
+                },
+                "message": ps.message,
+            }
+            for ps in d.podsets
+        ],
+        "events": [
+            {
+                "time": e.time,
+                "type": e.type,
+                "reason": e.reason,
+                "from": e.source,
+                "message": e.message,
+                "count": e.count,
+            }
+            for e in d.events
+        ],
+    }
