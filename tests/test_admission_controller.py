@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Workload
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission import WRITE_OBSERVE_TIMEOUT_SECONDS, WorkloadAdmission
 from kueue_tas.controllers.capacity_cache import CapacityCache

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kueue_tas.api.models import Node
+from kueue_tas.api.core_objects import Node
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.topology.inputs import (
     node_constraints,

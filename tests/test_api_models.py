@@ -6,19 +6,10 @@ import pydantic
 import pytest
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import (
-    AdmissionCheck,
-    ClusterQueue,
-    Job,
-    JobSet,
-    Node,
-    Pod,
-    ResourceFlavor,
-    Topology,
-    Workload,
-    model_class_for,
-    parse_object,
-)
+from kueue_tas.api.core_objects import Job, JobSet, Node, Pod
+from kueue_tas.api.kinds import model_class_for, parse_object
+from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
+from kueue_tas.api.workload import Workload
 
 
 def topology(api_version: str) -> dict[str, Any]:

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from kueue_tas.api.models import Job, Workload
+from kueue_tas.api.core_objects import Job
 from kueue_tas.api.podsets import PodSetSpec, podsets_of, podsets_of_job, podsets_of_jobset, podsets_of_workload
+from kueue_tas.api.workload import Workload
 
 TEMPLATE: dict[str, Any] = {
     "metadata": {

@@ -32,7 +32,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload, parse_object
+from kueue_tas.api.kinds import parse_object
+from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import feed_pod, feed_workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import flavor_specs, our_checks, workload_usage

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
+from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.rules import (
     UsageEntry,
     UsageError,

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
+from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import capacity_from_lists
 from kueue_tas.capacity.rules import flavor_specs, our_checks, pod_charge, workload_usage
 from kueue_tas.cli import capacity as cap

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from kueue_tas.api.models import AdmissionCheck, ClusterQueue, Condition, ResourceFlavor, Topology, Workload
+from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
+from kueue_tas.api.object_base import Condition
+from kueue_tas.api.workload import Workload
 from kueue_tas.cli.cluster_read import KueueConfig, TasConfig, tas_config
 from kueue_tas.cli.describe_build import describe_workload
 from kueue_tas.cli.describe_model import PodCounts, WorkloadDescription

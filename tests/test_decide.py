@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
-from kueue_tas.api.models import Workload
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.controllers.decide import Outcome, decide

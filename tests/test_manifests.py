@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import KubeObject, parse_object
+from kueue_tas.api.kinds import KubeObject, parse_object
 from kueue_tas.cli.planner import Planner
 from kueue_tas.runtime.config import Settings, parse_bind
 

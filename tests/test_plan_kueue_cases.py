@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from kueue_tas.api.models import parse_object
+from kueue_tas.api.kinds import parse_object
 from kueue_tas.cli.main import main
 from kueue_tas.topology.features import FeatureGates
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import plan_fixtures as pf
 
-from kueue_tas.api.models import parse_object
+from kueue_tas.api.kinds import parse_object
 from kueue_tas.cli.planner import Planner, WorkloadPlan
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation

@@ -11,7 +11,7 @@ from typing import Any
 import plan_fixtures as pf
 import pytest
 
-from kueue_tas.api.models import Workload
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.cli.main import main

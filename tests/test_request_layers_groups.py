@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kueue_tas.api.models import PodSetTopologyRequestModel
+from kueue_tas.api.workload import PodSetTopologyRequestModel
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.groups import GroupMember, group_errors
 from kueue_tas.topology.inputs import PodSpecError, podset_request, preferred_affinity, requests_topology

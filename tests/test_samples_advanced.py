@@ -10,7 +10,7 @@ import pytest
 import yaml
 from test_manifests import SAMPLES, _demo_nodes, documents, kustomization
 
-from kueue_tas.api.models import KubeObject, parse_object
+from kueue_tas.api.kinds import KubeObject, parse_object
 from kueue_tas.api.podsets import podsets_of
 from kueue_tas.cli.planner import Planner
 from kueue_tas.topology.inputs import podset_request

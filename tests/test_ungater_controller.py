@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import AdmissionCheck
+from kueue_tas.api.kueue_objects import AdmissionCheck
 from kueue_tas.controllers import ungater as uc
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.kube.errors import Conflict, Invalid, TransportError

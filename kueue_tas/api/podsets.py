@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Job, JobSet, JobSpec, Workload
+from kueue_tas.api.core_objects import Job, JobSet, JobSpec
+from kueue_tas.api.workload import Workload
 
 # Labels the Job controller adds to the pod template; Kueue drops them from the PodSet.
 JOB_MANAGED_LABELS = (

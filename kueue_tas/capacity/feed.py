@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
 
-from kueue_tas.api.models import Workload
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, pod_charge, workload_usage
 from kueue_tas.kube.slim import SlimPod

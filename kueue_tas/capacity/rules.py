@@ -26,9 +26,10 @@ from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
+from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.resources import pod_requests
+from kueue_tas.api.workload import Workload
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation

@@ -18,8 +18,9 @@ import pydantic
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
+from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.quantity import QuantityError
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.rules import FlavorSpec, flavor_specs, our_checks
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.client import call_json, kubeconfig_namespace, raw_kwargs

@@ -38,7 +38,7 @@ import json
 import sys
 from typing import Any
 
-from kueue_tas.api.models import Workload
+from kueue_tas.api.workload import Workload
 from kueue_tas.cli.cluster_read import (
     ClusterReadError,
     TasConfig,

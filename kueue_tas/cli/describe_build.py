@@ -7,7 +7,8 @@ from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.constants import HOSTNAME_LABEL
-from kueue_tas.api.models import Workload, find_condition
+from kueue_tas.api.object_base import find_condition
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.cli.cluster_read import TasConfig
 from kueue_tas.cli.describe_domains import domain_paths, podset_pod_counts

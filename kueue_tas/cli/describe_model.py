@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Condition
+from kueue_tas.api.object_base import Condition
 
 SHOWN_CONDITIONS = (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED, c.CONDITION_EVICTED, c.CONDITION_FINISHED)
 

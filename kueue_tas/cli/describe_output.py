@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Condition
+from kueue_tas.api.object_base import Condition
 from kueue_tas.cli.describe_model import SHOWN_CONDITIONS, PodCounts, PodSetStatus, WorkloadDescription
 from kueue_tas.cli.render import domain_tree_lines
 

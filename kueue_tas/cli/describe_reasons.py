@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Workload, find_condition
+from kueue_tas.api.object_base import find_condition
+from kueue_tas.api.workload import Workload
 from kueue_tas.cli.describe_model import CheckStatus
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 import yaml
 
-from kueue_tas.api.models import KubeObject, parse_object
+from kueue_tas.api.kinds import KubeObject, parse_object
 
 
 class InputError(ValueError):

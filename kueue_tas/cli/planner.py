@@ -15,21 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import (
-    AdmissionCheck,
-    ClusterQueue,
-    Job,
-    JobSet,
-    KubeObject,
-    Node,
-    Pod,
-    PodSetTopologyRequestModel,
-    ResourceFlavor,
-    Topology,
-    Workload,
-)
+from kueue_tas.api.core_objects import Job, JobSet, Node, Pod
+from kueue_tas.api.kinds import KubeObject
+from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.podsets import PodSetSpec, podsets_of
 from kueue_tas.api.quantity import QuantityError
+from kueue_tas.api.workload import PodSetTopologyRequestModel, Workload
 from kueue_tas.capacity.feed import feed_pod, feed_workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import (

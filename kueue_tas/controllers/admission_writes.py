@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Workload
+from kueue_tas.api.workload import Workload
 from kueue_tas.controllers.decide import Decision, Outcome
 from kueue_tas.kube.client import JSON_PATCH, apply_status, call_json, merge_patch_custom, raw_kwargs
 from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation

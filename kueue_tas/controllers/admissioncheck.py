@@ -10,7 +10,7 @@ import structlog
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import AdmissionCheck, Topology
+from kueue_tas.api.kueue_objects import AdmissionCheck, Topology
 from kueue_tas.controllers.admission_writes import now_rfc3339
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
 from kueue_tas.kube.client import apply_status

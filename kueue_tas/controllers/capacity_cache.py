@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import structlog
 
-from kueue_tas.api.models import Workload
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import feed_pod, feed_workload, workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, flavor_specs

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Workload
 from kueue_tas.api.quantity import QuantityError
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import UsageEntry
 from kueue_tas.topology.assignment import TopologyAssignment

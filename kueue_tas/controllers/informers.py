@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
-from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
+from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.rules import our_checks
 from kueue_tas.kube import catalogue as cat
 from kueue_tas.kube.decoding import RawObject, model_transform

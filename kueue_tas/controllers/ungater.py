@@ -30,7 +30,7 @@ import structlog
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Workload
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.informers import OurChecks, SharedInformers

@@ -75,7 +75,7 @@ def raw_transform(raw: RawObject) -> RawObject:
 
 
 def model_transform(model: type[M]) -> Callable[[RawObject], M]:
-    """Keep ``model.model_validate(raw)`` (a pydantic model class from ``kueue_tas.api.models``)."""
+    """Keep ``model.model_validate(raw)`` (a pydantic model class of ``kueue_tas.api``)."""
 
     def transform(raw: RawObject) -> M:
         return model.model_validate(raw)

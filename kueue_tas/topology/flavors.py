@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import AdmissionCheck, ClusterQueue
+from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue
 
 
 class FlavorMappingError(ValueError):

@@ -6,9 +6,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Node, PodSetTopologyRequestModel, TaintModel, TolerationModel
+from kueue_tas.api.core_objects import Node
+from kueue_tas.api.object_base import TaintModel, TolerationModel
 from kueue_tas.api.quantity import resource_list_to_ints
 from kueue_tas.api.resources import pod_requests
+from kueue_tas.api.workload import PodSetTopologyRequestModel
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import (
     NodeInfo,

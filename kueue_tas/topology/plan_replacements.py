@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.models import Workload
+from kueue_tas.api.workload import Workload
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import AssignmentFormatError, decode_assignment_annotation
 from kueue_tas.topology.features import FeatureGates

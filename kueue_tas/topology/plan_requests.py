@@ -12,9 +12,11 @@ from collections.abc import Sequence
 
 import pydantic
 
-from kueue_tas.api.models import JobSet, KubeObject, PodSetTopologyRequestModel, Workload
+from kueue_tas.api.core_objects import JobSet
+from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.podsets import PodSetSpec
 from kueue_tas.api.quantity import QuantityError
+from kueue_tas.api.workload import PodSetTopologyRequestModel, Workload
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.groups import GroupMember, group_errors
 from kueue_tas.topology.inputs import PodSpecError, podset_request

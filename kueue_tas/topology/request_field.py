@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kueue_tas.api.models import PodSetTopologyRequestModel
+from kueue_tas.api.workload import PodSetTopologyRequestModel
 from kueue_tas.topology.model import SliceLayer, TopologyRequest
 from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation
 from kueue_tas.topology.slice_layers import MAX_LAYERS

@@ -1,0 +1,102 @@
+"""The base of every object model kueue-tas reads: ``KubeModel``, ``ObjectMeta``, ``TypedObject``,
+conditions, taints and tolerations.
+
+Only the fields we use are modelled; everything else is ignored on input
+(``extra="ignore"``). Fields are named in snake_case and read from the
+camelCase of the API (``populate_by_name`` also allows snake_case). Pod
+templates stay raw dicts: we hand them to the request/annotation parsers and
+write them back, and they must round-trip unchanged.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class KubeModel(BaseModel):
+    model_config = ConfigDict(
+        extra="ignore",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        frozen=False,
+    )
+
+
+class OwnerReference(KubeModel):
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+
+
+class ObjectMeta(KubeModel):
+    name: str = ""
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    owner_references: list[OwnerReference] = Field(default_factory=list)
+    deletion_timestamp: str | None = None
+
+    def controller_owner(self) -> OwnerReference | None:
+        """The owner reference marked ``controller: true``, if any."""
+        for ref in self.owner_references:
+            if ref.controller:
+                return ref
+        return None
+
+
+class Condition(KubeModel):
+    """A ``metav1.Condition`` (Kueue objects) or a core-v1 NodeCondition; both have type/status."""
+
+    type: str
+    status: str = "Unknown"
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: str | None = None
+    observed_generation: int | None = None
+
+
+def find_condition(conditions: list[Condition], type_: str) -> Condition | None:
+    """The first condition of ``type_`` (Kubernetes helpers also return the first one)."""
+    for cond in conditions:
+        if cond.type == type_:
+            return cond
+    return None
+
+
+def condition_is_true(conditions: list[Condition], type_: str) -> bool:
+    cond = find_condition(conditions, type_)
+    return cond is not None and cond.status == "True"
+
+
+class TaintModel(KubeModel):
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class TolerationModel(KubeModel):
+    key: str = ""
+    operator: str = ""
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+
+class TypedObject(KubeModel):
+    api_version: str = ""
+    kind: str = ""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str | None:
+        return self.metadata.namespace
