@@ -37,8 +37,9 @@ from typing import Any
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from e2e import cluster
 from e2e import stack as st
+from e2e.cluster_health import is_healthy
+from e2e.cluster_state import load_state
 from e2e.controller import ControllerGroup, ControllerProcess, log_events
 from e2e.kube import Kube, eventually, new_api_client
 from e2e.nodes import BLOCK_LABEL, NodePool, default_allocatable
@@ -201,8 +202,8 @@ async def _drain_namespace(kube: Kube, namespace: str) -> None:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    state = cluster.load_state()
-    if not cluster.is_healthy(state):
+    state = load_state()
+    if not is_healthy(state):
         raise SystemExit("the local cluster is not running: python -m e2e.cluster up")
     assert state is not None
     api = await new_api_client(state.kubeconfig, pool_size=max(64, args.patch_concurrency + 16))

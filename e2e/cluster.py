@@ -11,184 +11,38 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
-import os
 import shutil
-import ssl
 import sys
 import time
-import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from e2e import build, components, manifests, pki, procs, versions
+from e2e.cluster_bootstrap import (
+    create_nodes,
+    ensure_namespace,
+    install_crds,
+    install_webhooks,
+    jobset_webhook_works,
+    kueue_webhook_works,
+)
+from e2e.cluster_health import component_health, health_urls, http_ok, is_healthy
+from e2e.cluster_state import State, child_env, load_state, pinned_versions, rest_client, run_dir_lock
 from e2e.components import Layout
-from e2e.nodes import NodePool, is_ready
+from e2e.nodes import NodePool
 from e2e.paths import run_dir
-from e2e.procs import ProcInfo
-from e2e.rest import ApiError, ProbeFatal, Rest, resource_path, wait_for
+from e2e.rest import ApiError, ProbeFatal, wait_for
 
 # Bounded waits (seconds). First start on 2 cores is the slow case.
 T_ETCD = 60
 T_APISERVER = 180
-T_CRDS = 120
 T_COMPONENT = 120
 T_WEBHOOK_PROBE = 120
-T_NODES = 120
-
-START_ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "jobset", "kueue")
-PROBE_NAMESPACE = "default"
 
 
 def log(msg: str) -> None:
     print(f"[e2e.cluster] {msg}", file=sys.stderr, flush=True)
-
-
-@dataclass
-class State:
-    run_dir: str
-    kubeconfig: str
-    log_dir: str
-    ports: dict[str, int]
-    procs: list[ProcInfo] = field(default_factory=list)
-    started_at: float = 0.0
-    ready_after_s: float | None = None
-    versions: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def layout(self) -> Layout:
-        return Layout(Path(self.run_dir))
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "run_dir": self.run_dir,
-                "kubeconfig": self.kubeconfig,
-                "log_dir": self.log_dir,
-                "ports": self.ports,
-                "procs": [p.to_dict() for p in self.procs],
-                "started_at": self.started_at,
-                "ready_after_s": self.ready_after_s,
-                "versions": self.versions,
-            },
-            indent=2,
-        )
-
-    @staticmethod
-    def from_json(text: str) -> State:
-        d = json.loads(text)
-        return State(
-            run_dir=d["run_dir"],
-            kubeconfig=d["kubeconfig"],
-            log_dir=d["log_dir"],
-            ports={k: int(v) for k, v in d["ports"].items()},
-            procs=[ProcInfo.from_dict(p) for p in d.get("procs", [])],
-            started_at=float(d.get("started_at", 0.0)),
-            ready_after_s=d.get("ready_after_s"),
-            versions=dict(d.get("versions", {})),
-        )
-
-    def save(self) -> None:
-        path = self.layout.state
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(self.to_json())
-        tmp.replace(path)
-
-    def proc(self, name: str) -> ProcInfo | None:
-        return next((p for p in self.procs if p.name == name), None)
-
-
-def pinned_versions() -> dict[str, str]:
-    return {
-        "kubernetes": versions.KUBERNETES,
-        "etcd": versions.ETCD,
-        "kwok": versions.KWOK,
-        "kueue": versions.KUEUE,
-        "jobset": versions.JOBSET,
-    }
-
-
-def load_state(rdir: Path | None = None) -> State | None:
-    path = Layout(rdir or run_dir()).state
-    try:
-        return State.from_json(path.read_text())
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-@contextlib.contextmanager
-def _lock(rdir: Path) -> Iterator[None]:
-    """Exclusive lock so two ``up``/``down`` never race on the same run directory."""
-    rdir.parent.mkdir(parents=True, exist_ok=True)
-    with (rdir.parent / f".{rdir.name}.lock").open("w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def child_env(state: State, layout: Layout) -> dict[str, str]:
-    env = dict(os.environ)
-    env["KUBECONFIG"] = state.kubeconfig
-    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-    env["HOME"] = str(layout.home)
-    return env
-
-
-def rest_client(state: State) -> Rest:
-    p = pki.Pki(state.layout.pki_dir)
-    return Rest("127.0.0.1", state.ports["apiserver"], str(p.ca_crt), str(p.admin_crt), str(p.admin_key))
-
-
-# ------------------------------------------------------------------ probes
-
-_INSECURE = ssl.create_default_context()
-_INSECURE.check_hostname = False
-_INSECURE.verify_mode = ssl.CERT_NONE
-
-
-def _http_ok(url: str) -> bool:
-    """True if ``url`` answers 200 (self-signed TLS of kcm/scheduler accepted: loopback health only)."""
-    try:
-        ctx = _INSECURE if url.startswith("https") else None
-        with urllib.request.urlopen(url, timeout=3, context=ctx) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
-
-
-def health_urls(ports: dict[str, int]) -> dict[str, str]:
-    return {
-        "etcd": f"http://127.0.0.1:{ports['etcd']}/health",
-        "kube-controller-manager": f"https://127.0.0.1:{ports['kcm']}/healthz",
-        "kube-scheduler": f"https://127.0.0.1:{ports['scheduler']}/healthz",
-        "kwok": f"http://127.0.0.1:{ports['kwok']}/healthz",
-        "jobset": f"http://127.0.0.1:{ports['jobset_health']}/readyz",
-        "kueue": f"http://127.0.0.1:{ports['kueue_health']}/readyz",
-    }
-
-
-def component_health(state: State) -> dict[str, str]:
-    """Per component: 'ok', 'unhealthy' or 'not running'."""
-    out: dict[str, str] = {}
-    urls = health_urls(state.ports)
-    rest = rest_client(state)
-    for name in START_ORDER:
-        info = state.proc(name)
-        if info is None or not procs.is_alive(info):
-            out[name] = "not running"
-            continue
-        ok = rest.raw_status("/readyz")[0] == 200 if name == "kube-apiserver" else _http_ok(urls[name])
-        out[name] = "ok" if ok else "unhealthy"
-    return out
-
-
-def is_healthy(state: State | None) -> bool:
-    return state is not None and all(v == "ok" for v in component_health(state).values())
 
 
 # When the current ``up`` started (monotonic), for "since start" in progress lines.
@@ -207,133 +61,6 @@ def _wait_component(state: State, name: str, check: Any, timeout: float, what: s
     t0 = time.monotonic()
     wait_for(name, probe, timeout, on_timeout=lambda: f"{name} log tail:\n{procs.tail(info.log)}")
     log(f"{name} {what} ({time.monotonic() - t0:.1f}s, since start {time.monotonic() - _T0[0]:.1f}s)")
-
-
-# ------------------------------------------------------------------ bootstrap objects
-
-
-def install_crds(rest: Rest, crds: list[dict[str, Any]]) -> None:
-    for crd in crds:
-        rest.apply(resource_path(crd, "customresourcedefinitions"), crd)
-
-    def established() -> bool:
-        for crd in crds:
-            got = rest.get(resource_path(crd, "customresourcedefinitions"))
-            conds = {c["type"]: c["status"] for c in got.get("status", {}).get("conditions", [])}
-            if conds.get("Established") != "True":
-                return False
-        return True
-
-    wait_for("CRDs Established", established, T_CRDS, interval_s=0.5)
-
-
-def install_webhooks(rest: Rest, docs: list[dict[str, Any]]) -> None:
-    plural = {
-        "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
-        "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
-    }
-    for d in docs:
-        d = {"apiVersion": "admissionregistration.k8s.io/v1", **d}
-        rest.apply(resource_path(d, plural[d["kind"]]), d)
-
-
-def ensure_namespace(rest: Rest, name: str) -> None:
-    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    rest.apply(resource_path(ns, "namespaces"), ns)
-
-
-def _probe_job() -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": "e2e-webhook-probe",
-            "namespace": PROBE_NAMESPACE,
-            "labels": {"kueue.x-k8s.io/queue-name": "e2e-probe"},
-        },
-        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "probe"}]}}},
-    }
-
-
-def _probe_jobset() -> dict[str, Any]:
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": "e2e-webhook-probe", "namespace": PROBE_NAMESPACE},
-        "spec": {
-            "replicatedJobs": [
-                {
-                    "name": "w",
-                    "replicas": 1,
-                    "template": {
-                        "spec": {
-                            "template": {
-                                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "probe"}]}
-                            }
-                        }
-                    },
-                }
-            ]
-        },
-    }
-
-
-def kueue_webhook_works(rest: Rest) -> bool:
-    """A dry-run Job with a queue label comes back suspended: Kueue's mutating webhook answered."""
-    job = _probe_job()
-    try:
-        got = rest.request("POST", resource_path(job, "jobs", with_name=False), job, query={"dryRun": "All"})
-    except ApiError:
-        return False
-    return bool(got.get("spec", {}).get("suspend") is True)
-
-
-def jobset_webhook_works(rest: Rest) -> bool:
-    js = _probe_jobset()
-    try:
-        got = rest.request("POST", resource_path(js, "jobsets", with_name=False), js, query={"dryRun": "All"})
-    except ApiError:
-        return False
-    # JobSet's defaulting webhook fills in the success policy.
-    return bool(got.get("spec", {}).get("successPolicy"))
-
-
-# ------------------------------------------------------------------ nodes
-
-
-def create_nodes(rest: Rest, pool: NodePool, timeout_s: float = T_NODES) -> list[str]:
-    """Create (or update) the pool's nodes and wait until kwok reports them Ready."""
-    names = []
-    for node in pool.node_objects():
-        name = node["metadata"]["name"]
-        names.append(name)
-        try:
-            rest.request("POST", "/api/v1/nodes", node)
-        except ApiError as e:
-            if e.status != 409:
-                raise
-            rest.request(
-                "PATCH",
-                f"/api/v1/nodes/{name}",
-                {"metadata": {"labels": node["metadata"]["labels"]}},
-                content_type="application/merge-patch+json",
-            )
-            rest.request(
-                "PATCH",
-                f"/api/v1/nodes/{name}/status",
-                {"status": node["status"]},
-                content_type="application/merge-patch+json",
-            )
-
-    wanted = set(names)
-
-    def all_ready() -> bool:
-        items = rest.get("/api/v1/nodes")["items"]
-        ready = {n["metadata"]["name"] for n in items if is_ready(n)}
-        return wanted <= ready
-
-    wait_for(f"{len(names)} kwok nodes Ready", all_ready, timeout_s, interval_s=0.5)
-    return names
 
 
 # ------------------------------------------------------------------ up / down
@@ -361,7 +88,7 @@ def _start(state: State, layout: Layout, name: str, argv: list[str]) -> None:
 def up(pool: NodePool | None = None, *, rebuild_check: bool = True) -> State:
     """Start the cluster (or reuse a healthy running one) and return its state."""
     rdir = run_dir()
-    with _lock(rdir):
+    with run_dir_lock(rdir):
         existing = load_state(rdir)
         if existing is not None:
             same_pins = existing.versions == pinned_versions()
@@ -426,7 +153,7 @@ def _start_all(state: State, layout: Layout, p: pki.Pki) -> None:
     ca_pem = p.ca_crt.read_bytes()
 
     _start(state, layout, "etcd", components.etcd_argv(layout, ports))
-    _wait_component(state, "etcd", lambda: _http_ok(health_urls(ports)["etcd"]), T_ETCD)
+    _wait_component(state, "etcd", lambda: http_ok(health_urls(ports)["etcd"]), T_ETCD)
 
     _start(state, layout, "kube-apiserver", components.apiserver_argv(p, ports))
     rest = rest_client(state)
@@ -454,7 +181,7 @@ def _start_all(state: State, layout: Layout, p: pki.Pki) -> None:
 
     urls = health_urls(ports)
     for name in ("kube-controller-manager", "kube-scheduler", "kwok", "jobset", "kueue"):
-        _wait_component(state, name, lambda u=urls[name]: _http_ok(u), T_COMPONENT)
+        _wait_component(state, name, lambda u=urls[name]: http_ok(u), T_COMPONENT)
     _wait_component(
         state,
         "jobset",
@@ -489,7 +216,7 @@ def _down_locked(state: State, remove_state: bool = True) -> list[tuple[str, str
 
 def down() -> list[tuple[str, str]]:
     rdir = run_dir()
-    with _lock(rdir):
+    with run_dir_lock(rdir):
         state = load_state(rdir)
         if state is None:
             log(f"no cluster state in {rdir}: nothing to stop")

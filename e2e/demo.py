@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from e2e import cluster, procs
+from e2e.cluster_state import State, rest_client
 from e2e.nodes import GPU, POOL_LABEL, NodePool
 from e2e.rest import ApiError, Rest, resource_path, wait_for
 
@@ -84,7 +85,7 @@ def apply_samples(rest: Rest, kinds: tuple[str, ...] | None = None, skip: tuple[
     return applied
 
 
-def _controller_kubeconfig(state: cluster.State) -> str:
+def _controller_kubeconfig(state: State) -> str:
     """A kubeconfig bound to the manifests' ServiceAccount (the Deployment's exact RBAC)."""
     from e2e.kube import new_api_client
     from e2e.rbac import service_account_kubeconfig
@@ -100,7 +101,7 @@ def _controller_kubeconfig(state: cluster.State) -> str:
     return asyncio.run(make())
 
 
-def start_kueue_tas_controller(state: cluster.State, rest: Rest, names: DemoObjects) -> procs.ProcInfo:
+def start_kueue_tas_controller(state: State, rest: Rest, names: DemoObjects) -> procs.ProcInfo:
     """Start ``kueue-tas run`` (or keep the one already running) and wait for the check to turn Active."""
     current = state.proc(CONTROLLER_PROC)
     if current is not None and procs.is_alive(current):
@@ -206,7 +207,7 @@ def submit_sample_jobs(rest: Rest, names: DemoObjects, timeout_s: float = 120) -
     return submitted
 
 
-def show(state: cluster.State, argv: list[str]) -> None:
+def show(state: State, argv: list[str]) -> None:
     """Print a ``kueue-tas`` CLI command and its output against the demo cluster."""
     print(f"$ kueue-tas {' '.join(argv)}", flush=True)
     env = dict(os.environ, NO_PROXY="127.0.0.1,localhost")
@@ -218,7 +219,7 @@ def show(state: cluster.State, argv: list[str]) -> None:
     )
 
 
-def usage_text(state: cluster.State, pool: NodePool, names: DemoObjects) -> str:
+def usage_text(state: State, pool: NodePool, names: DemoObjects) -> str:
     ctl = state.proc(CONTROLLER_PROC)
     return f"""
 kueue-tas is running beside Kueue on {pool.size} kwok nodes ({pool.blocks} blocks x {pool.racks_per_block} racks x \
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     names = DemoObjects()
     try:
         state = cluster.up(DEMO_POOL)
-        rest = cluster.rest_client(state)
+        rest = rest_client(state)
         apply_samples(rest, skip=WORKLOAD_KINDS)
         start_kueue_tas_controller(state, rest, names)
         submitted = [] if args.no_samples else submit_sample_jobs(rest, names)

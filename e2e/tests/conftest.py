@@ -20,6 +20,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from pytest_asyncio import is_async_test
 
 from e2e import cluster
+from e2e.cluster_health import is_healthy
+from e2e.cluster_state import State, load_state
 from e2e.controller import ControllerGroup
 from e2e.kube import Kube, as_body, eventually, new_api_client
 from kueue_tas.kube.client import ensure_no_proxy
@@ -40,9 +42,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def cluster_state() -> Iterator[cluster.State]:
+def cluster_state() -> Iterator[State]:
     """The running cluster; started here (and stopped at the end) unless one was already healthy."""
-    was_up = cluster.is_healthy(cluster.load_state())
+    was_up = is_healthy(load_state())
     state = cluster.up()
     yield state
     if not was_up and not os.environ.get("KUEUE_TAS_E2E_KEEP"):
@@ -50,7 +52,7 @@ def cluster_state() -> Iterator[cluster.State]:
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def api_client(cluster_state: cluster.State) -> AsyncIterator[client.ApiClient]:
+async def api_client(cluster_state: State) -> AsyncIterator[client.ApiClient]:
     api = await new_api_client(cluster_state.kubeconfig)
     try:
         yield api
@@ -109,7 +111,7 @@ def unique() -> str:
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def controller_kubeconfig(api_client: client.ApiClient, cluster_state: cluster.State) -> str:
+async def controller_kubeconfig(api_client: client.ApiClient, cluster_state: State) -> str:
     """A kubeconfig bound to the ServiceAccount of ``manifests/base`` (exactly its RBAC)."""
     from e2e.rbac import service_account_kubeconfig
 
@@ -117,12 +119,12 @@ async def controller_kubeconfig(api_client: client.ApiClient, cluster_state: clu
     return str(await service_account_kubeconfig(api_client, cluster_state.kubeconfig, out))
 
 
-def _log_dir(cluster_state: cluster.State) -> Path:
+def _log_dir(cluster_state: State) -> Path:
     return Path(cluster_state.kubeconfig).parent / "logs" / "kueue-tas"
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def tas(controller_kubeconfig: str, cluster_state: cluster.State) -> AsyncIterator[ControllerGroup]:
+async def tas(controller_kubeconfig: str, cluster_state: State) -> AsyncIterator[ControllerGroup]:
     """kueue-tas as deployed: two replicas with leader election, under the manifests' RBAC.
 
     Shared by the tests that do not kill it; create AdmissionChecks with ``tas.controller_name``.
@@ -137,7 +139,7 @@ async def tas(controller_kubeconfig: str, cluster_state: cluster.State) -> Async
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def tas_factory(
-    controller_kubeconfig: str, cluster_state: cluster.State
+    controller_kubeconfig: str, cluster_state: State
 ) -> AsyncIterator[Callable[..., Awaitable[ControllerGroup]]]:
     """Start private controller groups (for tests that kill or restart them); all stopped afterwards."""
     groups: list[ControllerGroup] = []

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from e2e import cluster
 from e2e import stack as st
+from e2e.cluster_state import State
 from e2e.controller import REPO_ROOT, ControllerGroup
 from e2e.kube import Kube, condition_true, eventually
 from e2e.manifests import POD_COMPLETE_DELAY_ANNOTATION
@@ -91,7 +91,7 @@ def flavor_levels(out: dict[str, Any], topology: str) -> dict[tuple[str, ...], d
 
 
 async def test_capacity_and_describe_of_a_multi_rack_job(
-    kube: Kube, namespace: str, unique: str, tas: ControllerGroup, cluster_state: cluster.State
+    kube: Kube, namespace: str, unique: str, tas: ControllerGroup, cluster_state: State
 ) -> None:
     kubeconfig = cluster_state.kubeconfig
     pool = pool_of(unique)
@@ -171,7 +171,7 @@ async def test_capacity_and_describe_of_a_multi_rack_job(
 
 
 async def test_describe_explains_a_refusal_and_errors_are_one_line(
-    kube: Kube, namespace: str, unique: str, tas: ControllerGroup, cluster_state: cluster.State
+    kube: Kube, namespace: str, unique: str, tas: ControllerGroup, cluster_state: State
 ) -> None:
     kubeconfig = cluster_state.kubeconfig
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool_of(unique))

@@ -21,7 +21,7 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from e2e import cluster
+from e2e.cluster_state import State
 from e2e.demo import DEMO_POOL, DemoObjects
 from e2e.kube import JOBSET_GROUP, JOBSET_VERSION, KUEUE_GROUP, KUEUE_VERSION, Kube, eventually, new_api_client
 from e2e.nodes import GPU, POOL_LABEL, NodePool
@@ -117,7 +117,7 @@ async def _status(request: Any) -> int:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def sa_kubeconfig(api_client: client.ApiClient, cluster_state: cluster.State, tmp_path: Path) -> Path:
+async def sa_kubeconfig(api_client: client.ApiClient, cluster_state: State, tmp_path: Path) -> Path:
     return await service_account_kubeconfig(api_client, cluster_state.kubeconfig, tmp_path / "sa.kubeconfig")
 
 
