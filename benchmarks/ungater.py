@@ -37,18 +37,18 @@ from typing import Any
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from e2e import jobs, workloads
 from e2e import stack as st
 from e2e.cluster_health import is_healthy
 from e2e.cluster_state import load_state
 from e2e.controller import ControllerGroup, ControllerProcess, log_events
 from e2e.kube import Kube, eventually, new_api_client
 from e2e.nodes import BLOCK_LABEL, NodePool, default_allocatable
+from e2e.pods import GATE
 from kueue_tas.kube import catalogue as cat
 from kueue_tas.kube.client import call_json, patch_pod, raw_kwargs
 from kueue_tas.kube.informer import Informer
 from kueue_tas.runtime.logging import configure_logging
-
-GATE = st.GATE
 
 
 @dataclass
@@ -241,7 +241,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         n: int = args.pods
         cpu_before = _cpu_seconds(group.processes[0])
         tl.submitted = time.time()
-        await st.create_job(kube, namespace, st.job("bench", n, gpu=0, required=BLOCK_LABEL, indexed=args.indexed))
+        await jobs.create_job(kube, namespace, jobs.job("bench", n, gpu=0, required=BLOCK_LABEL, indexed=args.indexed))
 
         async def all_bound() -> bool:
             return len(tl.bound) >= n
@@ -250,8 +250,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         cpu_used = _cpu_seconds(group.processes[0]) - cpu_before
         metrics = group.processes[0].metrics()
         passes = log_events(group.processes[0].log_text(), "pods_ungated")
-        wl = await st.workload_of(kube, namespace, "bench")
-        domains = len(st.domain_counts(wl, "main")) if wl else 0
+        wl = await workloads.workload_of(kube, namespace, "bench")
+        domains = len(workloads.domain_counts(wl, "main")) if wl else 0
         reference = await reference_patches(api, namespace, args.patch_concurrency) if args.reference else {}
     finally:
         for i in informers:

@@ -233,3 +233,10 @@ def log_events(text: str, event: str) -> list[dict[str, Any]]:
             if doc.get("event") == event:
                 out.append(doc)
     return out
+
+
+def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every sample of a Prometheus text exposition."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [(s.name, dict(s.labels), s.value) for fam in text_string_to_metric_families(text) for s in fam.samples]

@@ -11,16 +11,18 @@ import json
 from collections import Counter
 from collections.abc import Awaitable, Callable
 
+from e2e import jobs, workloads
 from e2e import stack as st
 from e2e.controller import ControllerGroup
 from e2e.kube import Kube, eventually
 from e2e.nodes import RACK_LABEL, NodePool
+from e2e.pods import create_bound_pod, is_live, pods_of
 from kueue_tas.api.constants import HOSTNAME_LABEL
 
 DECIDED = ("Ready", "Retry", "Rejected")
 # Literal keys on purpose: the test states the public annotation names.
-GROUP = st.PREFIX + "podset-group-name"
-SLICE_LAYERS = st.PREFIX + "podset-slice-required-topology-constraints"
+GROUP = jobs.PREFIX + "podset-group-name"
+SLICE_LAYERS = jobs.PREFIX + "podset-slice-required-topology-constraints"
 
 
 def pool(unique: str, prefix: str) -> NodePool:
@@ -30,12 +32,12 @@ def pool(unique: str, prefix: str) -> NodePool:
 async def occupy(kube: Kube, namespace: str, gpus_per_host: dict[str, int]) -> None:
     for host, gpus in gpus_per_host.items():
         if gpus:
-            await st.create_bound_pod(kube, namespace, f"fill-{host}", host, gpu=gpus)
+            await create_bound_pod(kube, namespace, f"fill-{host}", host, gpu=gpus)
 
 
 async def bound_by_node(kube: Kube, namespace: str, selector: str, n: int) -> Counter[str]:
     async def all_bound() -> Counter[str] | None:
-        pods = [p for p in await st.pods_of(kube, namespace, selector) if st.is_live(p)]
+        pods = [p for p in await pods_of(kube, namespace, selector) if is_live(p)]
         if len(pods) == n and all(p["spec"].get("nodeName") for p in pods):
             return Counter(p["spec"]["nodeName"] for p in pods)
         return None
@@ -53,19 +55,19 @@ async def test_leader_and_workers_of_a_group_share_one_rack(
     # would go to rack 2; as a group both must go to rack 2, the only rack with room for 16.
     await occupy(kube, namespace, {r1[0]: 8, r1[1]: 7})
     ann = {GROUP: "lws"}
-    leader = st.pod_template(required=RACK_LABEL, annotations=ann)
-    workers = st.pod_template(required=RACK_LABEL, annotations=ann)
-    await st.create_jobset(
+    leader = jobs.pod_template(required=RACK_LABEL, annotations=ann)
+    workers = jobs.pod_template(required=RACK_LABEL, annotations=ann)
+    await jobs.create_jobset(
         kube,
         namespace,
-        st.jobset("lws", [("leader", 1, 1, leader), ("workers", 1, 15, workers)]),
+        jobs.jobset("lws", [("leader", 1, 1, leader), ("workers", 1, 15, workers)]),
     )
 
-    wl = await st.wait_check(kube, s, "lws", DECIDED, owner_kind="JobSet")
-    entry = st.check_entry(wl, s.check)
+    wl = await workloads.wait_check(kube, s, "lws", DECIDED, owner_kind="JobSet")
+    entry = workloads.check_entry(wl, s.check)
     assert entry is not None and entry["state"] == "Ready", entry
-    leader_racks = st.racks_of(wl, "leader", racks)
-    worker_racks = st.racks_of(wl, "workers", racks)
+    leader_racks = workloads.racks_of(wl, "leader", racks)
+    worker_racks = workloads.racks_of(wl, "workers", racks)
     assert sum(leader_racks.values()) == 1 and sum(worker_racks.values()) == 15
     assert set(leader_racks) == set(worker_racks) and len(worker_racks) == 1, (
         leader_racks,
@@ -74,7 +76,7 @@ async def test_leader_and_workers_of_a_group_share_one_rack(
     (rack,) = worker_racks
     assert rack.endswith("-r2")
 
-    await st.wait_admitted(kube, s, "lws", owner_kind="JobSet")
+    await workloads.wait_admitted(kube, s, "lws", owner_kind="JobSet")
     nodes = await bound_by_node(kube, namespace, "jobset.sigs.k8s.io/jobset-name=lws", 16)
     assert {racks[n] for n in nodes} == {rack}
 
@@ -90,16 +92,16 @@ async def test_three_layer_slices_land_whole(kube: Kube, namespace: str, unique:
         {"topology": HOSTNAME_LABEL, "size": 4},
     ]
     ann = {SLICE_LAYERS: json.dumps(layers)}
-    await st.create_job(
+    await jobs.create_job(
         kube,
         namespace,
-        st.job("sliced", 16, required=s.pool.block_label, annotations=ann),
+        jobs.job("sliced", 16, required=s.pool.block_label, annotations=ann),
     )
 
-    wl = await st.wait_check(kube, s, "sliced", DECIDED)
-    entry = st.check_entry(wl, s.check)
+    wl = await workloads.wait_check(kube, s, "sliced", DECIDED)
+    entry = workloads.check_entry(wl, s.check)
     assert entry is not None and entry["state"] == "Ready", entry
-    per_host = Counter({values[-1]: n for values, n in st.domain_counts(wl, "main").items()})
+    per_host = Counter({values[-1]: n for values, n in workloads.domain_counts(wl, "main").items()})
     assert sum(per_host.values()) == 16
     assert all(n % 4 == 0 for n in per_host.values()), per_host
     per_rack: Counter[str] = Counter()
@@ -107,7 +109,7 @@ async def test_three_layer_slices_land_whole(kube: Kube, namespace: str, unique:
         per_rack[racks[host]] += n
     assert all(n % 8 == 0 for n in per_rack.values()), per_rack
 
-    await st.wait_admitted(kube, s, "sliced")
+    await workloads.wait_admitted(kube, s, "sliced")
     nodes = await bound_by_node(kube, namespace, "batch.kubernetes.io/job-name=sliced", 16)
     assert nodes == per_host
 
@@ -122,15 +124,15 @@ async def test_balanced_placement_with_the_gate_in_the_controller_config(
     s = await st.tas_stack(kube, namespace, group.controller_name, pool(unique, "p"))
     # 12 one-GPU pods preferring a rack of two 8-GPU hosts: BestFit fills one host (8 + 4);
     # balanced placement evens them out (6 + 6).
-    await st.create_job(kube, namespace, st.job("even", 12, preferred=RACK_LABEL))
+    await jobs.create_job(kube, namespace, jobs.job("even", 12, preferred=RACK_LABEL))
 
-    wl = await st.wait_check(kube, s, "even", DECIDED)
-    entry = st.check_entry(wl, s.check)
+    wl = await workloads.wait_check(kube, s, "even", DECIDED)
+    entry = workloads.check_entry(wl, s.check)
     assert entry is not None and entry["state"] == "Ready", entry
-    per_host = Counter({values[-1]: n for values, n in st.domain_counts(wl, "main").items()})
+    per_host = Counter({values[-1]: n for values, n in workloads.domain_counts(wl, "main").items()})
     assert sorted(per_host.values()) == [6, 6], per_host
     racks = st.host_racks(s.pool)
     assert len({racks[h] for h in per_host}) == 1
 
-    await st.wait_admitted(kube, s, "even")
+    await workloads.wait_admitted(kube, s, "even")
     assert await bound_by_node(kube, namespace, "batch.kubernetes.io/job-name=even", 12) == per_host

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from e2e import jobs, workloads
 from e2e import stack as st
 from e2e.cluster_state import State
 from e2e.controller import REPO_ROOT, ControllerGroup
 from e2e.kube import Kube, condition_true, eventually
 from e2e.manifests import POD_COMPLETE_DELAY_ANNOTATION
 from e2e.nodes import BLOCK_LABEL, GPU, RACK_LABEL, NodePool
+from e2e.pods import is_live, pods_raw
 from kueue_tas.api.constants import HOSTNAME_LABEL
 
 HOST_GPUS = 8
@@ -70,14 +72,14 @@ async def other_pod(kube: Kube, namespace: str, node: str, gpu: int) -> None:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": f"other-{node}", "annotations": {POD_COMPLETE_DELAY_ANNOTATION: "1h"}},
-        "spec": {"nodeName": node, "containers": [st.container(gpu=gpu)]},
+        "spec": {"nodeName": node, "containers": [jobs.container(gpu=gpu)]},
     }
     await kube.core.create_namespaced_pod(namespace, body)
 
 
 async def running_pods(kube: Kube, namespace: str, job: str, n: int) -> list[dict[str, Any]]:
     async def bound() -> list[dict[str, Any]] | None:
-        pods = [p for p in await st.pods_raw(kube, namespace, f"batch.kubernetes.io/job-name={job}") if st.is_live(p)]
+        pods = [p for p in await pods_raw(kube, namespace, f"batch.kubernetes.io/job-name={job}") if is_live(p)]
         ok = len(pods) == n and all(p["spec"].get("nodeName") and p["status"].get("phase") == "Running" for p in pods)
         return pods if ok else None
 
@@ -100,9 +102,9 @@ async def test_capacity_and_describe_of_a_multi_rack_job(
     racks = st.host_racks(pool)
     await other_pod(kube, namespace, hosts[0], gpu=3)
     # 6 x 4 GPUs in one block: no rack holds 24 GPUs, so the assignment spans both racks.
-    await st.create_job(kube, namespace, st.job("train", 6, gpu=4, required=BLOCK_LABEL))
-    wl = await st.wait_admitted(kube, s, "train")
-    placed = Counter({values[-1]: n for values, n in st.domain_counts(wl, "main").items()})
+    await jobs.create_job(kube, namespace, jobs.job("train", 6, gpu=4, required=BLOCK_LABEL))
+    wl = await workloads.wait_admitted(kube, s, "train")
+    placed = Counter({values[-1]: n for values, n in workloads.domain_counts(wl, "main").items()})
     assert sum(placed.values()) == 6 and len({racks[h] for h in placed}) == 2
     await running_pods(kube, namespace, "train", 6)
 
@@ -178,10 +180,10 @@ async def test_describe_explains_a_refusal_and_errors_are_one_line(
     # A rack holds 16 one-GPU pods: 20 can never fit in one. Our check says Rejected; Kueue then
     # deactivates and evicts the Workload and resets our entry to Pending, so describe must
     # find the reason in the Evicted condition and the Events.
-    await st.create_job(kube, namespace, st.job("huge", 20, gpu=1, required=RACK_LABEL))
+    await jobs.create_job(kube, namespace, jobs.job("huge", 20, gpu=1, required=RACK_LABEL))
 
     async def evicted() -> dict[str, Any] | None:
-        wl = await st.workload_of(kube, namespace, "huge")
+        wl = await workloads.workload_of(kube, namespace, "huge")
         return wl if wl and condition_true(wl, "Evicted") else None
 
     await eventually("Workload of Job huge evicted", evicted, 60)

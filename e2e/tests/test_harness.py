@@ -24,7 +24,7 @@ from e2e.kube import (
 )
 from e2e.manifests import POD_COMPLETE_DELAY_ANNOTATION
 from e2e.nodes import GPU, POOL_LABEL, NodePool
-from e2e.stack import workload_of
+from e2e.workloads import workload_of
 from kueue_tas.api.constants import HOSTNAME_LABEL
 
 QUOTA = {"cpu": "8", "memory": "32Gi", GPU: "16"}

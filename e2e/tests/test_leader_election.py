@@ -16,10 +16,12 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from e2e import jobs, workloads
 from e2e import stack as st
 from e2e.controller import LEASE_NAMESPACE, ControllerGroup
 from e2e.kube import Kube, consistently, eventually
 from e2e.nodes import RACK_LABEL, NodePool
+from e2e.pods import WORKLOAD_LABEL, pods_of
 
 PRODUCTION_TIMINGS = {
     "KUEUE_TAS_LEASE_DURATION_SECONDS": "12",
@@ -44,8 +46,8 @@ async def test_standby_takes_over_within_15s_and_nothing_is_double_booked(
 
     # Each job fills a rack (2 hosts x 8 GPUs); the fourth can only wait.
     for i in range(4):
-        await st.create_job(kube, namespace, st.job(f"j{i}", 16, gpu=1, required=RACK_LABEL))
-    await st.wait_check(kube, stack, "j0", ("Ready",), timeout_s=60)
+        await jobs.create_job(kube, namespace, jobs.job(f"j{i}", 16, gpu=1, required=RACK_LABEL))
+    await workloads.wait_check(kube, stack, "j0", ("Ready",), timeout_s=60)
     leader.kill()
     killed_at = time.monotonic()
 
@@ -56,8 +58,8 @@ async def test_standby_takes_over_within_15s_and_nothing_is_double_booked(
 
     # Whichever three win (the order may change across the fail-over), exactly three are Ready.
     async def three_ready() -> list[dict[str, Any]] | None:
-        wls = [await st.workload_of(kube, namespace, f"j{i}") for i in range(4)]
-        ready = [w for w in wls if w and (st.check_entry(w, stack.check) or {}).get("state") == "Ready"]
+        wls = [await workloads.workload_of(kube, namespace, f"j{i}") for i in range(4)]
+        ready = [w for w in wls if w and (workloads.check_entry(w, stack.check) or {}).get("state") == "Ready"]
         return ready if len(ready) == 3 else None
 
     wls = await eventually("three of the four jobs Ready", three_ready, 60)
@@ -65,7 +67,7 @@ async def test_standby_takes_over_within_15s_and_nothing_is_double_booked(
     hosts: Counter[str] = Counter()
     racks = []
     for wl in wls:
-        counts = st.domain_counts(wl, "main")
+        counts = workloads.domain_counts(wl, "main")
         hosts.update({values[-1]: n for values, n in counts.items()})
         racks.append({"-".join(v[-1].split("-")[1:3]) for v in counts})
     assert all(len(r) == 1 for r in racks), racks
@@ -73,7 +75,7 @@ async def test_standby_takes_over_within_15s_and_nothing_is_double_booked(
     assert max(hosts.values()) <= 8, f"a host was given more than its 8 GPUs: {hosts}"
 
     async def all_bound_exactly() -> bool:
-        pods = [p for p in await st.pods_of(kube, namespace, st.WORKLOAD_LABEL) if p["spec"].get("nodeName")]
+        pods = [p for p in await pods_of(kube, namespace, WORKLOAD_LABEL) if p["spec"].get("nodeName")]
         per_node = Counter(p["spec"]["nodeName"] for p in pods)
         return len(pods) == 48 and set(per_node.values()) == {8}
 
@@ -91,8 +93,8 @@ async def test_leader_that_loses_its_lease_stops_acting(
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=1, hosts_per_rack=2)
     stack = await st.tas_stack(kube, namespace, group.controller_name, pool)
     [proc] = group.processes
-    await st.create_job(kube, namespace, st.job("before", 2, gpu=1, required=RACK_LABEL))
-    await st.wait_check(kube, stack, "before", ("Ready",), timeout_s=30)
+    await jobs.create_job(kube, namespace, jobs.job("before", 2, gpu=1, required=RACK_LABEL))
+    await workloads.wait_check(kube, stack, "before", ("Ready",), timeout_s=30)
 
     # Someone else now holds the Lease (as after a partition in which it expired and was taken).
     coord = client.CoordinationV1Api(api_client)
@@ -112,11 +114,11 @@ async def test_leader_that_loses_its_lease_stops_acting(
     assert '"leader_election_lost"' in proc.log_text()
 
     # Nobody leads: a new workload is not admitted by the deposed process.
-    await st.create_job(kube, namespace, st.job("after", 2, gpu=1, required=RACK_LABEL))
+    await jobs.create_job(kube, namespace, jobs.job("after", 2, gpu=1, required=RACK_LABEL))
 
     async def still_pending() -> bool:
-        wl = await st.workload_of(kube, namespace, "after")
-        entry = st.check_entry(wl, stack.check) if wl else None
+        wl = await workloads.workload_of(kube, namespace, "after")
+        entry = workloads.check_entry(wl, stack.check) if wl else None
         return entry is None or entry.get("state") == "Pending"
 
     await consistently("the new workload stays Pending without a leader", still_pending, 4)
@@ -126,5 +128,5 @@ async def test_leader_that_loses_its_lease_stops_acting(
     proc.start()
     await proc.wait_ready()
     await group.wait_leader()
-    await st.wait_check(kube, stack, "after", ("Ready",), timeout_s=30)
+    await workloads.wait_check(kube, stack, "after", ("Ready",), timeout_s=30)
     await asyncio.sleep(0)

@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
+from e2e import jobs, workloads
 from e2e import stack as st
 from e2e.controller import ControllerGroup
 from e2e.kube import Kube, consistently, eventually
 from e2e.nodes import BLOCK_LABEL, POOL_LABEL, RACK_LABEL, NodePool, default_allocatable
+from e2e.pods import GATE, PODSET_LABEL, is_gated, is_live, pods_raw, selector_domain
 from kueue_tas.api.constants import HOSTNAME_LABEL
 
 Pod = dict[str, Any]
@@ -40,7 +42,7 @@ async def wait_placed(kube: Kube, namespace: str, selector: str, total: int, tim
     """The live pods once there are ``total`` of them and all are bound."""
 
     async def placed() -> list[Pod] | None:
-        pods = [p for p in await st.pods_raw(kube, namespace, selector) if st.is_live(p)]
+        pods = [p for p in await pods_raw(kube, namespace, selector) if is_live(p)]
         return pods if len(pods) == total and all(p["spec"].get("nodeName") for p in pods) else None
 
     return await eventually(f"{total} pods ({selector}) bound", placed, timeout_s, interval_s=0.3)
@@ -48,15 +50,15 @@ async def wait_placed(kube: Kube, namespace: str, selector: str, total: int, tim
 
 def assert_exact(pods: list[Pod], wl: dict[str, Any], podset: str, nodes: dict[str, dict[str, str]]) -> None:
     """Live pods: none gated, per domain exactly the assigned count, each bound inside its domain."""
-    levels = st.podset_levels(wl, podset)
-    counts = st.domain_counts(wl, podset)
-    live = [p for p in pods if st.is_live(p)]
-    assert [p["metadata"]["name"] for p in live if st.is_gated(p)] == []
-    pinned = Counter(st.selector_domain(p, levels) for p in live)
+    levels = workloads.podset_levels(wl, podset)
+    counts = workloads.domain_counts(wl, podset)
+    live = [p for p in pods if is_live(p)]
+    assert [p["metadata"]["name"] for p in live if is_gated(p)] == []
+    pinned = Counter(selector_domain(p, levels) for p in live)
     assert dict(pinned) == counts, f"pods per domain (nodeSelector) {dict(pinned)} != assignment {counts}"
     for p in live:
         bound = tuple(nodes[p["spec"]["nodeName"]][k] for k in levels)
-        assert bound == st.selector_domain(p, levels), f"pod {p['metadata']['name']} bound outside its domain"
+        assert bound == selector_domain(p, levels), f"pod {p['metadata']['name']} bound outside its domain"
 
 
 def completion_index(pod: Pod) -> int:
@@ -69,21 +71,21 @@ async def test_job_spanning_three_racks_lands_exactly(
     """Greedy mode (non-indexed Job): 40 one-GPU pods in one block of 3 racks x 2 hosts x 8 GPUs."""
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=3, hosts_per_rack=2)
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool)
-    body = st.job("j", 40, required=BLOCK_LABEL, indexed=False)
+    body = jobs.job("j", 40, required=BLOCK_LABEL, indexed=False)
     body["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/os": "linux"}  # the user's own key
-    await st.create_job(kube, namespace, body)
-    wl = await st.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
-    entry = st.require_entry(wl, s.check)
+    await jobs.create_job(kube, namespace, body)
+    wl = await workloads.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
+    entry = workloads.require_entry(wl, s.check)
     assert entry["state"] == "Ready", entry
     nodes = await node_labels(kube, pool)
-    counts = st.domain_counts(wl, "main")
+    counts = workloads.domain_counts(wl, "main")
     racks = Counter({nodes[h][RACK_LABEL]: 0 for (h,) in counts})
     for (host,), n in counts.items():
         racks[nodes[host][RACK_LABEL]] += n
     assert len(racks) == 3, f"the assignment should span 3 racks: {counts}"
 
     pods = await wait_placed(kube, namespace, f"{JOB_NAME}=j", 40)
-    assert st.podset_levels(wl, "main") == (HOSTNAME_LABEL,)
+    assert workloads.podset_levels(wl, "main") == (HOSTNAME_LABEL,)
     assert_exact(pods, wl, "main", nodes)
     assert Counter(nodes[p["spec"]["nodeName"]][RACK_LABEL] for p in pods) == racks
     for p in pods:
@@ -97,16 +99,16 @@ async def test_indexed_job_follows_rank_order(kube: Kube, namespace: str, unique
     """Completion index i goes to slot i of the assignment expanded in order (8 + 8 + 4 over 3 hosts)."""
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=1, hosts_per_rack=3)
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool)
-    await st.create_job(kube, namespace, st.job("j", 20, required=RACK_LABEL))
-    wl = await st.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
-    entry = st.require_entry(wl, s.check)
+    await jobs.create_job(kube, namespace, jobs.job("j", 20, required=RACK_LABEL))
+    wl = await workloads.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
+    entry = workloads.require_entry(wl, s.check)
     assert entry["state"] == "Ready", entry
-    assert len(st.domain_counts(wl, "main")) == 3
+    assert len(workloads.domain_counts(wl, "main")) == 3
 
     pods = await wait_placed(kube, namespace, f"{JOB_NAME}=j", 20)
     assert_exact(pods, wl, "main", await node_labels(kube, pool))
-    levels, want = st.podset_levels(wl, "main"), st.slots(wl, "main")
-    got = {completion_index(p): st.selector_domain(p, levels) for p in pods}
+    levels, want = workloads.podset_levels(wl, "main"), workloads.slots(wl, "main")
+    got = {completion_index(p): selector_domain(p, levels) for p in pods}
     assert [got[i] for i in range(20)] == want
 
 
@@ -116,23 +118,23 @@ async def test_jobset_replicated_jobs_in_their_own_racks(
     """Two PodSets, each filling a rack: ``a`` (2 Jobs x 8 pods, ranked by job index) and ``b`` (1 x 16)."""
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=2, hosts_per_rack=2)
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool)
-    tmpl = st.pod_template(required=RACK_LABEL)
-    await st.create_jobset(kube, namespace, st.jobset("js", [("a", 2, 8, tmpl), ("b", 1, 16, tmpl)]))
-    wl = await st.wait_check(kube, s, "js", ("Ready", "Retry", "Rejected"), owner_kind="JobSet")
-    entry = st.require_entry(wl, s.check)
+    tmpl = jobs.pod_template(required=RACK_LABEL)
+    await jobs.create_jobset(kube, namespace, jobs.jobset("js", [("a", 2, 8, tmpl), ("b", 1, 16, tmpl)]))
+    wl = await workloads.wait_check(kube, s, "js", ("Ready", "Retry", "Rejected"), owner_kind="JobSet")
+    entry = workloads.require_entry(wl, s.check)
     assert entry["state"] == "Ready", entry
     nodes = await node_labels(kube, pool)
-    racks = {ps: {nodes[h][RACK_LABEL] for (h,) in st.domain_counts(wl, ps)} for ps in ("a", "b")}
+    racks = {ps: {nodes[h][RACK_LABEL] for (h,) in workloads.domain_counts(wl, ps)} for ps in ("a", "b")}
     assert len(racks["a"]) == len(racks["b"]) == 1 and racks["a"] != racks["b"], racks
 
     for ps in ("a", "b"):
-        pods = await wait_placed(kube, namespace, f"{JOBSET_NAME}=js,{st.PODSET_LABEL}={ps}", 16)
+        pods = await wait_placed(kube, namespace, f"{JOBSET_NAME}=js,{PODSET_LABEL}={ps}", 16)
         assert_exact(pods, wl, ps, nodes)
         assert {nodes[p["spec"]["nodeName"]][RACK_LABEL] for p in pods} == racks[ps]
-        levels, want = st.podset_levels(wl, ps), st.slots(wl, ps)
+        levels, want = workloads.podset_levels(wl, ps), workloads.slots(wl, ps)
         job_size = 16 // (2 if ps == "a" else 1)
         got = {
-            int(p["metadata"]["labels"][JOB_INDEX]) * job_size + completion_index(p): st.selector_domain(p, levels)
+            int(p["metadata"]["labels"][JOB_INDEX]) * job_size + completion_index(p): selector_domain(p, levels)
             for p in pods
         }
         assert [got[r] for r in range(16)] == want, f"PodSet {ps} not in rank order"
@@ -145,22 +147,22 @@ async def test_deleted_pod_is_replaced_into_its_freed_slot(
     """12 pods as 8 + 4 on two hosts; a pod of the 4-host is force-deleted; its replacement goes there."""
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=1, hosts_per_rack=2)
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool)
-    await st.create_job(kube, namespace, st.job("j", 12, required=RACK_LABEL, indexed=indexed))
-    wl = await st.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
-    counts = st.domain_counts(wl, "main")
+    await jobs.create_job(kube, namespace, jobs.job("j", 12, required=RACK_LABEL, indexed=indexed))
+    wl = await workloads.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
+    counts = workloads.domain_counts(wl, "main")
     assert sorted(counts.values()) == [4, 8], counts
     nodes = await node_labels(kube, pool)
     pods = await wait_placed(kube, namespace, f"{JOB_NAME}=j", 12)
     assert_exact(pods, wl, "main", nodes)
 
     small = next(d for d, n in counts.items() if n == 4)
-    levels = st.podset_levels(wl, "main")
-    victim = next(p for p in pods if st.selector_domain(p, levels) == small)
+    levels = workloads.podset_levels(wl, "main")
+    victim = next(p for p in pods if selector_domain(p, levels) == small)
     await kube.core.delete_namespaced_pod(victim["metadata"]["name"], namespace, grace_period_seconds=0)
     before = {p["metadata"]["uid"] for p in pods}
 
     async def replaced() -> list[Pod] | None:
-        now = [p for p in await st.pods_raw(kube, namespace, f"{JOB_NAME}=j") if st.is_live(p)]
+        now = [p for p in await pods_raw(kube, namespace, f"{JOB_NAME}=j") if is_live(p)]
         fresh = [p for p in now if p["metadata"]["uid"] not in before]
         done = len(now) == 12 and len(fresh) == 1 and all(p["spec"].get("nodeName") for p in now)
         return now if done else None
@@ -168,7 +170,7 @@ async def test_deleted_pod_is_replaced_into_its_freed_slot(
     pods = await eventually("the deleted pod replaced, ungated and bound", replaced, 30, interval_s=0.3)
     assert_exact(pods, wl, "main", nodes)
     fresh = next(p for p in pods if p["metadata"]["uid"] not in before)
-    assert st.selector_domain(fresh, levels) == small
+    assert selector_domain(fresh, levels) == small
     if indexed:
         assert completion_index(fresh) == completion_index(victim)
 
@@ -189,11 +191,11 @@ async def test_controller_killed_mid_ungating_ends_exact(
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=2, hosts_per_rack=4, allocatable=alloc)
     s = await st.tas_stack(kube, namespace, group.controller_name, pool)
     total = 200
-    await st.create_job(kube, namespace, st.job("j", total, gpu=0, required=BLOCK_LABEL, indexed=False))
-    wl = await st.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
-    entry = st.require_entry(wl, s.check)
+    await jobs.create_job(kube, namespace, jobs.job("j", total, gpu=0, required=BLOCK_LABEL, indexed=False))
+    wl = await workloads.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
+    entry = workloads.require_entry(wl, s.check)
     assert entry["state"] == "Ready", entry
-    counts, levels = st.domain_counts(wl, "main"), st.podset_levels(wl, "main")
+    counts, levels = workloads.domain_counts(wl, "main"), workloads.podset_levels(wl, "main")
     selector = f"{JOB_NAME}=j"
 
     over: list[str] = []
@@ -204,8 +206,8 @@ async def test_controller_killed_mid_ungating_ends_exact(
 
     async def monitor() -> None:
         while not stop.is_set():
-            pods = await st.pods_raw(kube, namespace, selector)
-            ungated = Counter(st.selector_domain(p, levels) for p in pods if st.is_live(p) and not st.is_gated(p))
+            pods = await pods_raw(kube, namespace, selector)
+            ungated = Counter(selector_domain(p, levels) for p in pods if is_live(p) and not is_gated(p))
             # A pod without the full selector (None) is allowed nowhere.
             over.extend(f"{d}: {n} > {allowed(d)}" for d, n in ungated.items() if n > allowed(d))
             await asyncio.sleep(0.1)
@@ -214,16 +216,16 @@ async def test_controller_killed_mid_ungating_ends_exact(
     try:
 
         async def some_ungated() -> int | None:
-            pods = await st.pods_raw(kube, namespace, selector)
-            n = sum(1 for p in pods if not st.is_gated(p))
+            pods = await pods_raw(kube, namespace, selector)
+            n = sum(1 for p in pods if not is_gated(p))
             return n if n >= 10 else None
 
         seen = await eventually("first pods ungated", some_ungated, 30, interval_s=0.02)
         proc.kill()
         assert seen < total, "ungating finished before the kill; nothing was tested"
         await asyncio.sleep(1)  # patches already sent may still land
-        pods = await st.pods_raw(kube, namespace, selector)
-        done_before = sum(1 for p in pods if not st.is_gated(p))
+        pods = await pods_raw(kube, namespace, selector)
+        done_before = sum(1 for p in pods if not is_gated(p))
         assert 0 < done_before < total, done_before
 
         t0 = time.monotonic()
@@ -252,26 +254,26 @@ async def test_refused_patch_leaves_event_and_spares_other_pods(
     group = await tas_factory(replicas=1, leader_election=False, KUEUE_TAS_UNGATE_BATCH_PERIOD_SECONDS="6")
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=1, hosts_per_rack=3)
     s = await st.tas_stack(kube, namespace, group.controller_name, pool)
-    await st.create_job(kube, namespace, st.job("j", 12, required=RACK_LABEL))
-    wl = await st.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
-    entry = st.require_entry(wl, s.check)
+    await jobs.create_job(kube, namespace, jobs.job("j", 12, required=RACK_LABEL))
+    wl = await workloads.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
+    entry = workloads.require_entry(wl, s.check)
     assert entry["state"] == "Ready", entry
-    levels, want = st.podset_levels(wl, "main"), st.slots(wl, "main")
+    levels, want = workloads.podset_levels(wl, "main"), workloads.slots(wl, "main")
     assert levels == (HOSTNAME_LABEL,)
 
     async def first_pod() -> Pod | None:
-        pods = await st.pods_raw(kube, namespace, f"{JOB_NAME}=j,{COMPLETION_INDEX}=0")
+        pods = await pods_raw(kube, namespace, f"{JOB_NAME}=j,{COMPLETION_INDEX}=0")
         return pods[0] if pods else None
 
     pod = await eventually("pod of index 0 exists", first_pod, 20, interval_s=0.1)
-    assert st.is_gated(pod), "ungated before the test could pin it (batch period too short?)"
+    assert is_gated(pod), "ungated before the test could pin it (batch period too short?)"
     name = pod["metadata"]["name"]
     other = next(h for h in (await node_labels(kube, pool)) if (h,) != want[0])
     await kube.core.patch_namespaced_pod(name, namespace, {"spec": {"nodeSelector": {HOSTNAME_LABEL: other}}})
 
     # Every other pod ends in its rank's domain; the refused one holds no slot.
     async def others_placed() -> list[Pod] | None:
-        pods = [p for p in await st.pods_raw(kube, namespace, f"{JOB_NAME}=j") if st.is_live(p)]
+        pods = [p for p in await pods_raw(kube, namespace, f"{JOB_NAME}=j") if is_live(p)]
         rest = [p for p in pods if p["metadata"]["name"] != name]
         return pods if len(rest) == 11 and all(p["spec"].get("nodeName") for p in rest) else None
 
@@ -279,16 +281,20 @@ async def test_refused_patch_leaves_event_and_spares_other_pods(
     for p in pods:
         if p["metadata"]["name"] == name:
             continue
-        assert not st.is_gated(p)
-        assert st.selector_domain(p, levels) == want[completion_index(p)]
+        assert not is_gated(p)
+        assert selector_domain(p, levels) == want[completion_index(p)]
         assert (p["spec"]["nodeName"],) == want[completion_index(p)]
     expected = Counter(want[1:])
-    assert Counter(st.selector_domain(p, levels) for p in pods if p["metadata"]["name"] != name) == expected
+    assert Counter(selector_domain(p, levels) for p in pods if p["metadata"]["name"] != name) == expected
 
     async def refused_events() -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
-        on_pod = [e for e in await st.events_for(kube, namespace, name, kind="Pod") if e["reason"] == REFUSED_REASON]
+        on_pod = [
+            e for e in await workloads.events_for(kube, namespace, name, kind="Pod") if e["reason"] == REFUSED_REASON
+        ]
         on_wl = [
-            e for e in await st.events_for(kube, namespace, wl["metadata"]["name"]) if e["reason"] == REFUSED_REASON
+            e
+            for e in await workloads.events_for(kube, namespace, wl["metadata"]["name"])
+            if e["reason"] == REFUSED_REASON
         ]
         return (on_pod, on_wl) if on_pod and on_wl else None
 
@@ -301,6 +307,6 @@ async def test_refused_patch_leaves_event_and_spares_other_pods(
     async def still_pinned_by_user() -> bool:
         cur = await kube.core.read_namespaced_pod(name, namespace)
         gates = [g.name for g in cur.spec.scheduling_gates or []]
-        return st.GATE in gates and cur.spec.node_selector.get(HOSTNAME_LABEL) == other and not cur.spec.node_name
+        return GATE in gates and cur.spec.node_selector.get(HOSTNAME_LABEL) == other and not cur.spec.node_name
 
     await consistently("the refused pod stays gated with the user's selector", still_pinned_by_user, 2)
