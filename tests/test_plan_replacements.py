@@ -22,6 +22,7 @@ from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.snapshot import TopologySnapshot
 
 SLICE_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
+ELASTIC_ON = FeatureGates({"ElasticJobsViaWorkloadSlicesWithTAS": True})
 ON_H0 = TopologyAssignment((pf.HOST,), (DomainAssignment(("b0-r0-h0",), 4),))
 
 
@@ -111,25 +112,42 @@ def test_node_replacement_follows_its_gate() -> None:
 
 def test_new_slice_is_placed_from_the_old_one_which_is_not_counted() -> None:
     objs = [*one_rack(), ready("slice-1"), pf.job("first", 2, pf.required(pf.RACK)), slice_for("team-a/slice-1")]
-    plans = run(objs)
+    plans = run(objs, ELASTIC_ON)
     assert list(plans) == ["first", "slice-2"]  # the old slice is neither placed nor listed
     assert plans["first"].fits and plans["slice-2"].fits  # 2 + 6 = 8: the old slice's 4 GPUs are free
     assert calls_for(("main",))[-1] == {
-        "gates": FeatureGates(),
+        "gates": ELASTIC_ON,
         "current": {"main": ON_H0},
         "unhealthy_nodes": (),
         "elastic": True,
     }
 
 
+def test_with_an_elastic_gate_off_the_old_slice_counts_and_the_new_one_is_placed_afresh() -> None:
+    # The controller's rule (kueue_tas.topology.slice_replacement): both gates, or no replacement.
+    for gates in (FeatureGates(), FeatureGates({"ElasticJobsViaWorkloadSlices": False, **ELASTIC_ON.overrides})):
+        plans = run([*one_rack(), ready("slice-1"), slice_for("team-a/slice-1", 6)], gates)
+        assert not plans["slice-2"].fits  # 6 > the 4 GPUs the old slice leaves
+        plans = run([*one_rack(), ready("slice-1"), slice_for("team-a/slice-1", 4)], gates)
+        assert plans["slice-2"].podsets[0].assignment == TopologyAssignment(
+            (pf.HOST,), (DomainAssignment(("b0-r0-h1",), 4),)
+        )
+        assert all("current" not in kw for _, kw in RecordingSnapshot.calls)
+
+
 def test_slice_naming_no_admitted_workload_is_an_ordinary_placement() -> None:
     pending = copy.deepcopy(ready("slice-1"))
     pending["status"]["admissionChecks"][0]["state"] = "Pending"
+    elsewhere = copy.deepcopy(ready("slice-1"))
+    elsewhere["metadata"]["namespace"] = "other-ns"
     for target in ("team-a/missing", "other-ns/slice-1"):
-        plans = run([*one_rack(), ready("slice-1"), slice_for(target, 5)])
+        plans = run([*one_rack(), ready("slice-1"), slice_for(target, 5)], ELASTIC_ON)
         assert not plans["slice-2"].fits  # the old slice still holds 4 of 8 GPUs
         assert all("current" not in kw for _, kw in RecordingSnapshot.calls)
-    plans = run([*one_rack(), pending, slice_for("team-a/slice-1", 5)])
+    # Kueue replaces a slice of the new one's namespace only, even when the named one exists.
+    run([*one_rack(), elsewhere, slice_for("other-ns/slice-1", 4)], ELASTIC_ON)
+    assert all("current" not in kw for _, kw in RecordingSnapshot.calls)
+    plans = run([*one_rack(), pending, slice_for("team-a/slice-1", 5)], ELASTIC_ON)
     assert "current" not in RecordingSnapshot.calls[-1][1]
 
 
@@ -154,11 +172,8 @@ def test_elastic_slice_keeps_the_old_pods_where_they_are_with_its_gates() -> Non
         assignment=encode_assignment_annotation([("main", on_h1)]),
     )
     objs = [*one_rack(), old, slice_for("team-a/slice-1")]
-    fresh = run(objs)["slice-2"].podsets[0].assignment  # ElasticJobsViaWorkloadSlicesWithTAS is off by default
-    assert fresh == TopologyAssignment(
-        (pf.HOST,), (DomainAssignment(("b0-r0-h0",), 4), DomainAssignment(("b0-r0-h1",), 2))
-    )
-    elastic = run(objs, FeatureGates({"ElasticJobsViaWorkloadSlicesWithTAS": True}))["slice-2"].podsets[0].assignment
+    assert not run(objs)["slice-2"].fits  # ElasticJobsViaWorkloadSlicesWithTAS is off by default: both count
+    elastic = run(objs, ELASTIC_ON)["slice-2"].podsets[0].assignment
     assert elastic == TopologyAssignment(
         (pf.HOST,), (DomainAssignment(("b0-r0-h0",), 2), DomainAssignment(("b0-r0-h1",), 4))
     )

@@ -15,6 +15,7 @@ from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, pod_charge, workload_usage
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.model import NodeInfo
+from kueue_tas.topology.slice_replacement import replaced_slice_ref
 
 
 def workload_key(wl: Workload) -> str:
@@ -32,10 +33,13 @@ def feed_pod(capacity: LiveCapacity, pod: SlimPod) -> None:
 
 def feed_workload(capacity: LiveCapacity, wl: Workload, checks: Container[str], *, strict: bool = False) -> None:
     """A Workload was added or changed: its trusted usage replaces what it held (and any
-    assumption for it); an untrusted one holds nothing committed (see ``workload_usage``)."""
+    assumption for it); an untrusted one holds nothing committed (see ``workload_usage``).
+    A new elastic slice is held with the slice it replaces (``replaced_slice_ref``): until
+    Kueue finishes that one, the pair holds the union of their assignments."""
     usage = workload_usage(wl, checks, capacity.flavors(), strict=strict)
     if usage is not None:
-        capacity.set_workload_usage(workload_key(wl), usage)
+        ref = replaced_slice_ref(wl, capacity.gates)
+        capacity.set_workload_usage(workload_key(wl), usage, replaces=None if ref is None else f"{ref[0]}/{ref[1]}")
     else:
         capacity.remove_workload_usage(workload_key(wl))
 

@@ -10,13 +10,22 @@ rebuilds them from the stores (no rebuild per decision).
 "Assumed" usage is an assignment decided but not yet observed as Ready on the
 Workload: it holds capacity from the decision on, so two workloads can never be
 given the same capacity, and is replaced by the committed usage once observed.
+
+Elastic slices: a workload that replaces another (``replaces=``) keeps the other's pods
+where they are, so while both are held the replaced one holds only what the new one does
+not cover (``rules.uncovered_usage``): the pair is charged its union, once. The decision
+for the new slice runs ``without`` the replaced one (the engine charges what it keeps);
+every other decision sees it. What each workload holds in the snapshots is recomputed from
+these tables on every change (``_recharge``), so nothing is ever charged twice or left
+behind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
-from kueue_tas.capacity.rules import FlavorSpec, UsageEntry, charges_snapshot
+from kueue_tas.capacity.rules import FlavorSpec, UsageEntry, charges_snapshot, uncovered_usage
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import NodeInfo, ResourceMap
 from kueue_tas.topology.snapshot import TopologySnapshot
@@ -33,6 +42,9 @@ class LiveCapacity:
         self._pods: dict[str, tuple[str, ResourceMap]] = {}  # non-TAS pod key -> (node name, usage)
         self._committed: dict[str, tuple[UsageEntry, ...]] = {}  # workload key -> usage
         self._assumed: dict[str, tuple[UsageEntry, ...]] = {}
+        self._replaces: dict[str, str] = {}  # workload -> the slice it replaces, while it holds usage
+        self._hidden: set[str] = set()  # workloads a decision in progress must not see
+        self._charged: dict[str, tuple[UsageEntry, ...]] = {}  # what each workload holds in the snapshots
         self._flavors: dict[str, FlavorSpec] = {}
         self._snapshots: dict[str, TopologySnapshot] = {}
         self.rebuilds = 0
@@ -75,31 +87,79 @@ class LiveCapacity:
             for snap in self._snapshots.values():
                 snap.add_non_tas_usage(old[0], old[1], sign=-1)
 
-    def set_workload_usage(self, key: str, entries: tuple[UsageEntry, ...]) -> None:
+    def set_workload_usage(self, key: str, entries: tuple[UsageEntry, ...], replaces: str | None = None) -> None:
         """Usage of a workload our check admitted (observed Ready); replaces earlier usage and
-        any assumption for the same workload."""
-        self._replace(self._assumed, key, ())
-        self._replace(self._committed, key, entries)
+        any assumption for the same workload. ``replaces``: the slice it replaces (elastic)."""
+        self._assumed.pop(key, None)
+        self._set(self._committed, key, entries, replaces)
 
     def remove_workload_usage(self, key: str) -> None:
-        self._replace(self._committed, key, ())
+        self._set(self._committed, key, (), self._replaces.get(key))
 
-    def assume(self, key: str, entries: tuple[UsageEntry, ...]) -> None:
-        self._replace(self._assumed, key, entries)
+    def assume(self, key: str, entries: tuple[UsageEntry, ...], replaces: str | None = None) -> None:
+        self._set(self._assumed, key, entries, replaces)
 
     def forget(self, key: str) -> None:
-        self._replace(self._assumed, key, ())
+        self._set(self._assumed, key, (), self._replaces.get(key))
 
     def holds(self, key: str) -> bool:
         return key in self._committed or key in self._assumed
 
-    def _replace(self, table: dict[str, tuple[UsageEntry, ...]], key: str, entries: tuple[UsageEntry, ...]) -> None:
-        for entry in table.pop(key, ()):
-            self._charge(entry, -1)
+    @contextmanager
+    def without(self, key: str | None) -> Iterator[None]:
+        """Hide one workload's usage for the duration (None: hide nothing): the decision for the
+        slice that replaces it must not see it, every other decision must."""
+        if key is None or key in self._hidden:
+            yield
+            return
+        self._hidden.add(key)
+        self._recharge(key)
+        try:
+            yield
+        finally:
+            self._hidden.discard(key)
+            self._recharge(key)
+
+    def _set(
+        self, table: dict[str, tuple[UsageEntry, ...]], key: str, entries: tuple[UsageEntry, ...], replaces: str | None
+    ) -> None:
         if entries:
             table[key] = entries
-            for entry in entries:
-                self._charge(entry, 1)
+        else:
+            table.pop(key, None)
+        before = self._replaces.pop(key, None)
+        if replaces is not None and replaces != key and self.holds(key):
+            self._replaces[key] = replaces
+        self._recharge(key)
+        # The slices this one replaces (before and now) hold what it does not cover.
+        for other in {before, replaces} - {None, key}:
+            assert other is not None
+            self._recharge(other)
+
+    def _held(self, key: str) -> tuple[UsageEntry, ...]:
+        return self._committed.get(key, ()) + self._assumed.get(key, ())
+
+    def _effective(self, key: str) -> tuple[UsageEntry, ...]:
+        """What ``key`` holds in the snapshots now."""
+        if key in self._hidden:
+            return ()
+        entries = self._held(key)
+        for new, old in self._replaces.items():
+            if old == key and entries:
+                entries = uncovered_usage(entries, self._held(new))
+        return entries
+
+    def _recharge(self, key: str) -> None:
+        entries = self._effective(key)
+        before = self._charged.pop(key, ())
+        if entries:
+            self._charged[key] = entries
+        if entries == before:
+            return
+        for entry in before:
+            self._charge(entry, -1)
+        for entry in entries:
+            self._charge(entry, 1)
 
     def _charge(self, entry: UsageEntry, sign: int, only: str | None = None) -> None:
         for name, snap in self._snapshots.items():
@@ -128,9 +188,8 @@ class LiveCapacity:
         for node_name, usage in self._pods.values():
             snap.add_non_tas_usage(node_name, usage)
         self._snapshots[flavor] = snap
-        for table in (self._committed, self._assumed):
-            for entries in table.values():
-                for entry in entries:
-                    self._charge(entry, 1, only=flavor)
+        for entries in self._charged.values():
+            for entry in entries:
+                self._charge(entry, 1, only=flavor)
         self.rebuilds += 1
         return snap

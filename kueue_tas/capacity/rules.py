@@ -15,6 +15,10 @@ cluster) and ``kueue-tas plan`` (from a dump). That is what makes their numbers 
 * Workloads: an assignment annotation is trusted while the Workload is not finished and one
   of our checks is Ready on it (``assignment_trusted``); it then holds, per PodSet, its
   domains on the PodSet's TAS flavor (``workload_usage``).
+* Elastic slices: while a new slice and the slice it replaces are both held (the new one
+  decided or Ready, the old one not yet finished by Kueue), the new slice keeps the old
+  pods where they are, so the pair holds the union of their assignments: the old slice
+  holds only what the new one does not cover (``uncovered_usage``).
 * Flavors sharing nodes: hostname-level usage of one flavor also holds capacity in every
   other flavor whose lowest level is the hostname (``charges_snapshot``), as in Kueue with
   its TASHandleOverlappingFlavors gate on (the default).
@@ -22,6 +26,7 @@ cluster) and ``kueue-tas plan`` (from a dump). That is what makes their numbers 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -31,7 +36,7 @@ from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.resources import pod_requests
 from kueue_tas.api.workload import Workload
 from kueue_tas.kube.slim import SlimPod
-from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import bind_flavors
@@ -185,6 +190,38 @@ def workload_usage(
             raise UsageError(f"spec.podSets[{name}].template", str(exc)) from exc
         entries.append(UsageEntry(flavors[0], assignment, per_pod))
     return tuple(entries)
+
+
+# --- elastic slices -----------------------------------------------------------------------------
+
+
+def uncovered_usage(old: Iterable[UsageEntry], new: Iterable[UsageEntry]) -> tuple[UsageEntry, ...]:
+    """The part of a replaced slice's usage ``old`` that the usage ``new`` of the slice replacing
+    it does not cover: per domain, the pods of ``old`` beyond those ``new`` puts there (for the
+    same flavor, levels and per-pod requests). ``old`` reduced this way plus ``new`` is their
+    union, each pod once: ``new`` itself after a scale up, ``old`` after a scale down."""
+    cover: dict[tuple[object, ...], Counter[tuple[str, ...]]] = {}
+    for entry in new:
+        counts = cover.setdefault(_pod_kind(entry), Counter())
+        for d in entry.assignment.domains:
+            counts[d.values] += d.count
+    out = []
+    for entry in old:
+        counts = cover.get(_pod_kind(entry), Counter())
+        domains = []
+        for d in entry.assignment.domains:
+            covered = min(d.count, counts[d.values])
+            counts[d.values] -= covered  # each covering pod covers one old pod only
+            if d.count > covered:
+                domains.append(DomainAssignment(d.values, d.count - covered))
+        if domains:
+            left = TopologyAssignment(entry.assignment.levels, tuple(domains))
+            out.append(UsageEntry(entry.flavor, left, entry.per_pod))
+    return tuple(out)
+
+
+def _pod_kind(entry: UsageEntry) -> tuple[object, ...]:
+    return (entry.flavor, entry.assignment.levels, tuple(sorted(entry.per_pod.items())))
 
 
 # --- flavors sharing nodes ----------------------------------------------------------------------

@@ -4,6 +4,11 @@ write the decision (gates, assignment annotation, check entry, Event).
 Decisions are serialised (one worker, one lock): each decision sees the capacity left by every
 earlier one, including those still being written ("assumed"). A write that conflicts drops the
 assumption and the workload is decided again from fresh state, so capacity is never given twice.
+
+A new elastic slice (``kueue_tas.topology.slice_replacement``, the rule ``plan`` follows) is
+decided from the assignments of the slice it replaces, with that slice's usage hidden for
+the decision only; once decided it is held together with that slice (``LiveCapacity``
+charges the pair's union) until Kueue finishes the old one.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.admission_writes import AdmissionWriter, GateInjectionError, check_entry, merged_annotation
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
@@ -27,7 +33,10 @@ from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.runtime.workqueue import WorkQueue
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.codec import AssignmentFormatError
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
+from kueue_tas.topology.slice_replacement import SliceRef, replaced_slice, slice_current
 
 log = structlog.get_logger(__name__)
 
@@ -134,14 +143,21 @@ class WorkloadAdmission:
         async with self._lock:
             # Pending means we hold nothing for it (an earlier assumption is stale).
             self._capacity.forget(key)
+            replaced, current = self._replaced_slice(wl)
             started = time.perf_counter()
-            decision = decide(
-                wl, self._flavors_of(check), self._capacity, self._settings.annotation_prefix, self._gates
-            )
+            with self._capacity.without(replaced):
+                decision = decide(
+                    wl,
+                    self._flavors_of(check),
+                    self._capacity,
+                    self._settings.annotation_prefix,
+                    self._gates,
+                    current=current,
+                )
             self._metrics.decision_seconds.observe(time.perf_counter() - started)
             self._decided()
             try:
-                await self._commit(wl, check, decision)
+                await self._commit(wl, check, decision, replaced)
             except Conflict:
                 self._capacity.forget(key)
                 log.info("workload_changed_while_deciding", workload=key)
@@ -154,11 +170,27 @@ class WorkloadAdmission:
                 return 5.0
         return None
 
-    async def _commit(self, wl: Workload, check: str, decision: Decision) -> None:
+    def _replaced_slice(self, wl: Workload) -> tuple[str | None, dict[str, TopologyAssignment] | None]:
+        """(key, assignments) of the slice ``wl`` replaces; (None, None) for an ordinary placement."""
+        checks = self._checks.names()
+
+        def find(ref: SliceRef) -> Workload | None:
+            return self._workloads.get(f"{ref[0]}/{ref[1]}")
+
+        old = replaced_slice(wl, find, lambda w: assignment_trusted(w, checks), self._gates)
+        if old is None:
+            return None, None
+        try:
+            return workload_key(old), slice_current(old)
+        except AssignmentFormatError:
+            # The capacity model does not hold such an assignment either (logged there).
+            return None, None
+
+    async def _commit(self, wl: Workload, check: str, decision: Decision, replaced: str | None) -> None:
         key = workload_key(wl)
         requeue: int | None = None
         if decision.outcome is Outcome.READY:
-            self._capacity.assume(key, decision.usage())
+            self._capacity.assume(key, decision.usage(), replaces=replaced)
             gated = {p.name for p in decision.placements if p.multi_domain}
             await self._writer.inject_gates(wl, gated, self._settings.scheduling_gate)
             if decision.placements:

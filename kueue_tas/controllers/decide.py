@@ -5,10 +5,15 @@ Retry: something does not fit now; the message says what the best domain could
 hold and what limited it (Kueue's own text).
 Rejected: the request can never be satisfied (malformed annotation, unknown
 level, more pods than the topology holds even when empty).
+
+A new elastic slice is decided with ``current``, the assignments of the slice it replaces
+(``kueue_tas.topology.slice_replacement``, the rule ``plan`` follows too); the caller keeps
+that slice's usage out of ``capacity`` for the decision.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -25,6 +30,7 @@ from kueue_tas.topology.levels import level_problem
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.request import TopologyRequestError, template_annotations
 from kueue_tas.topology.request_field import uses_field
+from kueue_tas.topology.slice_replacement import place_options
 from kueue_tas.topology.snapshot import TopologySnapshot
 
 
@@ -113,6 +119,8 @@ def decide(
     capacity: LiveCapacity,
     prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
     gates: FeatureGates = DEFAULT_GATES,
+    *,
+    current: Mapping[str, TopologyAssignment] | None = None,
 ) -> Decision:
     groups: dict[str, list[PodSetRequest]] = {}
     members: list[tuple[PodSetRequest, bool]] = []
@@ -145,9 +153,12 @@ def decide(
     for flavor, requests in groups.items():
         snap = capacity.snapshot(flavor)
         assert snap is not None
-        results = snap.place(requests, gates=gates)
+        extra = {} if current is None else place_options(current, (r.name for r in requests), elastic=True)
+        results = snap.place(requests, gates=gates, **extra)
         failed = next((r for r in results if r.assignment is None), None)
         if failed is not None:
+            # Judged without ``current``: an elastic slice failing to grow around the pods it
+            # keeps says nothing about the request itself, so it is retried, not rejected.
             never = snap.place(requests, gates=gates, allocatable_only=True)
             never_failed = next((r for r in never if r.assignment is None), None)
             if never_failed is not None:

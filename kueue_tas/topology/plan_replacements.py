@@ -8,11 +8,11 @@ Two kinds, as Kueue handles them:
   assignment during the decision (as Kueue's cache does) and keeps its healthy part. It does
   not count as usage otherwise (the re-placed one does, once found; when none is found Kueue
   evicts it, so it holds nothing).
-* Elastic slices (ElasticJobsViaWorkloadSlices): a Workload annotated
-  ``kueue.x-k8s.io/workload-slice-replacement-for: <namespace>/<name>`` naming a Workload
-  admitted by our check. It is placed with that slice's assignment as ``current`` and
-  ``elastic=True`` (the engine follows Kueue's gates); the named slice does not count as
-  usage, since the new slice replaces it.
+* Elastic slices (ElasticJobsViaWorkloadSlices + ...WithTAS): a Workload that replaces a
+  slice admitted by our check, by the rule the controller follows too
+  (``kueue_tas.topology.slice_replacement``). It is placed with that slice's assignment as
+  ``current`` and ``elastic=True``; the named slice does not count as usage, since the new
+  slice replaces it (Kueue finishes it once the new one is admitted).
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from typing import Any
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.codec import AssignmentFormatError, decode_assignment_annotation
+from kueue_tas.topology.codec import AssignmentFormatError
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import HOSTNAME_LABEL
 from kueue_tas.topology.plan_requests import PlanInputError, describe
+from kueue_tas.topology.slice_replacement import place_options, replaced_slice, slice_current
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +54,10 @@ class ReplacementIndex:
         index = cls()
         ready = {_key(wl): wl for wl in workloads if admitted(wl)}
         for wl in workloads:
-            target = wl.metadata.annotations.get(c.KUEUE_SLICE_REPLACEMENT_ANNOTATION)
-            if target is not None and not admitted(wl):
-                namespace, _, name = target.rpartition("/")
-                old = ready.get((namespace or wl.metadata.namespace, name))
-                if old is not None:
-                    index.by_workload[_key(wl)] = Replacement(_assignments(old), elastic=True)
-                    index.excluded.add(_key(old))
+            old = replaced_slice(wl, ready.get, admitted, gates)
+            if old is not None:
+                index.by_workload[_key(wl)] = Replacement(_assignments(old), elastic=True)
+                index.excluded.add(_key(old))
         if gates.failed_node_replacement:
             for key, wl in ready.items():
                 if key in index.excluded:
@@ -87,9 +85,7 @@ class ReplacementIndex:
         r = self.by_workload.get(_key(obj))
         if r is None:
             return {}
-        names = set(podsets)
-        current = {name: a for name, a in r.current.items() if name in names}
-        return {"current": current, "unhealthy_nodes": r.unhealthy_nodes, "elastic": r.elastic}
+        return place_options(r.current, podsets, unhealthy_nodes=r.unhealthy_nodes, elastic=r.elastic)
 
 
 def _key(wl: Workload) -> tuple[str | None, str]:
@@ -97,9 +93,8 @@ def _key(wl: Workload) -> tuple[str | None, str]:
 
 
 def _assignments(wl: Workload) -> dict[str, TopologyAssignment]:
-    text = wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
     try:
-        return dict(decode_assignment_annotation(text))
+        return slice_current(wl)  # the whole admitted assignment, for either kind
     except AssignmentFormatError as exc:
         raise PlanInputError(
             f"{describe(wl)}: metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]: {exc}"
