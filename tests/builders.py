@@ -19,6 +19,7 @@ import yaml
 
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.model import NodeInfo
 
 BLOCK = "cloud.provider.com/topology-block"
 RACK = "cloud.provider.com/topology-rack"
@@ -205,6 +206,22 @@ def grid_nodes(blocks: int = 2, racks: int = 2, hosts: int = 2, *, group: str = 
         for r in range(racks)
         for h in range(hosts)
     ]
+
+
+def node_info(
+    name: str,
+    labels: Mapping[str, str],
+    *,
+    cpu: int | None = None,
+    pods: int | None = None,
+    gpus: int | None = None,
+    ready: bool = True,
+) -> NodeInfo:
+    """The engine's node, labelled ``labels`` plus hostname = its name; allocatable only the
+    resources given (cpu in millicores)."""
+    amounts = {"cpu": cpu, "pods": pods, GPU: gpus}
+    allocatable = {r: n for r, n in amounts.items() if n is not None}
+    return NodeInfo(name, {**labels, HOST: name}, allocatable, ready=ready)
 
 
 def pod(

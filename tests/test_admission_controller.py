@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import builders as mk
 import pytest
 
 from kueue_tas.api import constants as c
@@ -29,17 +30,7 @@ from kueue_tas.topology.free import domain_free
 RACK = "example.com/rack"
 HOST = c.HOSTNAME_LABEL
 CHECK = "tas"
-
-
-def node(name: str, rack: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "resourceVersion": "1", "labels": {RACK: rack, HOST: name, "pool": "gpu"}},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": "16", "pods": "110", "nvidia.com/gpu": "8"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+ALLOCATABLE = {"cpu": "16", "pods": "110", "nvidia.com/gpu": "8"}
 
 
 def workload(state: str = "Pending", annotations: dict[str, str] | None = None, rv: str = "5") -> dict[str, Any]:
@@ -149,7 +140,9 @@ def h() -> Harness:
         clock=lambda: now[0],
     )
     for n, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")):
-        informers.nodes.handle_event("ADDED", node(n, rack))
+        informers.nodes.handle_event(
+            "ADDED", mk.node(n, labels={RACK: rack, "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1")
+        )
     informers.topologies.handle_event(
         "ADDED",
         {

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import builders as mk
 import pydantic
 import pytest
 
@@ -240,15 +241,8 @@ def test_unadmitted_workload_defaults() -> None:
 
 
 def node(conditions: list[dict[str, Any]], **spec: Any) -> Node:
-    obj = parse_object(
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
-            "spec": spec,
-            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "conditions": conditions},
-        }
-    )
+    allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    obj = parse_object(mk.node("n1", labels={}, allocatable=allocatable, conditions=conditions, **spec))
     assert isinstance(obj, Node)
     return obj
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import builders as mk
 import pytest
 
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
@@ -26,16 +27,7 @@ from kueue_tas.topology.codec import encode_assignment_annotation
 BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
 GPU = "nvidia.com/gpu"
 CONTROLLER = "kueue-tas.io/topology"
-
-
-def node(name: str, block: str, rack: str, *, gpu: str = "8", ready: bool = True, pool: str = "a") -> dict[str, Any]:
-    alloc = {"cpu": "32", "memory": "256Gi", "pods": "110"}
-    if gpu != "0":
-        alloc[GPU] = gpu
-    return {
-        "metadata": {"name": name, "labels": {BLOCK: block, RACK: rack, HOST: name, "pool": pool}},
-        "status": {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }
+HOSTS = (("h11", "b1-r1"), ("h12", "b1-r1"), ("h21", "b1-r2"), ("h22", "b1-r2"))
 
 
 def pod(
@@ -122,7 +114,7 @@ def admitted_workload(
     )
 
 
-NODES = [node("h11", "b1", "b1-r1"), node("h12", "b1", "b1-r1"), node("h21", "b1", "b1-r2"), node("h22", "b1", "b1-r2")]
+NODES = [mk.node(h, labels={BLOCK: "b1", RACK: r, "pool": "a"}, gpus=8) for h, r in HOSTS]
 
 
 def flavor_view(
@@ -218,14 +210,18 @@ def test_checks_of_another_controller_name_put_no_flavor_on_a_topology() -> None
 
 
 def test_not_ready_nodes_and_nodes_of_other_pools_are_not_in_the_tree() -> None:
-    nodes = [*NODES, node("h23", "b1", "b1-r2", ready=False), node("x1", "b9", "b9-r1", pool="b")]
+    nodes = [
+        *NODES,
+        mk.node("h23", labels={BLOCK: "b1", RACK: "b1-r2", "pool": "a"}, gpus=8, ready=False),
+        mk.node("x1", labels={BLOCK: "b9", RACK: "b9-r1", "pool": "b"}, gpus=8),
+    ]
     fc = flavor_view(nodes=nodes)
     assert fc.nodes == 4
     assert [d.values for d in fc.levels[0].domains] == [("b1",)]
 
 
 def test_cpu_is_the_bar_resource_without_gpus_and_resource_can_be_forced() -> None:
-    cpu_nodes = [node("h11", "b1", "b1-r1", gpu="0"), node("h12", "b1", "b1-r1", gpu="0")]
+    cpu_nodes = [mk.node(h, labels={BLOCK: "b1", RACK: "b1-r1", "pool": "a"}, gpus=None) for h in ("h11", "h12")]
     assert flavor_view(nodes=cpu_nodes, pods=[], workloads=[]).resource == "cpu"
     fc = flavor_view(resource="pods")
     assert fc.resource == "pods"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import builders as mk
 import pytest
 
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, Condition, ResourceFlavor, Topology, Workload
@@ -72,17 +73,11 @@ def kueue(controller: str = "kueue-tas.io/topology", levels: tuple[str, ...] = (
 
 
 def nodes() -> list[NodeInfo]:
-    out = []
-    for name, rack in (("h11", "b1-r1"), ("h12", "b1-r1"), ("h21", "b1-r2"), ("h22", "b1-r2")):
-        out.append(
-            slim_node(
-                {
-                    "metadata": {"name": f"node-{name}", "labels": {BLOCK: "b1", RACK: rack, HOST: name}},
-                    "status": {"allocatable": {GPU: "8"}, "conditions": [{"type": "Ready", "status": "True"}]},
-                }
-            )
-        )
-    return out
+    hosts = (("h11", "b1-r1"), ("h12", "b1-r1"), ("h21", "b1-r2"), ("h22", "b1-r2"))
+    return [
+        slim_node(mk.node(f"node-{h}", labels={BLOCK: "b1", RACK: r}, hostname=h, allocatable={GPU: "8"}))
+        for h, r in hosts
+    ]
 
 
 ASSIGNMENT = TopologyAssignment(

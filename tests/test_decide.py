@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
+
+import builders as mk
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.models import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.controllers.decide import Outcome, decide
-from kueue_tas.topology.model import NodeInfo
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
 LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)
-
-
-def node(name: str, rack: str, gpus: int = 4, ready: bool = True) -> NodeInfo:
-    block = rack.split("-")[0]
-    labels = {BLOCK: block, RACK: rack, HOSTNAME_LABEL: name, "pool": "gpu"}
-    return NodeInfo(name, labels, {"cpu": 16000, "pods": 110, "nvidia.com/gpu": gpus}, ready=ready)
+B1_R2 = {BLOCK: "b1", RACK: "b1-r2", "pool": "gpu"}
+gpu_node = partial(mk.node_info, cpu=16000, pods=110, gpus=4)
 
 
 def capacity() -> LiveCapacity:
@@ -26,7 +24,7 @@ def capacity() -> LiveCapacity:
     live.set_flavors({"gpu": FlavorSpec("gpu", "topo", LEVELS, {"pool": "gpu"})})
     for r in ("b1-r1", "b1-r2"):
         for h in range(2):
-            live.upsert_node(node(f"{r}-h{h}", r))
+            live.upsert_node(gpu_node(f"{r}-h{h}", {BLOCK: "b1", RACK: r, "pool": "gpu"}))
     return live
 
 
@@ -106,9 +104,9 @@ def test_non_tas_pod_and_node_changes() -> None:
     assert d.outcome is Outcome.RETRY and "allows to fit only 7 out of 8 pod(s)" in d.message
     live.delete_pod("kube-system/ds-2")
     assert decide(workload("a", 8, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.READY
-    live.upsert_node(node("b1-r2-h1", "b1-r2", ready=False))
+    live.upsert_node(gpu_node("b1-r2-h1", B1_R2, ready=False))
     assert decide(workload("a", 8, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.RETRY
-    live.upsert_node(node("b1-r2-h1", "b1-r2", gpus=8))
+    live.upsert_node(gpu_node("b1-r2-h1", B1_R2, gpus=8))
     assert decide(workload("a", 11, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.READY
 
 

@@ -16,7 +16,7 @@ from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.cli.main import main
 from kueue_tas.controllers.decide import Outcome, decide
-from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo
+from kueue_tas.topology.model import HOSTNAME_LABEL
 
 LAYERS = "kueue-tas.io/podset-slice-required-topology-constraints"
 GROUP = "kueue-tas.io/podset-group-name"
@@ -214,8 +214,8 @@ def live_capacity() -> LiveCapacity:
     live.set_flavors({"gpu": FlavorSpec("gpu", "topo", (BLOCK, RACK, HOSTNAME_LABEL), {"pool": "gpu"})})
     for r in ("b1-r1", "b1-r2"):
         for h in range(2):
-            labels = {BLOCK: "b1", RACK: r, HOSTNAME_LABEL: f"{r}-h{h}", "pool": "gpu"}
-            live.upsert_node(NodeInfo(f"{r}-h{h}", labels, {"cpu": 16000, "pods": 110, "nvidia.com/gpu": 4}))
+            labels = {BLOCK: "b1", RACK: r, "pool": "gpu"}
+            live.upsert_node(mk.node_info(f"{r}-h{h}", labels, cpu=16000, pods=110, gpus=4))
     return live
 
 
