@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+import builders as mk
 import pytest
 
 from kueue_tas.api.models import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology, Workload
@@ -30,43 +32,38 @@ ANNOTATION = "kueue-tas.io/topology-assignment"
 # --- pods -------------------------------------------------------------------------------------
 
 
-def pod(**overrides: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "ns", "labels": {}, "annotations": {}},
-        "spec": {
-            "nodeName": "n1",
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
-            "overhead": {"cpu": "50m"},
-        },
-        "status": {"phase": "Running"},
-    }
-    for key, value in overrides.items():
-        base[key] = {**base[key], **value}
-    return base
+# A running pod on n1 asking 500m + 1Gi, with 50m of overhead.
+n1_pod = partial(
+    mk.pod,
+    "p",
+    node="n1",
+    namespace="ns",
+    requests={"cpu": "500m", "memory": "1Gi"},
+    overhead={"cpu": "50m"},
+    annotations={},
+)
 
 
 def test_a_bound_running_or_pending_pod_is_charged_to_its_node() -> None:
-    assert pod_charge(slim_pod(pod())) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
-    assert pod_charge(slim_pod(pod(status={"phase": "Pending"}))) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
+    assert pod_charge(slim_pod(n1_pod())) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
+    assert pod_charge(slim_pod(n1_pod(phase="Pending"))) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
 
 
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
 def test_terminal_pods_are_not_charged(phase: str) -> None:
-    assert pod_charge(slim_pod(pod(status={"phase": phase}))) is None
+    assert pod_charge(slim_pod(n1_pod(phase=phase))) is None
 
 
 def test_unbound_pods_are_not_charged() -> None:
-    assert pod_charge(slim_pod(pod(spec={"nodeName": None}))) is None
-    assert pod_charge(slim_pod(pod(spec={"nodeName": ""}))) is None
+    assert pod_charge(slim_pod(n1_pod(node=None))) is None
+    assert pod_charge(slim_pod(n1_pod(node=""))) is None
 
 
 def test_our_pods_are_not_charged_their_assignment_holds_them() -> None:
-    assert pod_charge(slim_pod(pod(metadata={"labels": {"kueue-tas.io/workload": "w"}}))) is None
-    annotated = pod(metadata={"annotations": {"kueue-tas.io/podset-unconstrained-topology": "true"}})
+    assert pod_charge(slim_pod(n1_pod(labels={"kueue-tas.io/workload": "w"}))) is None
+    annotated = n1_pod(annotations={"kueue-tas.io/podset-unconstrained-topology": "true"})
     assert pod_charge(slim_pod(annotated)) is None
-    kueue_annotated = pod(metadata={"annotations": {"kueue.x-k8s.io/podset-required-topology": "rack"}})
+    kueue_annotated = n1_pod(annotations={"kueue.x-k8s.io/podset-required-topology": "rack"})
     assert pod_charge(slim_pod(kueue_annotated)) is not None
     assert pod_charge(slim_pod(kueue_annotated, prefix="kueue.x-k8s.io/")) is None
 

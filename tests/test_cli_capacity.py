@@ -9,6 +9,7 @@ holds 4 one-GPU pods on ``h21``.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 import builders as mk
@@ -30,17 +31,8 @@ CONTROLLER = "kueue-tas.io/topology"
 HOSTS = (("h11", "b1-r1"), ("h12", "b1-r1"), ("h21", "b1-r2"), ("h22", "b1-r2"))
 
 
-def pod(
-    name: str, node_name: str, gpu: int, *, phase: str = "Running", labels: dict[str, str] | None = None, cpu: str = "1"
-) -> dict[str, Any]:
-    requests: dict[str, Any] = {"cpu": cpu}
-    if gpu:
-        requests[GPU] = str(gpu)
-    return {
-        "metadata": {"name": name, "namespace": "ns", "labels": labels or {}},
-        "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {"requests": requests}}]},
-        "status": {"phase": phase},
-    }
+# A pod of another controller (a DaemonSet's, say), asking one cpu.
+ns_pod = partial(mk.pod, namespace="ns", requests={"cpu": "1"})
 
 
 def config(
@@ -131,7 +123,7 @@ def flavor_view(
         specs,
         ours,
         [slim_node(n) for n in (NODES if nodes is None else nodes)],
-        [slim_pod(p) for p in (pods if pods is not None else [pod("ds-1", "h11", 2)])],
+        [slim_pod(p) for p in (pods if pods is not None else [ns_pod("ds-1", "h11", gpus=2)])],
         workloads if workloads is not None else [admitted_workload("wl", [("h21", 4)])],
     )
     snap = model.snapshot("gpu")
@@ -175,15 +167,15 @@ def test_largest_free_domain_is_marked_once_per_level_first_in_name_order_on_tie
 
 def test_pods_that_hold_nothing_outside_assignments_are_not_charged() -> None:
     pods = [
-        pod("done", "h11", 8, phase="Succeeded"),
-        pod("failed", "h11", 8, phase="Failed"),
-        pod("unbound", "", 8),
+        ns_pod("done", "h11", gpus=8, phase="Succeeded"),
+        ns_pod("failed", "h11", gpus=8, phase="Failed"),
+        ns_pod("unbound", "", gpus=8),
         # Our own pods: their Workload's assignment holds their capacity.
-        pod("ours", "h12", 8, labels={"kueue-tas.io/workload": "uid-wl"}),
+        ns_pod("ours", "h12", gpus=8, labels={"kueue-tas.io/workload": "uid-wl"}),
     ]
     d = by_values(flavor_view(pods=pods, workloads=[]))
     assert all(x.free[GPU] == x.allocatable[GPU] for x in d.values())
-    assert pod_charge(slim_pod(pod("ds", "h11", 2))) == ("h11", {"cpu": 1000, GPU: 2, "pods": 1})
+    assert pod_charge(slim_pod(ns_pod("ds", "h11", gpus=2))) == ("h11", {"cpu": 1000, GPU: 2, "pods": 1})
 
 
 @pytest.mark.parametrize(
@@ -326,7 +318,7 @@ def test_bad_config_file_is_an_error_not_a_traceback(tmp_path: Any, capsys: pyte
 
 
 def test_an_overcommitted_host_shows_zero_and_takes_nothing_from_its_siblings() -> None:
-    d = by_values(flavor_view(pods=[pod("big", "h11", 10)], workloads=[]))
+    d = by_values(flavor_view(pods=[ns_pod("big", "h11", gpus=10)], workloads=[]))
     assert d[("b1", "b1-r1", "h11")].free[GPU] == 0
     assert d[("b1", "b1-r1")].free[GPU] == 8
     assert d[("b1",)].free[GPU] == 24

@@ -9,6 +9,7 @@ only, as Kueue writes it for a hostname-lowest Topology).
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 import builders as mk
@@ -19,7 +20,7 @@ from kueue_tas.cli import describe as d
 from kueue_tas.cli.cluster_read import KueueConfig, TasConfig, tas_config
 from kueue_tas.cli.main import Command, build_parser, main, program_name
 from kueue_tas.controllers.informers import slim_node
-from kueue_tas.kube.slim import SlimPod, slim_pod
+from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo
@@ -149,43 +150,23 @@ def workload(
     )
 
 
-def pod(
-    name: str,
-    *,
-    node: str = "",
-    gated: bool = False,
-    selector: dict[str, str] | None = None,
-    phase: str = "Pending",
-    podset: str = "main",
-) -> SlimPod:
-    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
-    if node:
-        spec["nodeName"] = node
-    if gated:
-        spec["schedulingGates"] = [{"name": GATE}]
-    if selector:
-        spec["nodeSelector"] = selector
-    return slim_pod(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "ns",
-                "labels": {"kueue-tas.io/workload": UID, "kueue-tas.io/podset": podset},
-            },
-            "spec": spec,
-            "status": {"phase": phase},
-        }
-    )
+# A pod of ns/train (PodSet main), Pending unless a test says otherwise.
+train_pod = partial(
+    mk.pod, namespace="ns", phase="Pending", labels={"kueue-tas.io/workload": UID, "kueue-tas.io/podset": "main"}
+)
 
 
 PODS = [
-    pod("p0", node="node-h11", phase="Running"),
-    pod("p1", node="node-h11", phase="Running"),
-    pod("p2", node="node-h12", phase="Running"),
-    pod("p3", selector={HOST: "h12", "pool": "a"}),  # released to h12, not bound yet
-    pod("p4", gated=True),
-    pod("p5", node="node-h22", phase="Running"),  # bound outside every assigned domain
-    pod("p6", node="node-h21", phase="Succeeded"),
+    slim_pod(p)
+    for p in (
+        train_pod("p0", "node-h11", phase="Running"),
+        train_pod("p1", "node-h11", phase="Running"),
+        train_pod("p2", "node-h12", phase="Running"),
+        train_pod("p3", selector={HOST: "h12", "pool": "a"}),  # released to h12, not bound yet
+        train_pod("p4", gates=(GATE,)),
+        train_pod("p5", "node-h22", phase="Running"),  # bound outside every assigned domain
+        train_pod("p6", "node-h21", phase="Succeeded"),
+    )
 ]
 
 TEXT = """\
@@ -208,12 +189,11 @@ Workload ns/train
 def describe(
     wl: Workload | None = None,
     tas: TasConfig | None = None,
-    pods: list[SlimPod] | None = None,
+    pods: list[dict[str, Any]] | None = None,
     node_list: list[NodeInfo] | None = None,
 ) -> d.WorkloadDescription:
-    return d.describe_workload(
-        wl or workload(), tas or kueue(), nodes() if node_list is None else node_list, PODS if pods is None else pods
-    )
+    slim = PODS if pods is None else [slim_pod(p) for p in pods]
+    return d.describe_workload(wl or workload(), tas or kueue(), nodes() if node_list is None else node_list, slim)
 
 
 def test_admitted_workload_tree_with_bound_pending_and_gated_pods() -> None:
@@ -232,13 +212,17 @@ def test_counts_per_domain_and_per_podset() -> None:
 
 
 def test_released_pod_without_an_assigned_domain_is_unplaced() -> None:
-    (ps,) = describe(pods=[pod("x", selector={HOST: "h22"}), pod("y")]).podsets
+    (ps,) = describe(pods=[train_pod("x", selector={HOST: "h22"}), train_pod("y")]).podsets
     assert (ps.pods.unplaced, ps.pods.pending) == (2, 0)
-    assert "2 released with no domain" in d.render_text(describe(pods=[pod("x", selector={HOST: "h22"}), pod("y")]))
+    assert "2 released with no domain" in d.render_text(
+        describe(pods=[train_pod("x", selector={HOST: "h22"}), train_pod("y")])
+    )
 
 
 def test_pods_of_other_podsets_are_not_counted() -> None:
-    (ps,) = describe(pods=[pod("w", node="node-h11", podset="workers")]).podsets
+    (ps,) = describe(
+        pods=[train_pod("w", "node-h11", labels={"kueue-tas.io/workload": UID, "kueue-tas.io/podset": "workers"})]
+    ).podsets
     assert ps.pods.total == 0
 
 
@@ -248,7 +232,7 @@ def test_full_path_assignment_needs_no_node_lookup() -> None:
     desc = describe(
         workload(assignment=full),
         tas,
-        pods=[pod("a", node="node-h21", phase="Running"), pod("b", selector={BLOCK: "b1", RACK: "b1-r2"})],
+        pods=[train_pod("a", "node-h21", phase="Running"), train_pod("b", selector={BLOCK: "b1", RACK: "b1-r2"})],
     )
     lines = d.render_text(desc).splitlines()
     assert lines[-3:] == [
