@@ -86,12 +86,14 @@ def topology(
     }
 
 
-def flavor(name: str = "gpu", node_labels: Mapping[str, str] | None = None, **spec: Any) -> Obj:
+def flavor(
+    name: str = "gpu", node_labels: Mapping[str, str] | None = None, *, resource_version: str | None = None, **spec: Any
+) -> Obj:
     """A ResourceFlavor; nodeLabels default to ``node-group: <name>``; ``spec`` adds camelCase fields."""
     return {
         "apiVersion": KUEUE_API,
         "kind": "ResourceFlavor",
-        "metadata": {"name": name},
+        "metadata": _meta(name, resourceVersion=resource_version),
         "spec": {"nodeLabels": {"node-group": name} if node_labels is None else dict(node_labels), **spec},
     }
 
@@ -129,6 +131,7 @@ def cluster_queue(
     quota: int | None = 1000,
     resource_groups: list[Obj] | None = None,
     api_version: str = KUEUE_API,
+    resource_version: str | None = None,
     **spec: Any,
 ) -> Obj:
     """A ClusterQueue over ``flavors`` (each with ``quota`` of every covered resource, or no
@@ -142,7 +145,7 @@ def cluster_queue(
     return {
         "apiVersion": api_version,
         "kind": "ClusterQueue",
-        "metadata": {"name": name},
+        "metadata": _meta(name, resourceVersion=resource_version),
         "spec": {
             "resourceGroups": groups,
             "admissionChecksStrategy": {
@@ -376,6 +379,7 @@ def workload(
     *,
     podsets: Sequence[Obj] | None = None,
     podset_name: str = "main",
+    gpus: int = 1,
     namespace: str = NS,
     uid: str | None = None,
     resource_version: str | None = None,
@@ -390,13 +394,14 @@ def workload(
     check_time: str | None = CHECK_TIME,
     conditions: Sequence[Obj] | None = None,
 ) -> Obj:
-    """A Workload with ``podsets`` (default: one ``podset(podset_name, count, annotations)``).
+    """A Workload with ``podsets`` (default: one ``podset(podset_name, count, annotations)`` of
+    ``gpus``-GPU pods).
 
     ``assignment``: the topology-assignment annotation (text, or one assignment of the first
     PodSet). ``admitted_flavor``: status.admission in ClusterQueue ``cq`` giving every PodSet
     that flavor for GPUs (a str) or those resource -> flavor. ``check_state``: the entry of
     AdmissionCheck ``check``. ``owner``: the controlling object."""
-    sets = [podset(podset_name, count, annotations)] if podsets is None else list(podsets)
+    sets = [podset(podset_name, count, annotations, gpus=gpus)] if podsets is None else list(podsets)
     ann = dict(workload_annotations or {})
     if isinstance(assignment, TopologyAssignment):
         assignment = encode_assignment_annotation([(sets[0]["name"], assignment)])

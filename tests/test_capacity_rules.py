@@ -73,51 +73,32 @@ def test_our_pods_are_not_charged_their_assignment_holds_them() -> None:
 ON_H1 = TopologyAssignment((HOSTNAME_LABEL,), (DomainAssignment(("h1",), 2),))
 
 
-def workload(
-    annotation: str | None = None,
-    *,
-    flavors: dict[str, str] | None = None,
-    state: str = "Ready",
-    admission: bool = True,
-    podsets: tuple[str, ...] = ("main",),
-) -> Workload:
-    text = encode_assignment_annotation([("main", ON_H1)]) if annotation is None else annotation
-    status: dict[str, Any] = {"admissionChecks": [{"name": "tas", "state": state}]}
-    if admission:
-        status["admission"] = {
-            "clusterQueue": "cq",
-            "podSetAssignments": [{"name": ps, "flavors": flavors or {GPU: "gpu"}} for ps in podsets],
-        }
-    return Workload.model_validate(
-        {
-            "metadata": {"name": "w", "namespace": "ns", "annotations": {ANNOTATION: text}},
-            "spec": {
-                "podSets": [
-                    {
-                        "name": ps,
-                        "count": 2,
-                        "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {GPU: "1"}}}]}},
-                    }
-                    for ps in podsets
-                ]
-            },
-            "status": status,
-        }
-    )
+def trusted(**changes: Any) -> Workload:
+    """Workload ns/w (PodSet main: 2 one-GPU pods) holding ON_H1, admitted on ``gpu``, check
+    ``tas`` Ready; ``changes`` override the ``builders.workload`` arguments."""
+    args: dict[str, Any] = {
+        "namespace": "ns",
+        "queue": None,
+        "assignment": ON_H1,
+        "admitted_flavor": "gpu",
+        "check_state": "Ready",
+        "check_time": None,
+    }
+    return Workload.model_validate(mk.workload("w", 2, **(args | changes)))
 
 
 def test_a_trusted_workload_holds_its_assignment_on_its_tas_flavor() -> None:
     expected = (UsageEntry("gpu", ON_H1, {GPU: 1}),)
-    assert workload_usage(workload(), {"tas"}, {"gpu"}) == expected
-    assert workload_usage(workload(), {"tas"}, {"gpu"}, strict=True) == expected
-    assert workload_usage(workload(state="Pending"), {"tas"}, {"gpu"}) is None
+    assert workload_usage(trusted(), {"tas"}, {"gpu"}) == expected
+    assert workload_usage(trusted(), {"tas"}, {"gpu"}, strict=True) == expected
+    assert workload_usage(trusted(check_state="Pending"), {"tas"}, {"gpu"}) is None
     # A PodSet on no TAS flavor, or with no admission, holds nothing.
-    assert workload_usage(workload(), {"tas"}, {"other"}) == ()
-    assert workload_usage(workload(admission=False), {"tas"}, {"gpu"}, strict=True) == ()
+    assert workload_usage(trusted(), {"tas"}, {"other"}) == ()
+    assert workload_usage(trusted(admitted_flavor=None), {"tas"}, {"gpu"}, strict=True) == ()
 
 
 def test_an_undecodable_annotation_holds_nothing_for_the_controller_and_is_an_error_for_plan() -> None:
-    wl = workload('{"podSets": 7}')
+    wl = trusted(assignment='{"podSets": 7}')
     assert workload_usage(wl, {"tas"}, {"gpu"}) is None
     with pytest.raises(UsageError) as err:
         workload_usage(wl, {"tas"}, {"gpu"}, strict=True)
@@ -125,7 +106,7 @@ def test_an_undecodable_annotation_holds_nothing_for_the_controller_and_is_an_er
 
 
 def test_an_assignment_of_a_podset_the_spec_lacks() -> None:
-    wl = workload(encode_assignment_annotation([("main", ON_H1), ("ghost", ON_H1)]))
+    wl = trusted(assignment=encode_assignment_annotation([("main", ON_H1), ("ghost", ON_H1)]))
     assert workload_usage(wl, {"tas"}, {"gpu"}) == (UsageEntry("gpu", ON_H1, {GPU: 1}),)
     with pytest.raises(UsageError) as err:
         workload_usage(wl, {"tas"}, {"gpu"}, strict=True)
@@ -133,7 +114,7 @@ def test_an_assignment_of_a_podset_the_spec_lacks() -> None:
 
 
 def test_several_tas_flavors_on_one_podset() -> None:
-    wl = workload(flavors={GPU: "gpu", "cpu": "gpu-b"})
+    wl = trusted(admitted_flavor={GPU: "gpu", "cpu": "gpu-b"})
     assert workload_usage(wl, {"tas"}, {"gpu", "gpu-b"}) == (UsageEntry("gpu", ON_H1, {GPU: 1}),)
     with pytest.raises(UsageError) as err:
         workload_usage(wl, {"tas"}, {"gpu", "gpu-b"}, strict=True)

@@ -23,7 +23,6 @@ from kueue_tas.cli.main import main
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 
 BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
 GPU = "nvidia.com/gpu"
@@ -63,47 +62,24 @@ def config(
     return {"topo": topo}, {"gpu": rf}, [ac], [cq]
 
 
-def admitted_workload(
-    name: str,
-    domains: list[tuple[str, int]],
-    *,
-    state: str = "Ready",
-    check: str = "tas",
-    gpu: int = 1,
-    finished: bool = False,
-) -> Workload:
-    assignment = TopologyAssignment((HOST,), tuple(DomainAssignment((h,), n) for h, n in domains))
-    conditions = [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]
-    if finished:
-        conditions.append({"type": "Finished", "status": "True"})
-    return Workload.model_validate(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "ns",
-                "uid": f"uid-{name}",
-                "annotations": {
-                    "kueue-tas.io/topology-assignment": encode_assignment_annotation([("main", assignment)])
-                },
-            },
-            "spec": {
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": sum(n for _, n in domains),
-                        "template": {
-                            "spec": {"containers": [{"name": "c", "resources": {"requests": {GPU: str(gpu)}}}]}
-                        },
-                    }
-                ]
-            },
-            "status": {
-                "conditions": conditions,
-                "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "flavors": {GPU: "gpu"}}]},
-                "admissionChecks": [{"name": check, "state": state, "message": ""}],
-            },
-        }
-    )
+ON_H21 = TopologyAssignment((HOST,), (DomainAssignment(("h21",), 4),))
+
+
+def admitted(name: str, *, finished: bool = False, **changes: Any) -> Workload:
+    """Workload ns/<name> holding 4 one-GPU pods on h21 (ON_H21), admitted on ``gpu``, check ``tas``
+    Ready; ``changes`` override the ``builders.workload`` arguments."""
+    conditions = [mk.condition("QuotaReserved"), mk.condition("Admitted")]
+    args: dict[str, Any] = {
+        "namespace": "ns",
+        "uid": f"uid-{name}",
+        "queue": None,
+        "assignment": ON_H21,
+        "admitted_flavor": "gpu",
+        "check_state": "Ready",
+        "check_time": None,
+        "conditions": [*conditions, mk.condition("Finished")] if finished else conditions,
+    }
+    return Workload.model_validate(mk.workload(name, 4, **(args | changes)))
 
 
 NODES = [mk.node(h, labels={BLOCK: "b1", RACK: r, "pool": "a"}, gpus=8) for h, r in HOSTS]
@@ -124,7 +100,7 @@ def flavor_view(
         ours,
         [slim_node(n) for n in (NODES if nodes is None else nodes)],
         [slim_pod(p) for p in (pods if pods is not None else [ns_pod("ds-1", "h11", gpus=2)])],
-        workloads if workloads is not None else [admitted_workload("wl", [("h21", 4)])],
+        workloads if workloads is not None else [admitted("wl")],
     )
     snap = model.snapshot("gpu")
     assert snap is not None
@@ -181,10 +157,10 @@ def test_pods_that_hold_nothing_outside_assignments_are_not_charged() -> None:
 @pytest.mark.parametrize(
     "wl",
     [
-        admitted_workload("retry", [("h21", 4)], state="Retry"),
-        admitted_workload("pending", [("h21", 4)], state="Pending"),
-        admitted_workload("other-check", [("h21", 4)], check="someone-elses"),
-        admitted_workload("finished", [("h21", 4)], finished=True),
+        admitted("retry", check_state="Retry"),
+        admitted("pending", check_state="Pending"),
+        admitted("other-check", check="someone-elses"),
+        admitted("finished", finished=True),
     ],
 )
 def test_assignments_count_only_while_our_check_is_ready(wl: Workload) -> None:

@@ -22,7 +22,6 @@ from kueue_tas.cli.main import Command, build_parser, main, program_name
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo
 
 BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
@@ -86,68 +85,37 @@ ASSIGNMENT = TopologyAssignment(
 )
 
 
-def workload(
-    *,
-    state: str = "Ready",
-    message: str = "topology assignment: main: 6 pods in 3 domain(s)",
-    assignment: TopologyAssignment | None = ASSIGNMENT,
-    quota: bool = True,
-    admitted: bool = True,
-    annotations: dict[str, str] | None = None,
-    flavor: str = "gpu",
-    check: str = "tas",
-    template_annotations: dict[str, str] | None = None,
-) -> Workload:
-    ann = dict(annotations or {})
-    if assignment is not None:
-        ann["kueue-tas.io/topology-assignment"] = encode_assignment_annotation([("main", assignment)])
+def workload(*, quota: bool = True, admitted: bool = True, **changes: Any) -> Workload:
+    """Workload ns/train: PodSet main of 6 four-GPU pods requiring a block, holding ASSIGNMENT,
+    with quota (admitted on ``gpu``) unless not ``quota``, admitted unless not ``admitted``, check
+    ``tas`` Ready; ``changes`` override the ``builders.workload`` arguments."""
     conditions = [
-        {
-            "type": "QuotaReserved",
-            "status": "True" if quota else "False",
-            "reason": "QuotaReserved" if quota else "Pending",
-            "message": "Quota reserved in ClusterQueue cq" if quota else "couldn't assign flavors to pod set main",
-        },
-        {
-            "type": "Admitted",
-            "status": "True" if admitted else "False",
-            "reason": "Admitted" if admitted else "NoReservation",
-            "message": "The workload is admitted" if admitted else "The workload has no reservation",
-        },
+        mk.condition(
+            "QuotaReserved",
+            quota,
+            reason="QuotaReserved" if quota else "Pending",
+            message="Quota reserved in ClusterQueue cq" if quota else "couldn't assign flavors to pod set main",
+        ),
+        mk.condition(
+            "Admitted",
+            admitted,
+            reason="Admitted" if admitted else "NoReservation",
+            message="The workload is admitted" if admitted else "The workload has no reservation",
+        ),
     ]
-    status: dict[str, Any] = {
+    args: dict[str, Any] = {
+        "namespace": "ns",
+        "uid": UID,
+        "annotations": {"kueue-tas.io/podset-required-topology": BLOCK},
+        "gpus": 4,
+        "assignment": ASSIGNMENT,
+        "admitted_flavor": "gpu" if quota else None,
+        "check_state": "Ready",
+        "check_message": "topology assignment: main: 6 pods in 3 domain(s)",
+        "check_time": "2026-01-02T03:04:05Z",
         "conditions": conditions,
-        "admissionChecks": [
-            {"name": check, "state": state, "message": message, "lastTransitionTime": "2026-01-02T03:04:05Z"}
-        ],
     }
-    if quota:
-        status["admission"] = {
-            "clusterQueue": "cq",
-            "podSetAssignments": [{"name": "main", "flavors": {GPU: flavor}, "count": 6}],
-        }
-    tmpl_ann = (
-        template_annotations if template_annotations is not None else {"kueue-tas.io/podset-required-topology": BLOCK}
-    )
-    return Workload.model_validate(
-        {
-            "metadata": {"name": "train", "namespace": "ns", "uid": UID, "annotations": ann},
-            "spec": {
-                "queueName": "lq",
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": 6,
-                        "template": {
-                            "metadata": {"annotations": tmpl_ann},
-                            "spec": {"containers": [{"name": "c", "resources": {"requests": {GPU: "4"}}}]},
-                        },
-                    }
-                ],
-            },
-            "status": status,
-        }
-    )
+    return Workload.model_validate(mk.workload("train", 6, **(args | changes)))
 
 
 # A pod of ns/train (PodSet main), Pending unless a test says otherwise.
@@ -255,7 +223,7 @@ def test_hostname_of_a_vanished_node_falls_back_to_the_assignment_levels() -> No
 
 def test_retry_shows_the_check_message_instead_of_a_tree() -> None:
     msg = 'PodSet "main": topology "topo" allows to fit only 4 out of 6 pod(s)'
-    desc = describe(workload(state="Retry", message=msg, assignment=None, admitted=False), pods=[])
+    desc = describe(workload(check_state="Retry", check_message=msg, assignment=None, admitted=False), pods=[])
     lines = d.render_text(desc).splitlines()
     assert lines[4] == f"  Check tas:     Retry   {msg}"
     assert lines[-2:] == ["    pods: 0 (0 bound, 0 pending, 0 gated)", f"    not placed: check tas is Retry: {msg}"]
@@ -263,7 +231,7 @@ def test_retry_shows_the_check_message_instead_of_a_tree() -> None:
 
 
 def test_pending_check_and_a_stale_assignment_from_an_earlier_admission() -> None:
-    (ps,) = describe(workload(state="Pending", message="", admitted=False)).podsets
+    (ps,) = describe(workload(check_state="Pending", check_message="", admitted=False)).podsets
     assert ps.domains is None
     assert ps.message == (
         "no assignment yet: check tas is Pending (an earlier assignment is recorded but not "
@@ -292,8 +260,8 @@ def test_eviction_after_a_rejection_is_explained_from_the_evicted_condition() ->
         'fit, even on an empty cluster: topology "topo" allows to fit only 16 out of 20 pod(s))'
     )
     wl = workload(
-        state="Pending",
-        message="Reset to Pending after eviction. Previously: Rejected",
+        check_state="Pending",
+        check_message="Reset to Pending after eviction. Previously: Rejected",
         assignment=None,
         admitted=False,
         quota=False,
@@ -360,7 +328,9 @@ def test_events_oldest_first_in_text_and_json() -> None:
 
 
 def test_no_quota_yet() -> None:
-    desc = describe(workload(state="Pending", message="", assignment=None, quota=False, admitted=False), pods=[])
+    desc = describe(
+        workload(check_state="Pending", check_message="", assignment=None, quota=False, admitted=False), pods=[]
+    )
     (ps,) = desc.podsets
     assert (ps.flavor, ps.message) == (
         None,
@@ -372,7 +342,7 @@ def test_no_quota_yet() -> None:
 
 
 def test_flavor_not_governed_by_our_check() -> None:
-    (ps,) = describe(workload(flavor="cpu", state="Ready", assignment=None)).podsets
+    (ps,) = describe(workload(admitted_flavor="cpu", check_state="Ready", assignment=None)).podsets
     assert ps.topology is None and ps.domains is None
     assert ps.message.startswith("not placed by kueue-tas: flavor cpu is on no Topology")
 
@@ -385,13 +355,11 @@ def test_checks_of_another_controller_are_not_ours() -> None:
 
 
 def test_implied_and_invalid_topology_requests() -> None:
-    (ps,) = describe(workload(template_annotations={})).podsets
+    (ps,) = describe(workload(annotations={})).podsets
     assert ps.request == {"implied": True}
-    assert "no topology annotation (placed as unconstrained)" in d.render_text(
-        describe(workload(template_annotations={}))
-    )
+    assert "no topology annotation (placed as unconstrained)" in d.render_text(describe(workload(annotations={})))
     bad = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-preferred-topology": RACK}
-    (ps,) = describe(workload(template_annotations=bad)).podsets
+    (ps,) = describe(workload(annotations=bad)).podsets
     assert ps.request is None and ps.message.startswith("invalid topology annotations: ")
 
 
@@ -401,13 +369,13 @@ def test_slices_request_text() -> None:
         "kueue-tas.io/podset-slice-required-topology": RACK,
         "kueue-tas.io/podset-slice-size": "2",
     }
-    (ps,) = describe(workload(template_annotations=ann)).podsets
+    (ps,) = describe(workload(annotations=ann)).podsets
     assert ps.request == {"required": BLOCK, "sliceLevel": RACK, "sliceSize": 2}
     assert d._request_text(ps.request) == f"required {BLOCK}, slices of 2 in one {RACK}"
 
 
 def test_malformed_annotation_is_a_note() -> None:
-    desc = describe(workload(assignment=None, annotations={"kueue-tas.io/topology-assignment": "{nope"}))
+    desc = describe(workload(assignment=None, workload_annotations={"kueue-tas.io/topology-assignment": "{nope"}))
     assert desc.notes[0].startswith("annotation kueue-tas.io/topology-assignment is malformed: ")
 
 

@@ -58,9 +58,8 @@ def ready(name: str, unhealthy: list[str] | None = None) -> dict[str, Any]:
 
 
 def slice_for(target: str, count: int = 6) -> dict[str, Any]:
-    wl = mk.workload("slice-2", count, mk.required(mk.RACK), admitted_flavor="gpu")
-    wl["metadata"]["annotations"] = {SLICE_FOR: target}
-    return wl
+    annotations = {SLICE_FOR: target}
+    return mk.workload("slice-2", count, mk.required(mk.RACK), admitted_flavor="gpu", workload_annotations=annotations)
 
 
 def calls_for(podset_names: tuple[str, ...]) -> list[dict[str, Any]]:

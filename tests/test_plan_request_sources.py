@@ -167,22 +167,13 @@ def test_valid_group_is_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert [ps["name"] for ps in wl["podSets"]] == ["leader", "workers"]
 
 
-def _grouped_workload(podsets: list[tuple[str, int, dict[str, Any]]]) -> dict[str, Any]:
-    """A Workload admitted on ``gpu`` whose PodSets state their request in ``topologyRequest``."""
-    wl = mk.workload("w", 1, {}, admitted_flavor="gpu")
-    template = wl["spec"]["podSets"][0]["template"]
-    wl["spec"]["podSets"] = [
-        {"name": n, "count": c, "template": copy.deepcopy(template), "topologyRequest": f} for n, c, f in podsets
-    ]
-    wl["status"]["admission"]["podSetAssignments"] = [
-        {"name": n, "count": c, "flavors": {mk.GPU: "gpu"}} for n, c, _ in podsets
-    ]
-    return wl
-
-
 def test_field_group_of_unconstrained_members_is_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     group = {"unconstrained": True, "podSetGroupName": "g"}
-    wl = _grouped_workload([("leader", 1, group), ("workers", 4, group)])
+    wl = mk.workload(
+        "w",
+        podsets=[mk.podset("leader", 1, topology_request=group), mk.podset("workers", 4, topology_request=group)],
+        admitted_flavor="gpu",
+    )
     code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), wl])
     assert code == 0, err
     [plan] = out["workloads"]
@@ -193,7 +184,13 @@ def test_field_group_of_unconstrained_members_is_placed(tmp_path: Path, capsys: 
 def test_podset_after_a_failed_group_is_not_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Groups are placed in order of first appearance: g (a + c) fails, so b is never tried.
     group = {"required": mk.RACK, "podSetGroupName": "g"}
-    wl = _grouped_workload([("a", 1, group), ("b", 1, {"required": mk.RACK}), ("c", 8, group)])
+    rack = {"required": mk.RACK}
+    podsets = [
+        mk.podset("a", 1, topology_request=group),
+        mk.podset("b", 1, topology_request=rack),
+        mk.podset("c", 8, topology_request=group),
+    ]
+    wl = mk.workload("w", podsets=podsets, admitted_flavor="gpu")
     code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), wl])
     assert code == 0, err
     [plan] = out["workloads"]
@@ -220,29 +217,9 @@ def live_capacity() -> LiveCapacity:
 
 
 def kueue_workload(podsets: list[tuple[str, int, dict[str, str], dict[str, Any] | None]]) -> Workload:
-    spec_podsets = []
-    for name, count, ann, field in podsets:
-        ps: dict[str, Any] = {
-            "name": name,
-            "count": count,
-            "template": {
-                "metadata": {"annotations": ann},
-                "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
-            },
-        }
-        if field is not None:
-            ps["topologyRequest"] = field
-        spec_podsets.append(ps)
-    assignments = [{"name": n, "flavors": {"nvidia.com/gpu": "gpu"}, "count": c} for n, c, _, _ in podsets]
-    return Workload.model_validate(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Workload",
-            "metadata": {"name": "w", "namespace": "ns"},
-            "spec": {"podSets": spec_podsets},
-            "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": assignments}},
-        }
-    )
+    """Workload ns/w of those (name, count, annotations, topologyRequest) PodSets, admitted on ``gpu``."""
+    sets = [mk.podset(n, c, ann, topology_request=field) for n, c, ann, field in podsets]
+    return Workload.model_validate(mk.workload("w", namespace="ns", podsets=sets, queue=None, admitted_flavor="gpu"))
 
 
 def test_decide_honours_the_field() -> None:

@@ -7,6 +7,7 @@ are injected recorders, so every test sees exactly which pods would be patched a
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 import builders as mk
@@ -23,7 +24,6 @@ from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 
 HOST = c.HOSTNAME_LABEL
 CHECK = "tas-check"
@@ -34,17 +34,20 @@ def assignment(*domains: tuple[str, int]) -> TopologyAssignment:
     return TopologyAssignment((HOST,), tuple(DomainAssignment((h,), n) for h, n in domains))
 
 
-def workload_raw(ta: TopologyAssignment | None, state: str = "Ready", rv: str = "1") -> dict[str, Any]:
-    ann = {} if ta is None else {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: encode_assignment_annotation([("main", ta)])}
-    return {
-        "metadata": {"name": "wl", "namespace": "ns", "uid": UID, "resourceVersion": rv, "annotations": ann},
-        "spec": {"podSets": [{"name": "main", "count": 4, "template": {"spec": {"containers": []}}}]},
-        "status": {
-            "admissionChecks": [
-                {"name": CHECK, "state": state, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-            ]
-        },
-    }
+# Workload ns/wl of 4 pods (PodSet main, no requests); our check's state and the assignment per test.
+workload = partial(
+    mk.workload,
+    "wl",
+    4,
+    gpus=0,
+    namespace="ns",
+    uid=UID,
+    resource_version="1",
+    queue=None,
+    check=CHECK,
+    check_state="Ready",
+    check_time="2026-01-01T00:00:00Z",
+)
 
 
 class Recorder:
@@ -98,7 +101,7 @@ class Harness:
         )
 
     def workload(self, ta: TopologyAssignment | None, state: str = "Ready") -> None:
-        self.workloads.handle_event("ADDED", workload_raw(ta, state))
+        self.workloads.handle_event("ADDED", workload(assignment=ta, check_state=state))
 
     def pod(
         self,
@@ -289,7 +292,7 @@ async def test_nothing_happens_unless_our_entry_is_ready(h: Harness) -> None:
     h.workloads.handle_event(
         "MODIFIED",
         {
-            **workload_raw(assignment(("n1", 2))),
+            **workload(assignment=assignment(("n1", 2))),
             "status": {
                 "admissionChecks": [
                     {"name": "someone-else", "state": "Ready", "lastTransitionTime": "2026-01-01T00:00:00Z"}
