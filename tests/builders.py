@@ -128,7 +128,7 @@ def cluster_queue(
     checks: Mapping[str, Sequence[str]] | None = None,
     *,
     covered: Sequence[str] = ("cpu", GPU),
-    quota: int | None = 1000,
+    quota: int | str | None = 1000,
     resource_groups: list[Obj] | None = None,
     api_version: str = KUEUE_API,
     resource_version: str | None = None,
@@ -136,23 +136,21 @@ def cluster_queue(
 ) -> Obj:
     """A ClusterQueue over ``flavors`` (each with ``quota`` of every covered resource, or no
     resources if None). ``checks``: check name -> onFlavors (empty = every flavor); by default
-    ``tas`` on every flavor. ``resource_groups`` replaces the generated group; ``spec`` adds fields."""
+    ``tas`` on every flavor; ``{}``: no admissionChecksStrategy. ``resource_groups`` replaces the
+    generated group; ``spec`` adds fields."""
     rules = {"tas": list(flavors)} if checks is None else checks
     resources = [] if quota is None else [{"name": r, "nominalQuota": quota} for r in covered]
     groups = resource_groups or [
         {"coveredResources": list(covered), "flavors": [{"name": f, "resources": list(resources)} for f in flavors]}
     ]
+    if rules:
+        strategy = [{"name": n, **({"onFlavors": list(on)} if on else {})} for n, on in rules.items()]
+        spec = {"admissionChecksStrategy": {"admissionChecks": strategy}, **spec}
     return {
         "apiVersion": api_version,
         "kind": "ClusterQueue",
         "metadata": _meta(name, resourceVersion=resource_version),
-        "spec": {
-            "resourceGroups": groups,
-            "admissionChecksStrategy": {
-                "admissionChecks": [{"name": n, **({"onFlavors": list(on)} if on else {})} for n, on in rules.items()]
-            },
-            **spec,
-        },
+        "spec": {"resourceGroups": groups, **spec},
     }
 
 

@@ -121,41 +121,13 @@ def h() -> Harness:
         informers.nodes.handle_event(
             "ADDED", mk.node(n, labels={RACK: rack, "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1")
         )
-    informers.topologies.handle_event(
-        "ADDED",
-        {
-            "metadata": {"name": "topo", "resourceVersion": "1"},
-            "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": HOST}]},
-        },
+    informers.topologies.handle_event("ADDED", mk.topology("topo", (RACK, HOST), resource_version="1"))
+    informers.flavors.handle_event("ADDED", mk.flavor("gpu", {"pool": "gpu"}, resource_version="1"))
+    informers.checks.handle_event("ADDED", mk.admission_check(CHECK, "topo", c.CONTROLLER_NAME, resource_version="1"))
+    cq = mk.cluster_queue(
+        "cq", ("gpu",), {CHECK: ["gpu"]}, covered=("nvidia.com/gpu",), quota="100", resource_version="1"
     )
-    informers.flavors.handle_event(
-        "ADDED", {"metadata": {"name": "gpu", "resourceVersion": "1"}, "spec": {"nodeLabels": {"pool": "gpu"}}}
-    )
-    informers.checks.handle_event(
-        "ADDED",
-        {
-            "metadata": {"name": CHECK, "resourceVersion": "1"},
-            "spec": {
-                "controllerName": c.CONTROLLER_NAME,
-                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
-            },
-        },
-    )
-    informers.queues.handle_event(
-        "ADDED",
-        {
-            "metadata": {"name": "cq", "resourceVersion": "1"},
-            "spec": {
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["nvidia.com/gpu"],
-                        "flavors": [{"name": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "100"}]}],
-                    }
-                ],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": CHECK, "onFlavors": ["gpu"]}]},
-            },
-        },
-    )
+    informers.queues.handle_event("ADDED", cq)
     return Harness(informers, capacity, admission, writes, events, metrics, now, decided)
 
 
@@ -255,7 +227,5 @@ async def test_a_configuration_change_looks_at_every_workload_again() -> None:
     )
     informers.workloads.handle_event("ADDED", workload())
     assert len(admission.queue) == 0  # our check is not known yet
-    informers.checks.handle_event(
-        "ADDED", {"metadata": {"name": CHECK, "resourceVersion": "1"}, "spec": {"controllerName": c.CONTROLLER_NAME}}
-    )
+    informers.checks.handle_event("ADDED", mk.admission_check(CHECK, None, c.CONTROLLER_NAME, resource_version="1"))
     assert len(admission.queue) == 1

@@ -23,18 +23,8 @@ from kueue_tas.api.models import (
 
 
 def topology(api_version: str) -> dict[str, Any]:
-    return {
-        "apiVersion": api_version,
-        "kind": "Topology",
-        "metadata": {"name": "default"},
-        "spec": {
-            "levels": [
-                {"nodeLabel": "cloud.com/topology-block"},
-                {"nodeLabel": "cloud.com/topology-rack"},
-                {"nodeLabel": "kubernetes.io/hostname"},
-            ]
-        },
-    }
+    levels = ("cloud.com/topology-block", "cloud.com/topology-rack", "kubernetes.io/hostname")
+    return mk.topology("default", levels, api_version=api_version)
 
 
 @pytest.mark.parametrize("version", ["v1alpha1", "v1beta1", "v1beta2"])
@@ -112,26 +102,18 @@ def test_admission_check() -> None:
 
 
 def cluster_queue(spec_extra: dict[str, Any], version: str = "v1beta2") -> ClusterQueue:
-    obj = parse_object(
+    groups = [
         {
-            "apiVersion": f"kueue.x-k8s.io/{version}",
-            "kind": "ClusterQueue",
-            "metadata": {"name": "cq"},
-            "spec": {
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory"],
-                        "flavors": [
-                            {"name": "a", "resources": [{"name": "cpu", "nominalQuota": 10}]},
-                            {"name": "b", "resources": [{"name": "cpu", "nominalQuota": 10}]},
-                        ],
-                    },
-                    {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "gpu"}, {"name": "a"}]},
-                ],
-                **spec_extra,
-            },
-        }
-    )
+            "coveredResources": ["cpu", "memory"],
+            "flavors": [
+                {"name": "a", "resources": [{"name": "cpu", "nominalQuota": 10}]},
+                {"name": "b", "resources": [{"name": "cpu", "nominalQuota": 10}]},
+            ],
+        },
+        {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "gpu"}, {"name": "a"}]},
+    ]
+    api_version = f"kueue.x-k8s.io/{version}"
+    obj = parse_object(mk.cluster_queue("cq", checks={}, resource_groups=groups, api_version=api_version, **spec_extra))
     assert isinstance(obj, ClusterQueue)
     return obj
 

@@ -128,26 +128,10 @@ def test_several_tas_flavors_on_one_podset() -> None:
 
 
 def test_spec_topology_name_maps_a_flavor_only_when_asked_and_no_check_governs_it() -> None:
-    topo = Topology.model_validate({"metadata": {"name": "topo"}, "spec": {"levels": [{"nodeLabel": RACK}]}})
-    check = AdmissionCheck.model_validate(
-        {
-            "metadata": {"name": "tas"},
-            "spec": {
-                "controllerName": "kueue-tas.io/topology",
-                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
-            },
-        }
-    )
-    cq = ClusterQueue.model_validate(
-        {
-            "metadata": {"name": "cq"},
-            "spec": {
-                "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "gpu", "resources": []}]}],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]},
-            },
-        }
-    )
-    flavors = {"kueue-own": ResourceFlavor.model_validate({"metadata": {"name": "kueue-own"}})}
+    topo = Topology.model_validate(mk.topology("topo", (RACK,)))
+    check = AdmissionCheck.model_validate(mk.admission_check("tas", "topo", "kueue-tas.io/topology"))
+    cq = ClusterQueue.model_validate(mk.cluster_queue("cq", ("gpu",), {"tas": ["gpu"]}, covered=(GPU,), quota=None))
+    flavors = {"kueue-own": ResourceFlavor.model_validate(mk.flavor("kueue-own", {}))}
     ours = our_checks([check], "kueue-tas.io/topology")
     specs, per_check = flavor_specs(ours, [cq], {"topo": topo}.get, flavors.get)
     assert set(specs) == {"gpu"} and per_check == {"tas": {"gpu"}}

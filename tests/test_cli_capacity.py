@@ -37,28 +37,10 @@ ns_pod = partial(mk.pod, namespace="ns", requests={"cpu": "1"})
 def config(
     controller: str = CONTROLLER,
 ) -> tuple[dict[str, Topology], dict[str, ResourceFlavor], list[AdmissionCheck], list[ClusterQueue]]:
-    topo = Topology.model_validate(
-        {"metadata": {"name": "topo"}, "spec": {"levels": [{"nodeLabel": lv} for lv in (BLOCK, RACK, HOST)]}}
-    )
-    rf = ResourceFlavor.model_validate({"metadata": {"name": "gpu"}, "spec": {"nodeLabels": {"pool": "a"}}})
-    ac = AdmissionCheck.model_validate(
-        {
-            "metadata": {"name": "tas"},
-            "spec": {
-                "controllerName": controller,
-                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
-            },
-        }
-    )
-    cq = ClusterQueue.model_validate(
-        {
-            "metadata": {"name": "cq"},
-            "spec": {
-                "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "gpu", "resources": []}]}],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]},
-            },
-        }
-    )
+    topo = Topology.model_validate(mk.topology("topo", (BLOCK, RACK, HOST)))
+    rf = ResourceFlavor.model_validate(mk.flavor("gpu", {"pool": "a"}))
+    ac = AdmissionCheck.model_validate(mk.admission_check("tas", "topo", controller))
+    cq = ClusterQueue.model_validate(mk.cluster_queue("cq", ("gpu",), {"tas": ["gpu"]}, covered=(GPU,), quota=None))
     return {"topo": topo}, {"gpu": rf}, [ac], [cq]
 
 

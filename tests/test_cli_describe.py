@@ -31,43 +31,12 @@ UID = "0f0e-uid"
 
 
 def kueue(controller: str = "kueue-tas.io/topology", levels: tuple[str, ...] = (BLOCK, RACK, HOST)) -> TasConfig:
+    cq = mk.cluster_queue("cq", ("gpu", "cpu"), {"tas": ["gpu"]}, covered=(GPU, "cpu"), quota=None)
     cfg = KueueConfig(
-        topologies={
-            "topo": Topology.model_validate(
-                {"metadata": {"name": "topo"}, "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}
-            )
-        },
-        flavors={
-            "gpu": ResourceFlavor.model_validate({"metadata": {"name": "gpu"}}),
-            "cpu": ResourceFlavor.model_validate({"metadata": {"name": "cpu"}}),
-        },
-        checks={
-            "tas": AdmissionCheck.model_validate(
-                {
-                    "metadata": {"name": "tas"},
-                    "spec": {
-                        "controllerName": controller,
-                        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
-                    },
-                }
-            )
-        },
-        queues=[
-            ClusterQueue.model_validate(
-                {
-                    "metadata": {"name": "cq"},
-                    "spec": {
-                        "resourceGroups": [
-                            {
-                                "coveredResources": [GPU, "cpu"],
-                                "flavors": [{"name": "gpu", "resources": []}, {"name": "cpu", "resources": []}],
-                            }
-                        ],
-                        "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]},
-                    },
-                }
-            )
-        ],
+        topologies={"topo": Topology.model_validate(mk.topology("topo", levels))},
+        flavors={f: ResourceFlavor.model_validate(mk.flavor(f, {})) for f in ("gpu", "cpu")},
+        checks={"tas": AdmissionCheck.model_validate(mk.admission_check("tas", "topo", controller))},
+        queues=[ClusterQueue.model_validate(cq)],
     )
     return tas_config(cfg, "kueue-tas.io/topology")
 
