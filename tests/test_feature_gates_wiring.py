@@ -16,7 +16,6 @@ from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
 from kueue_tas.cli.main import build_parser, main
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.features import KUEUE_DEFAULTS, FeatureGates
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, PodSetRequest, TopologyRequest
 
@@ -75,8 +74,7 @@ def shared_node_flavors() -> list[dict[str, Any]]:
 
 def admitted_on_a() -> dict[str, Any]:
     assignment = TopologyAssignment((mk.HOST,), (DomainAssignment(("b0-r0-h0",), 4),))
-    text = encode_assignment_annotation([("main", assignment)])
-    return mk.workload("running", 4, admitted_flavor="a", check_state="Ready", assignment=text)
+    return mk.workload("running", 4, admitted_flavor="a", check_state="Ready", assignment=assignment)
 
 
 def test_overlapping_flavors_gate_decides_cross_flavor_charging(

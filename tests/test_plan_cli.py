@@ -554,8 +554,8 @@ def small_cluster() -> list[dict[str, Any]]:
 def admitted(state: str, hosts_: dict[str, int] | None = None, annotation: str | None = None) -> dict[str, Any]:
     hosts_ = hosts_ or {"b0-r0-h0": 4}
     assignment = TopologyAssignment((mk.HOST,), tuple(DomainAssignment((h,), n) for h, n in hosts_.items()))
-    text = encode_assignment_annotation([("main", assignment)]) if annotation is None else annotation
-    return mk.workload("running", sum(hosts_.values()), admitted_flavor="gpu", check_state=state, assignment=text)
+    held = assignment if annotation is None else annotation
+    return mk.workload("running", sum(hosts_.values()), admitted_flavor="gpu", check_state=state, assignment=held)
 
 
 def test_ready_workload_with_assignment_holds_capacity(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,6 @@ import builders as mk
 from kueue_tas.api.models import parse_object
 from kueue_tas.cli.planner import Planner, WorkloadPlan
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.results import PodSetResult
@@ -49,9 +48,7 @@ def one_rack() -> list[dict[str, Any]]:
 
 
 def ready(name: str, unhealthy: list[str] | None = None) -> dict[str, Any]:
-    wl = mk.workload(
-        name, 4, admitted_flavor="gpu", check_state="Ready", assignment=encode_assignment_annotation([("main", ON_H0)])
-    )
+    wl = mk.workload(name, 4, admitted_flavor="gpu", check_state="Ready", assignment=ON_H0)
     if unhealthy is not None:
         wl["status"]["unhealthyNodes"] = [{"name": n} for n in unhealthy]
     return wl
@@ -150,7 +147,7 @@ def test_elastic_slice_keeps_the_old_pods_where_they_are_with_its_gates() -> Non
         4,
         admitted_flavor="gpu",
         check_state="Ready",
-        assignment=encode_assignment_annotation([("main", on_h1)]),
+        assignment=on_h1,
     )
     objs = [*one_rack(), old, slice_for("team-a/slice-1")]
     fresh = run(objs)["slice-2"].podsets[0].assignment  # ElasticJobsViaWorkloadSlicesWithTAS is off by default
