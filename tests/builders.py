@@ -40,13 +40,13 @@ CHECK_TIME = "2024-01-01T00:00:00Z"
 Obj = dict[str, Any]
 
 
+def _given(**fields: Any) -> Obj:
+    """The fields that are not None."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 def _meta(name: str, namespace: str | None = None, **fields: Any) -> Obj:
-    """metadata with the fields that are not None."""
-    meta: Obj = {"name": name}
-    if namespace is not None:
-        meta["namespace"] = namespace
-    meta.update({k: v for k, v in fields.items() if v is not None})
-    return meta
+    return {"name": name, **_given(namespace=namespace, **fields)}
 
 
 def required(level: str) -> dict[str, str]:
@@ -61,11 +61,8 @@ def condition(
     message: str | None = None,
     time: str | None = None,
 ) -> Obj:
-    out: Obj = {"type": type, "status": status if isinstance(status, str) else str(status)}
-    for key, value in (("reason", reason), ("message", message), ("lastTransitionTime", time)):
-        if value is not None:
-            out[key] = value
-    return out
+    text = status if isinstance(status, str) else str(status)
+    return {"type": type, "status": text, **_given(reason=reason, message=message, lastTransitionTime=time)}
 
 
 # --- Kueue configuration ------------------------------------------------------------------------
@@ -111,15 +108,9 @@ def admission_check(
     spec: Obj = {"controllerName": controller}
     if topology_name is not None:
         spec["parameters"] = {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": topology_name}
-    out: Obj = {
-        "apiVersion": KUEUE_API,
-        "kind": "AdmissionCheck",
-        "metadata": _meta(name, resourceVersion=resource_version, generation=generation),
-        "spec": spec,
-    }
-    if conditions is not None:
-        out["status"] = {"conditions": list(conditions)}
-    return out
+    meta = _meta(name, resourceVersion=resource_version, generation=generation)
+    status = _given(status=None if conditions is None else {"conditions": list(conditions)})
+    return {"apiVersion": KUEUE_API, "kind": "AdmissionCheck", "metadata": meta, "spec": spec, **status}
 
 
 def cluster_queue(
@@ -179,11 +170,7 @@ def node(
     if labels is None:
         labels = {"node-group": group} | ({BLOCK: block} if block is not None else {})
         labels |= {RACK: rack} if rack is not None else {}
-    spec: Obj = {}
-    if unschedulable:
-        spec["unschedulable"] = True
-    if taints:
-        spec["taints"] = taints
+    spec = _given(unschedulable=unschedulable or None, taints=taints or None)
     if allocatable is None:
         allocatable = {"cpu": "32", "memory": "256Gi", "pods": "110"} | ({GPU: str(gpus)} if gpus is not None else {})
     return {
@@ -244,17 +231,14 @@ def pod(
 ) -> Obj:
     """A Pod bound to ``node`` (unbound if None) with one container requesting ``requests`` plus
     ``gpus`` GPUs (no resources if neither), held by scheduling ``gates``."""
-    spec: Obj = {}
-    if node is not None:
-        spec["nodeName"] = node
-    if gates:
-        spec["schedulingGates"] = [{"name": g} for g in gates]
-    if selector is not None:
-        spec["nodeSelector"] = dict(selector)
+    spec = _given(
+        nodeName=node,
+        schedulingGates=[{"name": g} for g in gates] or None,
+        nodeSelector=None if selector is None else dict(selector),
+    )
     want = dict(requests or {}) | ({GPU: str(gpus)} if gpus is not None else {})
     spec["containers"] = [{"name": "c", "resources": {"requests": want}} if want else {"name": "c"}]
-    if overhead is not None:
-        spec["overhead"] = dict(overhead)
+    spec |= _given(overhead=None if overhead is None else dict(overhead))
     meta = _meta(
         name,
         namespace,
@@ -300,18 +284,13 @@ def job(
 ) -> Obj:
     """A suspended batch/v1 Job on LocalQueue ``lq``; parallelism/completions unset if None.
     The pod template is ``template`` or ``pod_template(annotations, **template_args)``."""
-    spec: Obj = {}
-    if parallelism is not None:
-        spec["parallelism"] = parallelism
     done = parallelism if completions == "parallelism" else completions
-    if done is not None:
-        spec["completions"] = done
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": _meta(name, namespace, labels={"kueue.x-k8s.io/queue-name": "lq"}, uid=uid),
         "spec": {
-            **spec,
+            **_given(parallelism=parallelism, completions=done),
             "suspend": True,
             "template": pod_template(annotations, **template_args) if template is None else template,
         },
@@ -328,17 +307,9 @@ def replicated_job(
     template: Obj | None = None,
 ) -> Obj:
     """A JobSet replicatedJob; replicas, parallelism, completions unset if None."""
-    jspec: Obj = {}
-    if parallelism is not None:
-        jspec["parallelism"] = parallelism
-    if completions is not None:
-        jspec["completions"] = completions
+    jspec = _given(parallelism=parallelism, completions=completions)
     jspec["template"] = pod_template(annotations) if template is None else template
-    out: Obj = {"name": name}
-    if replicas is not None:
-        out["replicas"] = replicas
-    out["template"] = {"spec": jspec}
-    return out
+    return {"name": name, **_given(replicas=replicas), "template": {"spec": jspec}}
 
 
 def jobset(name: str, replicated: Sequence[Obj], *, namespace: str = NS) -> Obj:
@@ -360,14 +331,8 @@ def podset(
     **template_args: Any,
 ) -> Obj:
     """A Workload PodSet; the template is ``template`` or ``pod_template(annotations, **template_args)``."""
-    out: Obj = {
-        "name": name,
-        "count": count,
-        "template": pod_template(annotations, **template_args) if template is None else template,
-    }
-    if topology_request is not None:
-        out["topologyRequest"] = topology_request
-    return out
+    chosen = pod_template(annotations, **template_args) if template is None else template
+    return {"name": name, "count": count, "template": chosen, **_given(topologyRequest=topology_request)}
 
 
 def workload(
@@ -410,16 +375,9 @@ def workload(
         ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"]}
         owners = [{**ref, "uid": owner["metadata"].get("uid", ""), "controller": True}]
     meta = _meta(
-        name,
-        namespace,
-        uid=uid,
-        resourceVersion=resource_version,
-        annotations=ann or None,
-        ownerReferences=owners,
+        name, namespace, uid=uid, resourceVersion=resource_version, annotations=ann or None, ownerReferences=owners
     )
-    status: Obj = {}
-    if conditions is not None:
-        status["conditions"] = list(conditions)
+    status = _given(conditions=None if conditions is None else list(conditions))
     if admitted_flavor is not None:
         flavors = {GPU: admitted_flavor} if isinstance(admitted_flavor, str) else dict(admitted_flavor)
         status["admission"] = {
@@ -429,26 +387,15 @@ def workload(
     if check_state is not None:
         entry = {"name": check, "state": check_state, "message": check_message}
         status["admissionChecks"] = [entry | ({"lastTransitionTime": check_time} if check_time else {})]
-    spec: Obj = {"queueName": queue} if queue is not None else {}
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "Workload",
-        "metadata": meta,
-        "spec": {**spec, "podSets": sets},
-        "status": status,
-    }
+    spec = {**_given(queueName=queue), "podSets": sets}
+    return {"apiVersion": KUEUE_API, "kind": "Workload", "metadata": meta, "spec": spec, "status": status}
 
 
 # --- the default plan cluster, and files ---------------------------------------------------------
 
 
 def kueue_objects(flavors: tuple[str, ...] = ("gpu",)) -> list[Obj]:
-    return [
-        topology(),
-        *(flavor(f) for f in flavors),
-        admission_check(),
-        cluster_queue(flavors=flavors),
-    ]
+    return [topology(), *(flavor(f) for f in flavors), admission_check(), cluster_queue(flavors=flavors)]
 
 
 def cluster(**grid: Any) -> list[Obj]:
