@@ -9,8 +9,10 @@ count its own assumed capacity against it (and overwrite Ready with Retry).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+import builders as mk
 import pytest
 
 from kueue_tas.api import constants as c
@@ -29,59 +31,26 @@ from kueue_tas.topology.free import domain_free
 RACK = "example.com/rack"
 HOST = c.HOSTNAME_LABEL
 CHECK = "tas"
+ALLOCATABLE = {"cpu": "16", "pods": "110", "nvidia.com/gpu": "8"}
 
 
-def node(name: str, rack: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "resourceVersion": "1", "labels": {RACK: rack, HOST: name, "pool": "gpu"}},
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": "16", "pods": "110", "nvidia.com/gpu": "8"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
-def workload(state: str = "Pending", annotations: dict[str, str] | None = None, rv: str = "5") -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "wl",
-            "namespace": "ns",
-            "uid": "u1",
-            "resourceVersion": rv,
-            "annotations": annotations or {},
-        },
-        "spec": {
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": 8,
-                    "template": {
-                        "metadata": {"annotations": {"kueue-tas.io/podset-required-topology": RACK}},
-                        "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
-                    },
-                }
-            ]
-        },
-        "status": {
-            "conditions": [
-                {
-                    "type": "QuotaReserved",
-                    "status": "True",
-                    "reason": "QuotaReserved",
-                    "message": "",
-                    "lastTransitionTime": "2026-01-01T00:00:00Z",
-                }
-            ],
-            "admission": {
-                "clusterQueue": "cq",
-                "podSetAssignments": [{"name": "main", "flavors": {"nvidia.com/gpu": "gpu"}, "count": 8}],
-            },
-            "admissionChecks": [
-                {"name": CHECK, "state": state, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-            ],
-        },
-    }
+T0 = "2026-01-01T00:00:00Z"
+# Workload ns/wl: 8 one-GPU pods requiring a rack, quota reserved on ``gpu``, our check Pending.
+workload = partial(
+    mk.workload,
+    "wl",
+    8,
+    {"kueue-tas.io/podset-required-topology": RACK},
+    namespace="ns",
+    uid="u1",
+    resource_version="5",
+    queue=None,
+    admitted_flavor="gpu",
+    check=CHECK,
+    check_state="Pending",
+    check_time=T0,
+    conditions=[mk.condition("QuotaReserved", reason="QuotaReserved", message="", time=T0)],
+)
 
 
 @dataclass
@@ -149,42 +118,16 @@ def h() -> Harness:
         clock=lambda: now[0],
     )
     for n, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")):
-        informers.nodes.handle_event("ADDED", node(n, rack))
-    informers.topologies.handle_event(
-        "ADDED",
-        {
-            "metadata": {"name": "topo", "resourceVersion": "1"},
-            "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": HOST}]},
-        },
+        informers.nodes.handle_event(
+            "ADDED", mk.node(n, labels={RACK: rack, "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1")
+        )
+    informers.topologies.handle_event("ADDED", mk.topology("topo", (RACK, HOST), resource_version="1"))
+    informers.flavors.handle_event("ADDED", mk.flavor("gpu", {"pool": "gpu"}, resource_version="1"))
+    informers.checks.handle_event("ADDED", mk.admission_check(CHECK, "topo", c.CONTROLLER_NAME, resource_version="1"))
+    cq = mk.cluster_queue(
+        "cq", ("gpu",), {CHECK: ["gpu"]}, covered=("nvidia.com/gpu",), quota="100", resource_version="1"
     )
-    informers.flavors.handle_event(
-        "ADDED", {"metadata": {"name": "gpu", "resourceVersion": "1"}, "spec": {"nodeLabels": {"pool": "gpu"}}}
-    )
-    informers.checks.handle_event(
-        "ADDED",
-        {
-            "metadata": {"name": CHECK, "resourceVersion": "1"},
-            "spec": {
-                "controllerName": c.CONTROLLER_NAME,
-                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
-            },
-        },
-    )
-    informers.queues.handle_event(
-        "ADDED",
-        {
-            "metadata": {"name": "cq", "resourceVersion": "1"},
-            "spec": {
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["nvidia.com/gpu"],
-                        "flavors": [{"name": "gpu", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "100"}]}],
-                    }
-                ],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": CHECK, "onFlavors": ["gpu"]}]},
-            },
-        },
-    )
+    informers.queues.handle_event("ADDED", cq)
     return Harness(informers, capacity, admission, writes, events, metrics, now, decided)
 
 
@@ -202,14 +145,22 @@ async def test_stale_pending_after_our_annotation_write_is_not_decided_again(h: 
     assert h.events.seen == [("Workload", "Normal", "TopologyAssigned")] and h.decided == [1]
     # The annotation write comes back first: still Pending in the cache.
     h.informers.workloads.handle_event(
-        "MODIFIED", workload(annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[0]}, rv="6")
+        "MODIFIED",
+        workload(
+            workload_annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[0]}, resource_version="6"
+        ),
     )
     delay = await h.admission.reconcile("ns/wl")
     assert delay is not None and 0 < delay <= WRITE_OBSERVE_TIMEOUT_SECONDS
     assert [e["state"] for e in h.writes.checks] == ["Ready"], "decided twice on a stale view"
     # Then our Ready entry: the assumption becomes committed usage; one rack is full.
     h.informers.workloads.handle_event(
-        "MODIFIED", workload("Ready", {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[0]}, rv="7")
+        "MODIFIED",
+        workload(
+            check_state="Ready",
+            workload_annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[0]},
+            resource_version="7",
+        ),
     )
     assert await h.admission.reconcile("ns/wl") is None
     assert h.capacity.holds("ns/wl")
@@ -220,10 +171,14 @@ async def test_kueue_resetting_the_entry_to_pending_is_decided_again_from_scratc
     h.informers.workloads.handle_event("ADDED", workload())
     await h.admission.reconcile("ns/wl")
     ann = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[0]}
-    h.informers.workloads.handle_event("MODIFIED", workload("Ready", ann, rv="6"))
+    h.informers.workloads.handle_event(
+        "MODIFIED", workload(check_state="Ready", workload_annotations=ann, resource_version="6")
+    )
     # Evicted and requeued by Kueue: the entry is Pending again; the old assignment is not trusted
     # and this workload's own earlier capacity must not block it.
-    h.informers.workloads.handle_event("MODIFIED", workload("Pending", ann, rv="8"))
+    h.informers.workloads.handle_event(
+        "MODIFIED", workload(check_state="Pending", workload_annotations=ann, resource_version="8")
+    )
     assert await h.admission.reconcile("ns/wl") is None
     assert [e["state"] for e in h.writes.checks] == ["Ready", "Ready"]
 
@@ -248,7 +203,7 @@ async def test_a_conflicting_write_drops_the_assumption_and_asks_again(h: Harnes
 
 
 async def test_workloads_not_pending_on_our_check_are_left_alone(h: Harness) -> None:
-    h.informers.workloads.handle_event("ADDED", workload("Ready"))
+    h.informers.workloads.handle_event("ADDED", workload(check_state="Ready"))
     assert len(h.admission.queue) == 0
     assert await h.admission.reconcile("ns/wl") is None
     assert h.writes.checks == [] and h.events.seen == []
@@ -272,7 +227,5 @@ async def test_a_configuration_change_looks_at_every_workload_again() -> None:
     )
     informers.workloads.handle_event("ADDED", workload())
     assert len(admission.queue) == 0  # our check is not known yet
-    informers.checks.handle_event(
-        "ADDED", {"metadata": {"name": CHECK, "resourceVersion": "1"}, "spec": {"controllerName": c.CONTROLLER_NAME}}
-    )
+    informers.checks.handle_event("ADDED", mk.admission_check(CHECK, None, c.CONTROLLER_NAME, resource_version="1"))
     assert len(admission.queue) == 1

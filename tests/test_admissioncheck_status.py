@@ -3,11 +3,12 @@ it changes, re-evaluated when a Topology changes."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+import builders as mk
 import pytest
 
-from kueue_tas.api import constants as c
 from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.runtime.config import Settings
@@ -25,16 +26,9 @@ class Writer:
         self.written.append((check, condition))
 
 
-def check(
-    name: str, controller: str = c.CONTROLLER_NAME, topology: str | None = "topo", **status: Any
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"controllerName": controller}
-    if topology is not None:
-        spec["parameters"] = {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": topology}
-    return {"metadata": {"name": name, "resourceVersion": "1", "generation": 3}, "spec": spec, "status": status}
-
-
-TOPO = {"metadata": {"name": "topo", "resourceVersion": "1"}, "spec": {"levels": [{"nodeLabel": "rack"}]}}
+# An AdmissionCheck at generation 3 (the observedGeneration written back).
+check = partial(mk.admission_check, resource_version="1", generation=3)
+TOPO = mk.topology("topo", ("rack",), resource_version="1")
 
 
 @pytest.fixture
@@ -84,7 +78,7 @@ async def test_missing_topology_and_bad_parameters(parts: tuple[SharedInformers,
     informers, status, writer = parts
     informers.topologies.handle_event("ADDED", TOPO)
     informers.checks.handle_event("ADDED", check("tas"))
-    informers.checks.handle_event("ADDED", check("bare", topology=None))
+    informers.checks.handle_event("ADDED", check("bare", topology_name=None))
     await status.reconcile("bare")
     assert writer.written[-1][1]["reason"] == "BadParametersRef"
     informers.topologies.handle_event("DELETED", TOPO)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import builders as mk
 import pydantic
 import pytest
 
@@ -13,18 +14,8 @@ from kueue_tas.api.workload import Workload
 
 
 def topology(api_version: str) -> dict[str, Any]:
-    return {
-        "apiVersion": api_version,
-        "kind": "Topology",
-        "metadata": {"name": "default"},
-        "spec": {
-            "levels": [
-                {"nodeLabel": "cloud.com/topology-block"},
-                {"nodeLabel": "cloud.com/topology-rack"},
-                {"nodeLabel": "kubernetes.io/hostname"},
-            ]
-        },
-    }
+    levels = ("cloud.com/topology-block", "cloud.com/topology-rack", "kubernetes.io/hostname")
+    return mk.topology("default", levels, api_version=api_version)
 
 
 @pytest.mark.parametrize("version", ["v1alpha1", "v1beta1", "v1beta2"])
@@ -102,26 +93,18 @@ def test_admission_check() -> None:
 
 
 def cluster_queue(spec_extra: dict[str, Any], version: str = "v1beta2") -> ClusterQueue:
-    obj = parse_object(
+    groups = [
         {
-            "apiVersion": f"kueue.x-k8s.io/{version}",
-            "kind": "ClusterQueue",
-            "metadata": {"name": "cq"},
-            "spec": {
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory"],
-                        "flavors": [
-                            {"name": "a", "resources": [{"name": "cpu", "nominalQuota": 10}]},
-                            {"name": "b", "resources": [{"name": "cpu", "nominalQuota": 10}]},
-                        ],
-                    },
-                    {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "gpu"}, {"name": "a"}]},
-                ],
-                **spec_extra,
-            },
-        }
-    )
+            "coveredResources": ["cpu", "memory"],
+            "flavors": [
+                {"name": "a", "resources": [{"name": "cpu", "nominalQuota": 10}]},
+                {"name": "b", "resources": [{"name": "cpu", "nominalQuota": 10}]},
+            ],
+        },
+        {"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "gpu"}, {"name": "a"}]},
+    ]
+    api_version = f"kueue.x-k8s.io/{version}"
+    obj = parse_object(mk.cluster_queue("cq", checks={}, resource_groups=groups, api_version=api_version, **spec_extra))
     assert isinstance(obj, ClusterQueue)
     return obj
 
@@ -231,15 +214,8 @@ def test_unadmitted_workload_defaults() -> None:
 
 
 def node(conditions: list[dict[str, Any]], **spec: Any) -> Node:
-    obj = parse_object(
-        {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
-            "spec": spec,
-            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "conditions": conditions},
-        }
-    )
+    allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    obj = parse_object(mk.node("n1", labels={}, allocatable=allocatable, conditions=conditions, **spec))
     assert isinstance(obj, Node)
     return obj
 

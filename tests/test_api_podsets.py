@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import builders as mk
 import pytest
 
 from kueue_tas.api.core_objects import Job
@@ -25,15 +26,6 @@ TEMPLATE: dict[str, Any] = {
 }
 
 
-def job(parallelism: int | None = None, completions: int | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"template": TEMPLATE}
-    if parallelism is not None:
-        spec["parallelism"] = parallelism
-    if completions is not None:
-        spec["completions"] = completions
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"}, "spec": spec}
-
-
 @pytest.mark.parametrize(
     ("parallelism", "completions", "count"),
     [
@@ -47,13 +39,13 @@ def job(parallelism: int | None = None, completions: int | None = None) -> dict[
     ],
 )
 def test_job_count(parallelism: int | None, completions: int | None, count: int) -> None:
-    [ps] = podsets_of_job(job(parallelism, completions))
+    [ps] = podsets_of_job(mk.job("train", parallelism, completions=completions, template=TEMPLATE))
     assert ps.name == "main"
     assert ps.count == count
 
 
 def test_job_template_copied_without_managed_labels() -> None:
-    raw = job(2)
+    raw = mk.job("train", 2, completions=None, template=TEMPLATE)
     [ps] = podsets_of_job(raw)
     assert ps.template["metadata"]["labels"] == {"app": "train"}
     assert ps.template["metadata"]["annotations"] == TEMPLATE["metadata"]["annotations"]
@@ -64,36 +56,26 @@ def test_job_template_copied_without_managed_labels() -> None:
 
 
 def test_job_model_input() -> None:
-    [ps] = podsets_of_job(Job.model_validate(job(5, 7)))
+    [ps] = podsets_of_job(Job.model_validate(mk.job("train", 5, completions=7, template=TEMPLATE)))
     assert ps == PodSetSpec(name="main", count=5, template=ps.template)
 
 
 def rjob(name: str, replicas: int | None, parallelism: int | None, completions: int | None) -> dict[str, Any]:
-    jspec: dict[str, Any] = {"template": {**TEMPLATE, "metadata": {"annotations": {"for": name}}}}
-    if parallelism is not None:
-        jspec["parallelism"] = parallelism
-    if completions is not None:
-        jspec["completions"] = completions
-    out: dict[str, Any] = {"name": name, "template": {"spec": jspec}}
-    if replicas is not None:
-        out["replicas"] = replicas
-    return out
+    """A replicated Job whose pod template is TEMPLATE annotated ``for: <name>``."""
+    template = {**TEMPLATE, "metadata": {"annotations": {"for": name}}}
+    return mk.replicated_job(name, replicas, parallelism, completions, template=template)
 
 
 def test_jobset_podsets() -> None:
-    js = {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": "llm"},
-        "spec": {
-            "replicatedJobs": [
-                rjob("Leader", 1, None, None),
-                rjob("workers", 3, 4, None),  # 3 x 4
-                rjob("capped", 2, 4, 2),  # 2 x min(4, 2)
-                rjob("defaults", None, 2, 8),  # replicas default 1 -> 1 x 2
-            ]
-        },
-    }
+    js = mk.jobset(
+        "llm",
+        [
+            rjob("Leader", 1, None, None),
+            rjob("workers", 3, 4, None),  # 3 x 4
+            rjob("capped", 2, 4, 2),  # 2 x min(4, 2)
+            rjob("defaults", None, 2, 8),  # replicas default 1 -> 1 x 2
+        ],
+    )
     podsets = podsets_of_jobset(js)
     assert [(p.name, p.count) for p in podsets] == [("leader", 1), ("workers", 12), ("capped", 4), ("defaults", 2)]
     assert podsets[1].template["metadata"]["annotations"] == {"for": "workers"}
@@ -113,7 +95,7 @@ def test_workload_podsets() -> None:
 
 
 def test_dispatch() -> None:
-    assert podsets_of(job(2))[0].count == 2
+    assert podsets_of(mk.job("train", 2, completions=None, template=TEMPLATE))[0].count == 2
     assert podsets_of({"kind": "JobSet", "spec": {"replicatedJobs": [rjob("a", 2, 2, None)]}})[0].count == 4
     with pytest.raises(ValueError, match="Deployment"):
         podsets_of({"kind": "Deployment"})

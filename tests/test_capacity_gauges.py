@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import builders as mk
 from prometheus_client.parser import text_string_to_metric_families
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
@@ -13,15 +14,9 @@ from kueue_tas.controllers.capacity_gauges import CapacityGauges, publish_domain
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.free import domain_free
-from kueue_tas.topology.model import NodeInfo
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
 LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)
-
-
-def node(name: str, rack: str, gpus: int = 8) -> NodeInfo:
-    labels = {BLOCK: rack.split("-")[0], RACK: rack, HOSTNAME_LABEL: name, "pool": "gpu"}
-    return NodeInfo(name, labels, {"cpu": 16000, "pods": 110, "nvidia.com/gpu": gpus})
 
 
 def live() -> LiveCapacity:
@@ -29,7 +24,8 @@ def live() -> LiveCapacity:
     cap.set_flavors({"gpu": FlavorSpec("gpu", "topo", LEVELS, {"pool": "gpu"})})
     for rack in ("b1-r1", "b1-r2"):
         for h in (1, 2):
-            cap.upsert_node(node(f"{rack}-h{h}", rack))
+            labels = {BLOCK: "b1", RACK: rack, "pool": "gpu"}
+            cap.upsert_node(mk.node_info(f"{rack}-h{h}", labels, cpu=16000, pods=110, gpus=8))
     return cap
 
 

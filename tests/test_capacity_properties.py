@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
+import builders as mk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -63,47 +64,12 @@ TOPOLOGIES = {"topo": (BLOCK, RACK, HOST), "racks": (BLOCK, RACK)}
 
 
 def config_objects() -> list[Obj]:
-    out: list[Obj] = [
-        {
-            "apiVersion": KUEUE,
-            "kind": "Topology",
-            "metadata": {"name": name},
-            "spec": {"levels": [{"nodeLabel": lv} for lv in levels]},
-        }
-        for name, levels in TOPOLOGIES.items()
+    return [
+        *(mk.topology(name, levels) for name, levels in TOPOLOGIES.items()),
+        *(mk.flavor(name, labels) for name, labels in FLAVORS.items()),
+        *(mk.admission_check(name, topo, ctrl) for name, (topo, ctrl) in CHECKS.items()),
+        mk.cluster_queue("cq", tuple(FLAVORS), ON_FLAVORS, covered=(GPU, "cpu"), quota=None),
     ]
-    out += [
-        {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {"nodeLabels": labels}}
-        for name, labels in FLAVORS.items()
-    ]
-    out += [
-        {
-            "apiVersion": KUEUE,
-            "kind": "AdmissionCheck",
-            "metadata": {"name": name},
-            "spec": {
-                "controllerName": ctrl,
-                "parameters": {"apiGroup": c.KUEUE_GROUP, "kind": "Topology", "name": topo},
-            },
-        }
-        for name, (topo, ctrl) in CHECKS.items()
-    ]
-    out.append(
-        {
-            "apiVersion": KUEUE,
-            "kind": "ClusterQueue",
-            "metadata": {"name": "cq"},
-            "spec": {
-                "resourceGroups": [
-                    {"coveredResources": [GPU, "cpu"], "flavors": [{"name": f, "resources": []} for f in FLAVORS]}
-                ],
-                "admissionChecksStrategy": {
-                    "admissionChecks": [{"name": n, "onFlavors": on} for n, on in ON_FLAVORS.items()]
-                },
-            },
-        }
-    )
-    return out
 
 
 # --- random objects -----------------------------------------------------------------------------

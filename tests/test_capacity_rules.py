@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
+import builders as mk
 import pytest
 
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
@@ -31,43 +33,38 @@ ANNOTATION = "kueue-tas.io/topology-assignment"
 # --- pods -------------------------------------------------------------------------------------
 
 
-def pod(**overrides: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "ns", "labels": {}, "annotations": {}},
-        "spec": {
-            "nodeName": "n1",
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
-            "overhead": {"cpu": "50m"},
-        },
-        "status": {"phase": "Running"},
-    }
-    for key, value in overrides.items():
-        base[key] = {**base[key], **value}
-    return base
+# A running pod on n1 asking 500m + 1Gi, with 50m of overhead.
+n1_pod = partial(
+    mk.pod,
+    "p",
+    node="n1",
+    namespace="ns",
+    requests={"cpu": "500m", "memory": "1Gi"},
+    overhead={"cpu": "50m"},
+    annotations={},
+)
 
 
 def test_a_bound_running_or_pending_pod_is_charged_to_its_node() -> None:
-    assert pod_charge(slim_pod(pod())) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
-    assert pod_charge(slim_pod(pod(status={"phase": "Pending"}))) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
+    assert pod_charge(slim_pod(n1_pod())) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
+    assert pod_charge(slim_pod(n1_pod(phase="Pending"))) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
 
 
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
 def test_terminal_pods_are_not_charged(phase: str) -> None:
-    assert pod_charge(slim_pod(pod(status={"phase": phase}))) is None
+    assert pod_charge(slim_pod(n1_pod(phase=phase))) is None
 
 
 def test_unbound_pods_are_not_charged() -> None:
-    assert pod_charge(slim_pod(pod(spec={"nodeName": None}))) is None
-    assert pod_charge(slim_pod(pod(spec={"nodeName": ""}))) is None
+    assert pod_charge(slim_pod(n1_pod(node=None))) is None
+    assert pod_charge(slim_pod(n1_pod(node=""))) is None
 
 
 def test_our_pods_are_not_charged_their_assignment_holds_them() -> None:
-    assert pod_charge(slim_pod(pod(metadata={"labels": {"kueue-tas.io/workload": "w"}}))) is None
-    annotated = pod(metadata={"annotations": {"kueue-tas.io/podset-unconstrained-topology": "true"}})
+    assert pod_charge(slim_pod(n1_pod(labels={"kueue-tas.io/workload": "w"}))) is None
+    annotated = n1_pod(annotations={"kueue-tas.io/podset-unconstrained-topology": "true"})
     assert pod_charge(slim_pod(annotated)) is None
-    kueue_annotated = pod(metadata={"annotations": {"kueue.x-k8s.io/podset-required-topology": "rack"}})
+    kueue_annotated = n1_pod(annotations={"kueue.x-k8s.io/podset-required-topology": "rack"})
     assert pod_charge(slim_pod(kueue_annotated)) is not None
     assert pod_charge(slim_pod(kueue_annotated, prefix="kueue.x-k8s.io/")) is None
 
@@ -77,51 +74,32 @@ def test_our_pods_are_not_charged_their_assignment_holds_them() -> None:
 ON_H1 = TopologyAssignment((HOSTNAME_LABEL,), (DomainAssignment(("h1",), 2),))
 
 
-def workload(
-    annotation: str | None = None,
-    *,
-    flavors: dict[str, str] | None = None,
-    state: str = "Ready",
-    admission: bool = True,
-    podsets: tuple[str, ...] = ("main",),
-) -> Workload:
-    text = encode_assignment_annotation([("main", ON_H1)]) if annotation is None else annotation
-    status: dict[str, Any] = {"admissionChecks": [{"name": "tas", "state": state}]}
-    if admission:
-        status["admission"] = {
-            "clusterQueue": "cq",
-            "podSetAssignments": [{"name": ps, "flavors": flavors or {GPU: "gpu"}} for ps in podsets],
-        }
-    return Workload.model_validate(
-        {
-            "metadata": {"name": "w", "namespace": "ns", "annotations": {ANNOTATION: text}},
-            "spec": {
-                "podSets": [
-                    {
-                        "name": ps,
-                        "count": 2,
-                        "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {GPU: "1"}}}]}},
-                    }
-                    for ps in podsets
-                ]
-            },
-            "status": status,
-        }
-    )
+def trusted(**changes: Any) -> Workload:
+    """Workload ns/w (PodSet main: 2 one-GPU pods) holding ON_H1, admitted on ``gpu``, check
+    ``tas`` Ready; ``changes`` override the ``builders.workload`` arguments."""
+    args: dict[str, Any] = {
+        "namespace": "ns",
+        "queue": None,
+        "assignment": ON_H1,
+        "admitted_flavor": "gpu",
+        "check_state": "Ready",
+        "check_time": None,
+    }
+    return Workload.model_validate(mk.workload("w", 2, **(args | changes)))
 
 
 def test_a_trusted_workload_holds_its_assignment_on_its_tas_flavor() -> None:
     expected = (UsageEntry("gpu", ON_H1, {GPU: 1}),)
-    assert workload_usage(workload(), {"tas"}, {"gpu"}) == expected
-    assert workload_usage(workload(), {"tas"}, {"gpu"}, strict=True) == expected
-    assert workload_usage(workload(state="Pending"), {"tas"}, {"gpu"}) is None
+    assert workload_usage(trusted(), {"tas"}, {"gpu"}) == expected
+    assert workload_usage(trusted(), {"tas"}, {"gpu"}, strict=True) == expected
+    assert workload_usage(trusted(check_state="Pending"), {"tas"}, {"gpu"}) is None
     # A PodSet on no TAS flavor, or with no admission, holds nothing.
-    assert workload_usage(workload(), {"tas"}, {"other"}) == ()
-    assert workload_usage(workload(admission=False), {"tas"}, {"gpu"}, strict=True) == ()
+    assert workload_usage(trusted(), {"tas"}, {"other"}) == ()
+    assert workload_usage(trusted(admitted_flavor=None), {"tas"}, {"gpu"}, strict=True) == ()
 
 
 def test_an_undecodable_annotation_holds_nothing_for_the_controller_and_is_an_error_for_plan() -> None:
-    wl = workload('{"podSets": 7}')
+    wl = trusted(assignment='{"podSets": 7}')
     assert workload_usage(wl, {"tas"}, {"gpu"}) is None
     with pytest.raises(UsageError) as err:
         workload_usage(wl, {"tas"}, {"gpu"}, strict=True)
@@ -129,7 +107,7 @@ def test_an_undecodable_annotation_holds_nothing_for_the_controller_and_is_an_er
 
 
 def test_an_assignment_of_a_podset_the_spec_lacks() -> None:
-    wl = workload(encode_assignment_annotation([("main", ON_H1), ("ghost", ON_H1)]))
+    wl = trusted(assignment=encode_assignment_annotation([("main", ON_H1), ("ghost", ON_H1)]))
     assert workload_usage(wl, {"tas"}, {"gpu"}) == (UsageEntry("gpu", ON_H1, {GPU: 1}),)
     with pytest.raises(UsageError) as err:
         workload_usage(wl, {"tas"}, {"gpu"}, strict=True)
@@ -137,7 +115,7 @@ def test_an_assignment_of_a_podset_the_spec_lacks() -> None:
 
 
 def test_several_tas_flavors_on_one_podset() -> None:
-    wl = workload(flavors={GPU: "gpu", "cpu": "gpu-b"})
+    wl = trusted(admitted_flavor={GPU: "gpu", "cpu": "gpu-b"})
     assert workload_usage(wl, {"tas"}, {"gpu", "gpu-b"}) == (UsageEntry("gpu", ON_H1, {GPU: 1}),)
     with pytest.raises(UsageError) as err:
         workload_usage(wl, {"tas"}, {"gpu", "gpu-b"}, strict=True)
@@ -151,26 +129,10 @@ def test_several_tas_flavors_on_one_podset() -> None:
 
 
 def test_spec_topology_name_maps_a_flavor_only_when_asked_and_no_check_governs_it() -> None:
-    topo = Topology.model_validate({"metadata": {"name": "topo"}, "spec": {"levels": [{"nodeLabel": RACK}]}})
-    check = AdmissionCheck.model_validate(
-        {
-            "metadata": {"name": "tas"},
-            "spec": {
-                "controllerName": "kueue-tas.io/topology",
-                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
-            },
-        }
-    )
-    cq = ClusterQueue.model_validate(
-        {
-            "metadata": {"name": "cq"},
-            "spec": {
-                "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "gpu", "resources": []}]}],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]},
-            },
-        }
-    )
-    flavors = {"kueue-own": ResourceFlavor.model_validate({"metadata": {"name": "kueue-own"}})}
+    topo = Topology.model_validate(mk.topology("topo", (RACK,)))
+    check = AdmissionCheck.model_validate(mk.admission_check("tas", "topo", "kueue-tas.io/topology"))
+    cq = ClusterQueue.model_validate(mk.cluster_queue("cq", ("gpu",), {"tas": ["gpu"]}, covered=(GPU,), quota=None))
+    flavors = {"kueue-own": ResourceFlavor.model_validate(mk.flavor("kueue-own", {}))}
     ours = our_checks([check], "kueue-tas.io/topology")
     specs, per_check = flavor_specs(ours, [cq], {"topo": topo}.get, flavors.get)
     assert set(specs) == {"gpu"} and per_check == {"tas": {"gpu"}}

@@ -9,8 +9,10 @@ holds 4 one-GPU pods on ``h21``.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
+import builders as mk
 import pytest
 
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
@@ -22,108 +24,48 @@ from kueue_tas.cli.main import main
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 
 BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
 GPU = "nvidia.com/gpu"
 CONTROLLER = "kueue-tas.io/topology"
+HOSTS = (("h11", "b1-r1"), ("h12", "b1-r1"), ("h21", "b1-r2"), ("h22", "b1-r2"))
 
 
-def node(name: str, block: str, rack: str, *, gpu: str = "8", ready: bool = True, pool: str = "a") -> dict[str, Any]:
-    alloc = {"cpu": "32", "memory": "256Gi", "pods": "110"}
-    if gpu != "0":
-        alloc[GPU] = gpu
-    return {
-        "metadata": {"name": name, "labels": {BLOCK: block, RACK: rack, HOST: name, "pool": pool}},
-        "status": {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }
-
-
-def pod(
-    name: str, node_name: str, gpu: int, *, phase: str = "Running", labels: dict[str, str] | None = None, cpu: str = "1"
-) -> dict[str, Any]:
-    requests: dict[str, Any] = {"cpu": cpu}
-    if gpu:
-        requests[GPU] = str(gpu)
-    return {
-        "metadata": {"name": name, "namespace": "ns", "labels": labels or {}},
-        "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {"requests": requests}}]},
-        "status": {"phase": phase},
-    }
+# A pod of another controller (a DaemonSet's, say), asking one cpu.
+ns_pod = partial(mk.pod, namespace="ns", requests={"cpu": "1"})
 
 
 def config(
     controller: str = CONTROLLER,
 ) -> tuple[dict[str, Topology], dict[str, ResourceFlavor], list[AdmissionCheck], list[ClusterQueue]]:
-    topo = Topology.model_validate(
-        {"metadata": {"name": "topo"}, "spec": {"levels": [{"nodeLabel": lv} for lv in (BLOCK, RACK, HOST)]}}
-    )
-    rf = ResourceFlavor.model_validate({"metadata": {"name": "gpu"}, "spec": {"nodeLabels": {"pool": "a"}}})
-    ac = AdmissionCheck.model_validate(
-        {
-            "metadata": {"name": "tas"},
-            "spec": {
-                "controllerName": controller,
-                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
-            },
-        }
-    )
-    cq = ClusterQueue.model_validate(
-        {
-            "metadata": {"name": "cq"},
-            "spec": {
-                "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "gpu", "resources": []}]}],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]},
-            },
-        }
-    )
+    topo = Topology.model_validate(mk.topology("topo", (BLOCK, RACK, HOST)))
+    rf = ResourceFlavor.model_validate(mk.flavor("gpu", {"pool": "a"}))
+    ac = AdmissionCheck.model_validate(mk.admission_check("tas", "topo", controller))
+    cq = ClusterQueue.model_validate(mk.cluster_queue("cq", ("gpu",), {"tas": ["gpu"]}, covered=(GPU,), quota=None))
     return {"topo": topo}, {"gpu": rf}, [ac], [cq]
 
 
-def admitted_workload(
-    name: str,
-    domains: list[tuple[str, int]],
-    *,
-    state: str = "Ready",
-    check: str = "tas",
-    gpu: int = 1,
-    finished: bool = False,
-) -> Workload:
-    assignment = TopologyAssignment((HOST,), tuple(DomainAssignment((h,), n) for h, n in domains))
-    conditions = [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]
-    if finished:
-        conditions.append({"type": "Finished", "status": "True"})
-    return Workload.model_validate(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "ns",
-                "uid": f"uid-{name}",
-                "annotations": {
-                    "kueue-tas.io/topology-assignment": encode_assignment_annotation([("main", assignment)])
-                },
-            },
-            "spec": {
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": sum(n for _, n in domains),
-                        "template": {
-                            "spec": {"containers": [{"name": "c", "resources": {"requests": {GPU: str(gpu)}}}]}
-                        },
-                    }
-                ]
-            },
-            "status": {
-                "conditions": conditions,
-                "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "flavors": {GPU: "gpu"}}]},
-                "admissionChecks": [{"name": check, "state": state, "message": ""}],
-            },
-        }
-    )
+ON_H21 = TopologyAssignment((HOST,), (DomainAssignment(("h21",), 4),))
 
 
-NODES = [node("h11", "b1", "b1-r1"), node("h12", "b1", "b1-r1"), node("h21", "b1", "b1-r2"), node("h22", "b1", "b1-r2")]
+def admitted(name: str, *, finished: bool = False, **changes: Any) -> Workload:
+    """Workload ns/<name> holding 4 one-GPU pods on h21 (ON_H21), admitted on ``gpu``, check ``tas``
+    Ready; ``changes`` override the ``builders.workload`` arguments."""
+    conditions = [mk.condition("QuotaReserved"), mk.condition("Admitted")]
+    args: dict[str, Any] = {
+        "namespace": "ns",
+        "uid": f"uid-{name}",
+        "queue": None,
+        "assignment": ON_H21,
+        "admitted_flavor": "gpu",
+        "check_state": "Ready",
+        "check_time": None,
+        "conditions": [*conditions, mk.condition("Finished")] if finished else conditions,
+    }
+    return Workload.model_validate(mk.workload(name, 4, **(args | changes)))
+
+
+NODES = [mk.node(h, labels={BLOCK: "b1", RACK: r, "pool": "a"}, gpus=8) for h, r in HOSTS]
 
 
 def flavor_view(
@@ -140,8 +82,8 @@ def flavor_view(
         specs,
         ours,
         [slim_node(n) for n in (NODES if nodes is None else nodes)],
-        [slim_pod(p) for p in (pods if pods is not None else [pod("ds-1", "h11", 2)])],
-        workloads if workloads is not None else [admitted_workload("wl", [("h21", 4)])],
+        [slim_pod(p) for p in (pods if pods is not None else [ns_pod("ds-1", "h11", gpus=2)])],
+        workloads if workloads is not None else [admitted("wl")],
     )
     snap = model.snapshot("gpu")
     assert snap is not None
@@ -184,24 +126,24 @@ def test_largest_free_domain_is_marked_once_per_level_first_in_name_order_on_tie
 
 def test_pods_that_hold_nothing_outside_assignments_are_not_charged() -> None:
     pods = [
-        pod("done", "h11", 8, phase="Succeeded"),
-        pod("failed", "h11", 8, phase="Failed"),
-        pod("unbound", "", 8),
+        ns_pod("done", "h11", gpus=8, phase="Succeeded"),
+        ns_pod("failed", "h11", gpus=8, phase="Failed"),
+        ns_pod("unbound", "", gpus=8),
         # Our own pods: their Workload's assignment holds their capacity.
-        pod("ours", "h12", 8, labels={"kueue-tas.io/workload": "uid-wl"}),
+        ns_pod("ours", "h12", gpus=8, labels={"kueue-tas.io/workload": "uid-wl"}),
     ]
     d = by_values(flavor_view(pods=pods, workloads=[]))
     assert all(x.free[GPU] == x.allocatable[GPU] for x in d.values())
-    assert pod_charge(slim_pod(pod("ds", "h11", 2))) == ("h11", {"cpu": 1000, GPU: 2, "pods": 1})
+    assert pod_charge(slim_pod(ns_pod("ds", "h11", gpus=2))) == ("h11", {"cpu": 1000, GPU: 2, "pods": 1})
 
 
 @pytest.mark.parametrize(
     "wl",
     [
-        admitted_workload("retry", [("h21", 4)], state="Retry"),
-        admitted_workload("pending", [("h21", 4)], state="Pending"),
-        admitted_workload("other-check", [("h21", 4)], check="someone-elses"),
-        admitted_workload("finished", [("h21", 4)], finished=True),
+        admitted("retry", check_state="Retry"),
+        admitted("pending", check_state="Pending"),
+        admitted("other-check", check="someone-elses"),
+        admitted("finished", finished=True),
     ],
 )
 def test_assignments_count_only_while_our_check_is_ready(wl: Workload) -> None:
@@ -219,14 +161,18 @@ def test_checks_of_another_controller_name_put_no_flavor_on_a_topology() -> None
 
 
 def test_not_ready_nodes_and_nodes_of_other_pools_are_not_in_the_tree() -> None:
-    nodes = [*NODES, node("h23", "b1", "b1-r2", ready=False), node("x1", "b9", "b9-r1", pool="b")]
+    nodes = [
+        *NODES,
+        mk.node("h23", labels={BLOCK: "b1", RACK: "b1-r2", "pool": "a"}, gpus=8, ready=False),
+        mk.node("x1", labels={BLOCK: "b9", RACK: "b9-r1", "pool": "b"}, gpus=8),
+    ]
     fc = flavor_view(nodes=nodes)
     assert fc.nodes == 4
     assert [d.values for d in fc.levels[0].domains] == [("b1",)]
 
 
 def test_cpu_is_the_bar_resource_without_gpus_and_resource_can_be_forced() -> None:
-    cpu_nodes = [node("h11", "b1", "b1-r1", gpu="0"), node("h12", "b1", "b1-r1", gpu="0")]
+    cpu_nodes = [mk.node(h, labels={BLOCK: "b1", RACK: "b1-r1", "pool": "a"}, gpus=None) for h in ("h11", "h12")]
     assert flavor_view(nodes=cpu_nodes, pods=[], workloads=[]).resource == "cpu"
     fc = flavor_view(resource="pods")
     assert fc.resource == "pods"
@@ -331,7 +277,7 @@ def test_bad_config_file_is_an_error_not_a_traceback(tmp_path: Any, capsys: pyte
 
 
 def test_an_overcommitted_host_shows_zero_and_takes_nothing_from_its_siblings() -> None:
-    d = by_values(flavor_view(pods=[pod("big", "h11", 10)], workloads=[]))
+    d = by_values(flavor_view(pods=[ns_pod("big", "h11", gpus=10)], workloads=[]))
     assert d[("b1", "b1-r1", "h11")].free[GPU] == 0
     assert d[("b1", "b1-r1")].free[GPU] == 8
     assert d[("b1",)].free[GPU] == 24

@@ -9,8 +9,10 @@ only, as Kueue writes it for a hostname-lowest Topology).
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
+import builders as mk
 import pytest
 
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
@@ -23,9 +25,8 @@ from kueue_tas.cli.describe_output import describe_json as json_document
 from kueue_tas.cli.describe_output import render_text, request_text
 from kueue_tas.cli.main import Command, build_parser, main, program_name
 from kueue_tas.controllers.informers import slim_node
-from kueue_tas.kube.slim import SlimPod, slim_pod
+from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo
 
 BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
@@ -35,59 +36,22 @@ UID = "0f0e-uid"
 
 
 def kueue(controller: str = "kueue-tas.io/topology", levels: tuple[str, ...] = (BLOCK, RACK, HOST)) -> TasConfig:
+    cq = mk.cluster_queue("cq", ("gpu", "cpu"), {"tas": ["gpu"]}, covered=(GPU, "cpu"), quota=None)
     cfg = KueueConfig(
-        topologies={
-            "topo": Topology.model_validate(
-                {"metadata": {"name": "topo"}, "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}
-            )
-        },
-        flavors={
-            "gpu": ResourceFlavor.model_validate({"metadata": {"name": "gpu"}}),
-            "cpu": ResourceFlavor.model_validate({"metadata": {"name": "cpu"}}),
-        },
-        checks={
-            "tas": AdmissionCheck.model_validate(
-                {
-                    "metadata": {"name": "tas"},
-                    "spec": {
-                        "controllerName": controller,
-                        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
-                    },
-                }
-            )
-        },
-        queues=[
-            ClusterQueue.model_validate(
-                {
-                    "metadata": {"name": "cq"},
-                    "spec": {
-                        "resourceGroups": [
-                            {
-                                "coveredResources": [GPU, "cpu"],
-                                "flavors": [{"name": "gpu", "resources": []}, {"name": "cpu", "resources": []}],
-                            }
-                        ],
-                        "admissionChecksStrategy": {"admissionChecks": [{"name": "tas", "onFlavors": ["gpu"]}]},
-                    },
-                }
-            )
-        ],
+        topologies={"topo": Topology.model_validate(mk.topology("topo", levels))},
+        flavors={f: ResourceFlavor.model_validate(mk.flavor(f, {})) for f in ("gpu", "cpu")},
+        checks={"tas": AdmissionCheck.model_validate(mk.admission_check("tas", "topo", controller))},
+        queues=[ClusterQueue.model_validate(cq)],
     )
     return tas_config(cfg, "kueue-tas.io/topology")
 
 
 def nodes() -> list[NodeInfo]:
-    out = []
-    for name, rack in (("h11", "b1-r1"), ("h12", "b1-r1"), ("h21", "b1-r2"), ("h22", "b1-r2")):
-        out.append(
-            slim_node(
-                {
-                    "metadata": {"name": f"node-{name}", "labels": {BLOCK: "b1", RACK: rack, HOST: name}},
-                    "status": {"allocatable": {GPU: "8"}, "conditions": [{"type": "Ready", "status": "True"}]},
-                }
-            )
-        )
-    return out
+    hosts = (("h11", "b1-r1"), ("h12", "b1-r1"), ("h21", "b1-r2"), ("h22", "b1-r2"))
+    return [
+        slim_node(mk.node(f"node-{h}", labels={BLOCK: "b1", RACK: r}, hostname=h, allocatable={GPU: "8"}))
+        for h, r in hosts
+    ]
 
 
 ASSIGNMENT = TopologyAssignment(
@@ -95,107 +59,56 @@ ASSIGNMENT = TopologyAssignment(
 )
 
 
-def workload(
-    *,
-    state: str = "Ready",
-    message: str = "topology assignment: main: 6 pods in 3 domain(s)",
-    assignment: TopologyAssignment | None = ASSIGNMENT,
-    quota: bool = True,
-    admitted: bool = True,
-    annotations: dict[str, str] | None = None,
-    flavor: str = "gpu",
-    check: str = "tas",
-    template_annotations: dict[str, str] | None = None,
-) -> Workload:
-    ann = dict(annotations or {})
-    if assignment is not None:
-        ann["kueue-tas.io/topology-assignment"] = encode_assignment_annotation([("main", assignment)])
+def workload(*, quota: bool = True, admitted: bool = True, **changes: Any) -> Workload:
+    """Workload ns/train: PodSet main of 6 four-GPU pods requiring a block, holding ASSIGNMENT,
+    with quota (admitted on ``gpu``) unless not ``quota``, admitted unless not ``admitted``, check
+    ``tas`` Ready; ``changes`` override the ``builders.workload`` arguments."""
     conditions = [
-        {
-            "type": "QuotaReserved",
-            "status": "True" if quota else "False",
-            "reason": "QuotaReserved" if quota else "Pending",
-            "message": "Quota reserved in ClusterQueue cq" if quota else "couldn't assign flavors to pod set main",
-        },
-        {
-            "type": "Admitted",
-            "status": "True" if admitted else "False",
-            "reason": "Admitted" if admitted else "NoReservation",
-            "message": "The workload is admitted" if admitted else "The workload has no reservation",
-        },
+        mk.condition(
+            "QuotaReserved",
+            quota,
+            reason="QuotaReserved" if quota else "Pending",
+            message="Quota reserved in ClusterQueue cq" if quota else "couldn't assign flavors to pod set main",
+        ),
+        mk.condition(
+            "Admitted",
+            admitted,
+            reason="Admitted" if admitted else "NoReservation",
+            message="The workload is admitted" if admitted else "The workload has no reservation",
+        ),
     ]
-    status: dict[str, Any] = {
+    args: dict[str, Any] = {
+        "namespace": "ns",
+        "uid": UID,
+        "annotations": {"kueue-tas.io/podset-required-topology": BLOCK},
+        "gpus": 4,
+        "assignment": ASSIGNMENT,
+        "admitted_flavor": "gpu" if quota else None,
+        "check_state": "Ready",
+        "check_message": "topology assignment: main: 6 pods in 3 domain(s)",
+        "check_time": "2026-01-02T03:04:05Z",
         "conditions": conditions,
-        "admissionChecks": [
-            {"name": check, "state": state, "message": message, "lastTransitionTime": "2026-01-02T03:04:05Z"}
-        ],
     }
-    if quota:
-        status["admission"] = {
-            "clusterQueue": "cq",
-            "podSetAssignments": [{"name": "main", "flavors": {GPU: flavor}, "count": 6}],
-        }
-    tmpl_ann = (
-        template_annotations if template_annotations is not None else {"kueue-tas.io/podset-required-topology": BLOCK}
-    )
-    return Workload.model_validate(
-        {
-            "metadata": {"name": "train", "namespace": "ns", "uid": UID, "annotations": ann},
-            "spec": {
-                "queueName": "lq",
-                "podSets": [
-                    {
-                        "name": "main",
-                        "count": 6,
-                        "template": {
-                            "metadata": {"annotations": tmpl_ann},
-                            "spec": {"containers": [{"name": "c", "resources": {"requests": {GPU: "4"}}}]},
-                        },
-                    }
-                ],
-            },
-            "status": status,
-        }
-    )
+    return Workload.model_validate(mk.workload("train", 6, **(args | changes)))
 
 
-def pod(
-    name: str,
-    *,
-    node: str = "",
-    gated: bool = False,
-    selector: dict[str, str] | None = None,
-    phase: str = "Pending",
-    podset: str = "main",
-) -> SlimPod:
-    spec: dict[str, Any] = {"containers": [{"name": "c"}]}
-    if node:
-        spec["nodeName"] = node
-    if gated:
-        spec["schedulingGates"] = [{"name": GATE}]
-    if selector:
-        spec["nodeSelector"] = selector
-    return slim_pod(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "ns",
-                "labels": {"kueue-tas.io/workload": UID, "kueue-tas.io/podset": podset},
-            },
-            "spec": spec,
-            "status": {"phase": phase},
-        }
-    )
+# A pod of ns/train (PodSet main), Pending unless a test says otherwise.
+train_pod = partial(
+    mk.pod, namespace="ns", phase="Pending", labels={"kueue-tas.io/workload": UID, "kueue-tas.io/podset": "main"}
+)
 
 
 PODS = [
-    pod("p0", node="node-h11", phase="Running"),
-    pod("p1", node="node-h11", phase="Running"),
-    pod("p2", node="node-h12", phase="Running"),
-    pod("p3", selector={HOST: "h12", "pool": "a"}),  # released to h12, not bound yet
-    pod("p4", gated=True),
-    pod("p5", node="node-h22", phase="Running"),  # bound outside every assigned domain
-    pod("p6", node="node-h21", phase="Succeeded"),
+    slim_pod(p)
+    for p in (
+        train_pod("p0", "node-h11", phase="Running"),
+        train_pod("p1", "node-h11", phase="Running"),
+        train_pod("p2", "node-h12", phase="Running"),
+        train_pod("p3", selector={HOST: "h12", "pool": "a"}),  # released to h12, not bound yet
+        train_pod("p4", gates=(GATE,)),
+        train_pod("p5", "node-h22", phase="Running"),  # bound outside every assigned domain
+        train_pod("p6", "node-h21", phase="Succeeded"),
+    )
 ]
 
 TEXT = """\
@@ -218,12 +131,11 @@ Workload ns/train
 def describe(
     wl: Workload | None = None,
     tas: TasConfig | None = None,
-    pods: list[SlimPod] | None = None,
+    pods: list[dict[str, Any]] | None = None,
     node_list: list[NodeInfo] | None = None,
 ) -> WorkloadDescription:
-    return describe_workload(
-        wl or workload(), tas or kueue(), nodes() if node_list is None else node_list, PODS if pods is None else pods
-    )
+    slim = PODS if pods is None else [slim_pod(p) for p in pods]
+    return describe_workload(wl or workload(), tas or kueue(), nodes() if node_list is None else node_list, slim)
 
 
 def test_admitted_workload_tree_with_bound_pending_and_gated_pods() -> None:
@@ -242,13 +154,17 @@ def test_counts_per_domain_and_per_podset() -> None:
 
 
 def test_released_pod_without_an_assigned_domain_is_unplaced() -> None:
-    (ps,) = describe(pods=[pod("x", selector={HOST: "h22"}), pod("y")]).podsets
+    (ps,) = describe(pods=[train_pod("x", selector={HOST: "h22"}), train_pod("y")]).podsets
     assert (ps.pods.unplaced, ps.pods.pending) == (2, 0)
-    assert "2 released with no domain" in render_text(describe(pods=[pod("x", selector={HOST: "h22"}), pod("y")]))
+    assert "2 released with no domain" in render_text(
+        describe(pods=[train_pod("x", selector={HOST: "h22"}), train_pod("y")])
+    )
 
 
 def test_pods_of_other_podsets_are_not_counted() -> None:
-    (ps,) = describe(pods=[pod("w", node="node-h11", podset="workers")]).podsets
+    (ps,) = describe(
+        pods=[train_pod("w", "node-h11", labels={"kueue-tas.io/workload": UID, "kueue-tas.io/podset": "workers"})]
+    ).podsets
     assert ps.pods.total == 0
 
 
@@ -258,7 +174,7 @@ def test_full_path_assignment_needs_no_node_lookup() -> None:
     desc = describe(
         workload(assignment=full),
         tas,
-        pods=[pod("a", node="node-h21", phase="Running"), pod("b", selector={BLOCK: "b1", RACK: "b1-r2"})],
+        pods=[train_pod("a", "node-h21", phase="Running"), train_pod("b", selector={BLOCK: "b1", RACK: "b1-r2"})],
     )
     lines = render_text(desc).splitlines()
     assert lines[-3:] == [
@@ -281,7 +197,7 @@ def test_hostname_of_a_vanished_node_falls_back_to_the_assignment_levels() -> No
 
 def test_retry_shows_the_check_message_instead_of_a_tree() -> None:
     msg = 'PodSet "main": topology "topo" allows to fit only 4 out of 6 pod(s)'
-    desc = describe(workload(state="Retry", message=msg, assignment=None, admitted=False), pods=[])
+    desc = describe(workload(check_state="Retry", check_message=msg, assignment=None, admitted=False), pods=[])
     lines = render_text(desc).splitlines()
     assert lines[4] == f"  Check tas:     Retry   {msg}"
     assert lines[-2:] == ["    pods: 0 (0 bound, 0 pending, 0 gated)", f"    not placed: check tas is Retry: {msg}"]
@@ -289,7 +205,7 @@ def test_retry_shows_the_check_message_instead_of_a_tree() -> None:
 
 
 def test_pending_check_and_a_stale_assignment_from_an_earlier_admission() -> None:
-    (ps,) = describe(workload(state="Pending", message="", admitted=False)).podsets
+    (ps,) = describe(workload(check_state="Pending", check_message="", admitted=False)).podsets
     assert ps.domains is None
     assert ps.message == (
         "no assignment yet: check tas is Pending (an earlier assignment is recorded but not "
@@ -318,8 +234,8 @@ def test_eviction_after_a_rejection_is_explained_from_the_evicted_condition() ->
         'fit, even on an empty cluster: topology "topo" allows to fit only 16 out of 20 pod(s))'
     )
     wl = workload(
-        state="Pending",
-        message="Reset to Pending after eviction. Previously: Rejected",
+        check_state="Pending",
+        check_message="Reset to Pending after eviction. Previously: Rejected",
         assignment=None,
         admitted=False,
         quota=False,
@@ -386,7 +302,9 @@ def test_events_oldest_first_in_text_and_json() -> None:
 
 
 def test_no_quota_yet() -> None:
-    desc = describe(workload(state="Pending", message="", assignment=None, quota=False, admitted=False), pods=[])
+    desc = describe(
+        workload(check_state="Pending", check_message="", assignment=None, quota=False, admitted=False), pods=[]
+    )
     (ps,) = desc.podsets
     assert (ps.flavor, ps.message) == (
         None,
@@ -398,7 +316,7 @@ def test_no_quota_yet() -> None:
 
 
 def test_flavor_not_governed_by_our_check() -> None:
-    (ps,) = describe(workload(flavor="cpu", state="Ready", assignment=None)).podsets
+    (ps,) = describe(workload(admitted_flavor="cpu", check_state="Ready", assignment=None)).podsets
     assert ps.topology is None and ps.domains is None
     assert ps.message.startswith("not placed by kueue-tas: flavor cpu is on no Topology")
 
@@ -411,13 +329,11 @@ def test_checks_of_another_controller_are_not_ours() -> None:
 
 
 def test_implied_and_invalid_topology_requests() -> None:
-    (ps,) = describe(workload(template_annotations={})).podsets
+    (ps,) = describe(workload(annotations={})).podsets
     assert ps.request == {"implied": True}
-    assert "no topology annotation (placed as unconstrained)" in render_text(
-        describe(workload(template_annotations={}))
-    )
+    assert "no topology annotation (placed as unconstrained)" in render_text(describe(workload(annotations={})))
     bad = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-preferred-topology": RACK}
-    (ps,) = describe(workload(template_annotations=bad)).podsets
+    (ps,) = describe(workload(annotations=bad)).podsets
     assert ps.request is None and ps.message.startswith("invalid topology annotations: ")
 
 
@@ -427,13 +343,13 @@ def test_slices_request_text() -> None:
         "kueue-tas.io/podset-slice-required-topology": RACK,
         "kueue-tas.io/podset-slice-size": "2",
     }
-    (ps,) = describe(workload(template_annotations=ann)).podsets
+    (ps,) = describe(workload(annotations=ann)).podsets
     assert ps.request == {"required": BLOCK, "sliceLevel": RACK, "sliceSize": 2}
     assert request_text(ps.request) == f"required {BLOCK}, slices of 2 in one {RACK}"
 
 
 def test_malformed_annotation_is_a_note() -> None:
-    desc = describe(workload(assignment=None, annotations={"kueue-tas.io/topology-assignment": "{nope"}))
+    desc = describe(workload(assignment=None, workload_annotations={"kueue-tas.io/topology-assignment": "{nope"}))
     assert desc.notes[0].startswith("annotation kueue-tas.io/topology-assignment is malformed: ")
 
 

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+
+import builders as mk
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.controllers.decide import Outcome, decide
-from kueue_tas.topology.model import NodeInfo
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
 LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)
-
-
-def node(name: str, rack: str, gpus: int = 4, ready: bool = True) -> NodeInfo:
-    block = rack.split("-")[0]
-    labels = {BLOCK: block, RACK: rack, HOSTNAME_LABEL: name, "pool": "gpu"}
-    return NodeInfo(name, labels, {"cpu": 16000, "pods": 110, "nvidia.com/gpu": gpus}, ready=ready)
+B1_R2 = {BLOCK: "b1", RACK: "b1-r2", "pool": "gpu"}
+gpu_node = partial(mk.node_info, cpu=16000, pods=110, gpus=4)
 
 
 def capacity() -> LiveCapacity:
@@ -26,37 +23,15 @@ def capacity() -> LiveCapacity:
     live.set_flavors({"gpu": FlavorSpec("gpu", "topo", LEVELS, {"pool": "gpu"})})
     for r in ("b1-r1", "b1-r2"):
         for h in range(2):
-            live.upsert_node(node(f"{r}-h{h}", r))
+            live.upsert_node(gpu_node(f"{r}-h{h}", {BLOCK: "b1", RACK: r, "pool": "gpu"}))
     return live
 
 
-def workload(name: str, count: int, annotations: dict[str, str], gpus: int = 1) -> Workload:
-    body: dict[str, Any] = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": "ns"},
-        "spec": {
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": count,
-                    "template": {
-                        "metadata": {"annotations": annotations},
-                        "spec": {
-                            "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}]
-                        },
-                    },
-                }
-            ]
-        },
-        "status": {
-            "admission": {
-                "clusterQueue": "cq",
-                "podSetAssignments": [{"name": "main", "flavors": {"nvidia.com/gpu": "gpu"}, "count": count}],
-            }
-        },
-    }
-    return Workload.model_validate(body)
+def admitted(name: str, count: int, annotations: dict[str, str]) -> Workload:
+    """Workload ns/<name>: ``count`` one-GPU pods with those PodSet annotations, admitted on ``gpu``."""
+    return Workload.model_validate(
+        mk.workload(name, count, annotations, namespace="ns", queue=None, admitted_flavor="gpu")
+    )
 
 
 REQ = "kueue-tas.io/podset-required-topology"
@@ -64,7 +39,7 @@ REQ = "kueue-tas.io/podset-required-topology"
 
 def test_ready_single_rack_and_multi_domain() -> None:
     live = capacity()
-    d = decide(workload("a", 8, {REQ: RACK}), {"gpu"}, live)
+    d = decide(admitted("a", 8, {REQ: RACK}), {"gpu"}, live)
     assert d.outcome is Outcome.READY
     [p] = d.placements
     assert p.assignment.total == 8
@@ -73,58 +48,58 @@ def test_ready_single_rack_and_multi_domain() -> None:
 
 
 def test_single_domain_gets_node_selector() -> None:
-    d = decide(workload("a", 3, {REQ: HOSTNAME_LABEL}), {"gpu"}, capacity())
+    d = decide(admitted("a", 3, {REQ: HOSTNAME_LABEL}), {"gpu"}, capacity())
     assert d.outcome is Outcome.READY
     assert d.placements[0].node_selector() == {HOSTNAME_LABEL: "b1-r1-h0"}
 
 
 def test_assumed_usage_prevents_double_booking() -> None:
     live = capacity()
-    first = decide(workload("a", 8, {REQ: RACK}), {"gpu"}, live)
+    first = decide(admitted("a", 8, {REQ: RACK}), {"gpu"}, live)
     live.assume("ns/a", first.usage())
-    second = decide(workload("b", 8, {REQ: RACK}), {"gpu"}, live)
+    second = decide(admitted("b", 8, {REQ: RACK}), {"gpu"}, live)
     assert second.outcome is Outcome.READY
     racks = {d.values[0][:5] for d in second.placements[0].assignment.domains}
     assert racks == {"b1-r2"}
     live.assume("ns/b", second.usage())
-    third = decide(workload("c", 1, {REQ: RACK}), {"gpu"}, live)
+    third = decide(admitted("c", 1, {REQ: RACK}), {"gpu"}, live)
     assert third.outcome is Outcome.RETRY
     assert "doesn't allow to fit any of 1 pod(s)" in third.message
     # Observing the first as Ready replaces its assumption without charging twice.
     live.set_workload_usage("ns/a", first.usage())
-    assert decide(workload("c", 1, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.RETRY
+    assert decide(admitted("c", 1, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.RETRY
     live.remove_workload_usage("ns/a")
-    assert decide(workload("c", 8, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.READY
+    assert decide(admitted("c", 8, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.READY
 
 
 def test_non_tas_pod_and_node_changes() -> None:
     live = capacity()
-    assert decide(workload("a", 8, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.READY
+    assert decide(admitted("a", 8, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.READY
     live.upsert_pod("kube-system/ds-1", "b1-r1-h0", {"nvidia.com/gpu": 1, "pods": 1})
     live.upsert_pod("kube-system/ds-2", "b1-r2-h0", {"nvidia.com/gpu": 1, "pods": 1})
-    d = decide(workload("a", 8, {REQ: RACK}), {"gpu"}, live)
+    d = decide(admitted("a", 8, {REQ: RACK}), {"gpu"}, live)
     assert d.outcome is Outcome.RETRY and "allows to fit only 7 out of 8 pod(s)" in d.message
     live.delete_pod("kube-system/ds-2")
-    assert decide(workload("a", 8, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.READY
-    live.upsert_node(node("b1-r2-h1", "b1-r2", ready=False))
-    assert decide(workload("a", 8, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.RETRY
-    live.upsert_node(node("b1-r2-h1", "b1-r2", gpus=8))
-    assert decide(workload("a", 11, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.READY
+    assert decide(admitted("a", 8, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.READY
+    live.upsert_node(gpu_node("b1-r2-h1", B1_R2, ready=False))
+    assert decide(admitted("a", 8, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.RETRY
+    live.upsert_node(gpu_node("b1-r2-h1", B1_R2, gpus=8))
+    assert decide(admitted("a", 11, {REQ: RACK}), {"gpu"}, live).outcome is Outcome.READY
 
 
 def test_rejections() -> None:
     live = capacity()
-    d = decide(workload("a", 2, {REQ: "example.com/row"}), {"gpu"}, live)
+    d = decide(admitted("a", 2, {REQ: "example.com/row"}), {"gpu"}, live)
     assert d.outcome is Outcome.REJECTED and 'unknown topology level "example.com/row"' in d.message
-    d = decide(workload("a", 2, {"kueue-tas.io/podset-slice-size": "2"}), {"gpu"}, live)
+    d = decide(admitted("a", 2, {"kueue-tas.io/podset-slice-size": "2"}), {"gpu"}, live)
     assert d.outcome is Outcome.REJECTED and "podset-slice-size" in d.message
-    d = decide(workload("a", 17, {REQ: BLOCK}), {"gpu"}, live)
+    d = decide(admitted("a", 17, {REQ: BLOCK}), {"gpu"}, live)
     assert d.outcome is Outcome.REJECTED and "can never fit" in d.message
 
 
 def test_implied_and_ungoverned() -> None:
     live = capacity()
-    d = decide(workload("a", 5, {}), {"gpu"}, live)
+    d = decide(admitted("a", 5, {}), {"gpu"}, live)
     assert d.outcome is Outcome.READY and d.placements[0].assignment.total == 5
-    d = decide(workload("a", 5, {REQ: RACK}), {"other-flavor"}, live)
+    d = decide(admitted("a", 5, {REQ: RACK}), {"other-flavor"}, live)
     assert d.outcome is Outcome.READY and d.placements == []

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import plan_fixtures as pf
+import builders as mk
 import pytest
 
 from kueue_tas.capacity.live import LiveCapacity
@@ -16,7 +16,6 @@ from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
 from kueue_tas.cli.main import build_parser, main
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.features import KUEUE_DEFAULTS, FeatureGates
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, PodSetRequest, TopologyRequest
 
@@ -31,7 +30,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def plan(tmp_path: Path, capsys: pytest.CaptureFixture[str], objects: list[dict[str, Any]], *args: str) -> Any:
-    path = pf.write_yaml(tmp_path / f"in-{len(list(tmp_path.iterdir()))}.yaml", objects)
+    path = mk.write_yaml(tmp_path / f"in-{len(list(tmp_path.iterdir()))}.yaml", objects)
     capsys.readouterr()
     code = main(["plan", "-f", path, "-o", "json", *args])
     cap = capsys.readouterr()
@@ -42,21 +41,21 @@ def plan(tmp_path: Path, capsys: pytest.CaptureFixture[str], objects: list[dict[
 
 
 def test_unknown_gate_is_one_line_naming_the_known_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = plan(tmp_path, capsys, pf.cluster(), "--feature-gates", "TASBalancedPlacement=true,Nope=true")
+    code, out, err = plan(tmp_path, capsys, mk.cluster(), "--feature-gates", "TASBalancedPlacement=true,Nope=true")
     assert code == 1 and out is None
     assert len(err.splitlines()) == 1
     assert err.startswith("error: --feature-gates: unknown feature gate 'Nope'; known gates: ")
     assert all(name in err for name in KUEUE_DEFAULTS)
-    code, _, err = plan(tmp_path, capsys, pf.cluster(), "--feature-gates", "TASBalancedPlacement=maybe")
+    code, _, err = plan(tmp_path, capsys, mk.cluster(), "--feature-gates", "TASBalancedPlacement=maybe")
     assert code == 1 and "TASBalancedPlacement" in err and "not a boolean" in err
 
 
 def test_gates_reach_request_parsing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    layers = json.dumps([{"topology": pf.RACK, "size": 4}, {"topology": pf.HOST, "size": 2}])
-    job = pf.job("j", 8, {pf.REQUIRED: pf.BLOCK, LAYERS: layers})
-    code, _, err = plan(tmp_path, capsys, [*pf.cluster(), job])
+    layers = json.dumps([{"topology": mk.RACK, "size": 4}, {"topology": mk.HOST, "size": 2}])
+    job = mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, LAYERS: layers})
+    code, _, err = plan(tmp_path, capsys, [*mk.cluster(), job])
     assert code == 0, err
-    code, _, err = plan(tmp_path, capsys, [*pf.cluster(), job], "--feature-gates", "TASMultiLayerTopology=false")
+    code, _, err = plan(tmp_path, capsys, [*mk.cluster(), job], "--feature-gates", "TASMultiLayerTopology=false")
     assert code == 1
     assert "the TASMultiLayerTopology feature gate must be enabled to use this annotation" in err
 
@@ -64,25 +63,24 @@ def test_gates_reach_request_parsing(tmp_path: Path, capsys: pytest.CaptureFixtu
 def shared_node_flavors() -> list[dict[str, Any]]:
     """Flavors ``a`` and ``b`` over the same two nodes of one rack (same node labels), both governed."""
     return [
-        pf.topology(),
-        pf.flavor("a", node_labels={"node-group": "gpu"}),
-        pf.flavor("b", node_labels={"node-group": "gpu"}),
-        pf.admission_check(),
-        pf.cluster_queue(flavors=("a", "b")),
-        *pf.grid_nodes(1, 1, 2),
+        mk.topology(),
+        mk.flavor("a", node_labels={"node-group": "gpu"}),
+        mk.flavor("b", node_labels={"node-group": "gpu"}),
+        mk.admission_check(),
+        mk.cluster_queue(flavors=("a", "b")),
+        *mk.grid_nodes(1, 1, 2),
     ]
 
 
 def admitted_on_a() -> dict[str, Any]:
-    assignment = TopologyAssignment((pf.HOST,), (DomainAssignment(("b0-r0-h0",), 4),))
-    text = encode_assignment_annotation([("main", assignment)])
-    return pf.workload("running", 4, admitted_flavor="a", check_state="Ready", assignment=text)
+    assignment = TopologyAssignment((mk.HOST,), (DomainAssignment(("b0-r0-h0",), 4),))
+    return mk.workload("running", 4, admitted_flavor="a", check_state="Ready", assignment=assignment)
 
 
 def test_overlapping_flavors_gate_decides_cross_flavor_charging(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    objs = [*shared_node_flavors(), admitted_on_a(), pf.job("new", 8, pf.required(pf.RACK))]
+    objs = [*shared_node_flavors(), admitted_on_a(), mk.job("new", 8, mk.required(mk.RACK))]
     code, out, err = plan(tmp_path, capsys, objs, "--flavor", "b")
     assert code == 0, err
     assert out["workloads"][0]["fits"] is False  # flavor b sees the 4 GPUs used through flavor a
@@ -157,7 +155,7 @@ def test_run_help_lists_the_gates_with_defaults() -> None:
 
 
 def test_gates_reach_the_engine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    prefer = {"key": pf.HOST, "operator": "In", "values": ["b1-r1-h1"]}
+    prefer = {"key": mk.HOST, "operator": "In", "values": ["b1-r1-h1"]}
     affinity = {
         "nodeAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [
@@ -165,7 +163,7 @@ def test_gates_reach_the_engine(tmp_path: Path, capsys: pytest.CaptureFixture[st
             ]
         }
     }
-    objs = [*pf.cluster(), pf.job("j", 2, pf.required(pf.RACK), affinity=affinity)]
+    objs = [*mk.cluster(), mk.job("j", 2, mk.required(mk.RACK), affinity=affinity)]
     hosts = []
     for gate in ("", "TASRespectNodeAffinityPreferred=true"):
         code, out, err = plan(tmp_path, capsys, objs, "--feature-gates", gate)

@@ -18,6 +18,7 @@ import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import builders as mk
 import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
@@ -36,27 +37,12 @@ from kueue_tas.topology.inputs import node_info
 # --- fake API server ------------------------------------------------------------------------------
 
 
-def make_pod(namespace: str, name: str, rv: int, **extra: Any) -> dict[str, Any]:
-    pod: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{namespace}-{name}",
-            "resourceVersion": str(rv),
-            "labels": dict(extra.pop("labels", {})),
-            "managedFields": [
-                {"manager": "kubelet", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}
-            ],
-        },
-        "spec": {
-            "containers": [{"name": "main", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
-            **extra.pop("spec", {}),
-        },
-        "status": {"phase": extra.pop("phase", "Pending")},
-    }
-    assert not extra, extra
+# What the apiserver adds to every pod it serves; decoding strips it.
+MANAGED_FIELDS = [{"manager": "kubelet", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
+
+
+def served(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["metadata"]["managedFields"] = copy.deepcopy(MANAGED_FIELDS)
     return pod
 
 
@@ -102,9 +88,20 @@ class FakeAPIServer:
             for q in self.watchers:
                 q.put_nowait(("event", (etype, copy.deepcopy(obj))))
 
-    def create(self, namespace: str, name: str, **extra: Any) -> dict[str, Any]:
+    def create(self, namespace: str, name: str, *, phase: str = "Pending", **pod_args: Any) -> dict[str, Any]:
+        """A pod asking 500m + 1Gi; ``pod_args`` go to ``builders.pod``."""
         self.rv += 1
-        pod = make_pod(namespace, name, self.rv, **extra)
+        pod = served(
+            mk.pod(
+                name,
+                namespace=namespace,
+                uid=f"uid-{namespace}-{name}",
+                resource_version=str(self.rv),
+                requests={"cpu": "500m", "memory": "1Gi"},
+                phase=phase,
+                **pod_args,
+            )
+        )
         self.objects[f"{namespace}/{name}"] = pod
         self._record("ADDED", pod)
         return pod
@@ -511,9 +508,10 @@ async def test_slim_pod_informer_with_indexes(server: FakeAPIServer, client: Api
         "team",
         "w-0",
         labels={c.WORKLOAD_LABEL: "wl", c.PODSET_LABEL: "main", c.JOB_COMPLETION_INDEX_LABEL: "0"},
-        spec={"schedulingGates": [{"name": c.SCHEDULING_GATE}], "nodeSelector": {"rack": "r1"}},
+        gates=(c.SCHEDULING_GATE,),
+        selector={"rack": "r1"},
     )
-    server.create("team", "other", spec={"nodeName": "n1"}, phase="Running")
+    server.create("team", "other", node="n1", phase="Running")
     store = PodStore()
     informer: Informer[SlimPod] = Informer(client, PODS, slim_pod, store=store, backoff_initial=0.01)
     informer.start()
@@ -624,7 +622,7 @@ def test_resource_paths() -> None:
 
 
 def test_strip_managed_fields_keeps_everything_else() -> None:
-    pods = [make_pod("ns", f"p{i}", 100 + i) for i in range(3)]
+    pods = [served(mk.pod(f"p{i}", namespace="ns", resource_version=str(100 + i))) for i in range(3)]
     pods[1]["metadata"].pop("managedFields")
     pods[2]["metadata"]["managedFields"][0]["fieldsV1"] = {"f:metadata": {"f:labels": {"f:spec": {}}}, "k:]},": {}}
     body = json.dumps({"items": pods, "metadata": {}}, separators=(",", ":")).encode()

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import builders as mk
 import pytest
 import yaml
 
@@ -349,33 +350,17 @@ def test_sample_workloads_are_annotated(samples: list[dict[str, Any]]) -> None:
 
 def _demo_nodes() -> list[dict[str, Any]]:
     """The demo's pool (e2e/demo.py DEMO_POOL): 2 blocks x 4 racks x 8 hosts of 8 GPUs."""
-    nodes = []
-    for b in range(1, 3):
-        for r in range(1, 5):
-            for h in range(1, 9):
-                name = f"gpu-b{b}-r{r}-h{h}"
-                allocatable = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"}
-                nodes.append(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Node",
-                        "metadata": {
-                            "name": name,
-                            "labels": {
-                                "e2e.kueue-tas.io/pool": "gpu",
-                                "cloud.provider.com/topology-block": f"b{b}",
-                                "cloud.provider.com/topology-rack": f"b{b}-r{r}",
-                                "kubernetes.io/hostname": name,
-                            },
-                        },
-                        "status": {
-                            "allocatable": allocatable,
-                            "capacity": allocatable,
-                            "conditions": [{"type": "Ready", "status": "True"}],
-                        },
-                    }
-                )
-    return nodes
+    allocatable = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"}
+    return [
+        mk.node(
+            f"gpu-b{b}-r{r}-h{h}",
+            labels={"e2e.kueue-tas.io/pool": "gpu", mk.BLOCK: f"b{b}", mk.RACK: f"b{b}-r{r}"},
+            allocatable=allocatable,
+        )
+        for b in range(1, 3)
+        for r in range(1, 5)
+        for h in range(1, 9)
+    ]
 
 
 def test_samples_fit_the_demo_cluster(samples: list[dict[str, Any]]) -> None:

@@ -7,6 +7,10 @@ unhealthy nodes in one decision, the admitted assignment being charged, the gate
 
 from __future__ import annotations
 
+from functools import partial
+
+import builders as mk
+
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, PodSetRequest, TopologyRequest
@@ -15,10 +19,8 @@ from kueue_tas.topology.snapshot import TopologySnapshot
 BLOCK, RACK = "block", "rack"
 LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)
 CPU = {"cpu": 1000}
-
-
-def _node(name: str, rack: str, *, cpu: int = 2000, ready: bool = True) -> NodeInfo:
-    return NodeInfo(name, {BLOCK: "b1", RACK: rack, HOSTNAME_LABEL: name}, {"cpu": cpu, "pods": 10}, ready=ready)
+R1, R2 = {BLOCK: "b1", RACK: "r1"}, {BLOCK: "b1", RACK: "r2"}
+host = partial(mk.node_info, cpu=2000, pods=10)
 
 
 def _hosts(*domains: tuple[str, int]) -> TopologyAssignment:
@@ -32,11 +34,11 @@ def _snap(nodes: list[NodeInfo]) -> TopologySnapshot:
 def test_several_unhealthy_nodes_are_replaced_in_one_decision() -> None:
     # r1: x1, x2 failed (NotReady); x3 keeps one pod and has room for one more; x7 is empty.
     nodes = [
-        _node("x1", "r1", ready=False),
-        _node("x2", "r1", ready=False),
-        _node("x3", "r1"),
-        _node("x7", "r1"),
-        _node("x4", "r2"),
+        host("x1", R1, ready=False),
+        host("x2", R1, ready=False),
+        host("x3", R1),
+        host("x7", R1),
+        host("x4", R2),
     ]
     ps = PodSetRequest("main", 3, CPU, topology=TopologyRequest(required=RACK))
     current = {"main": _hosts(("x1", 1), ("x2", 1), ("x3", 1))}
@@ -46,7 +48,7 @@ def test_several_unhealthy_nodes_are_replaced_in_one_decision() -> None:
 
 
 def test_replacement_failure_counts_the_kept_pods_and_the_other_domains() -> None:
-    nodes = [_node("x1", "r1", ready=False), _node("x2", "r1", ready=False), _node("x3", "r1"), _node("x4", "r2")]
+    nodes = [host("x1", R1, ready=False), host("x2", R1, ready=False), host("x3", R1), host("x4", R2)]
     ps = PodSetRequest("main", 5, CPU, topology=TopologyRequest(required=RACK))
     current = {"main": _hosts(("x1", 2), ("x2", 2), ("x3", 1))}
     [res] = _snap(nodes).place([ps], current=current, unhealthy_nodes=["x1", "x2"])
@@ -59,7 +61,7 @@ def test_replacement_failure_counts_the_kept_pods_and_the_other_domains() -> Non
 def test_no_replacement_names_every_removed_node() -> None:
     # Slices of 4 pods per rack; the missing pods complete no slice anywhere, so Kueue's
     # algorithm places nothing (fewer pods than one slice) and reports the removed nodes.
-    nodes = [_node("x1", "r1"), _node("x2", "r1"), _node("x3", "r2"), _node("x4", "r2")]
+    nodes = [host("x1", R1), host("x2", R1), host("x3", R2), host("x4", R2)]
     ps = PodSetRequest("main", 3, CPU, topology=TopologyRequest(required=BLOCK, slice_level=RACK, slice_size=4))
     snap = _snap(nodes)
     [res] = snap.place([ps], current={"main": _hosts(("x1", 1), ("x3", 2))}, unhealthy_nodes=["x1"])
@@ -71,7 +73,7 @@ def test_no_replacement_names_every_removed_node() -> None:
 
 
 def test_stale_kept_domain_refuses_the_replacement() -> None:
-    nodes = [_node("x1", "r1"), _node("x2", "r1")]
+    nodes = [host("x1", R1), host("x2", R1)]
     ps = PodSetRequest("main", 2, CPU, topology=TopologyRequest(required=RACK))
     current = {"main": _hosts(("x1", 1), ("gone", 1))}
     [res] = _snap(nodes).place([ps], current=current, unhealthy_nodes=["x1"])
@@ -83,7 +85,7 @@ def test_stale_kept_domain_refuses_the_replacement() -> None:
 
 def test_untouched_podsets_keep_their_assignment_and_hold_its_capacity() -> None:
     # x3 is full with PodSet a; b lost its only node, and its required rack r1 has no room left.
-    nodes = [_node("x1", "r1", ready=False), _node("x3", "r1"), _node("x4", "r2"), _node("x5", "r2")]
+    nodes = [host("x1", R1, ready=False), host("x3", R1), host("x4", R2), host("x5", R2)]
     a = PodSetRequest("a", 2, CPU, topology=TopologyRequest(required=RACK))
     b = PodSetRequest("b", 1, CPU, topology=TopologyRequest(required=RACK))
     current = {"a": _hosts(("x3", 2)), "b": _hosts(("x1", 1))}
@@ -95,7 +97,7 @@ def test_the_admitted_assignment_stays_charged_on_a_ready_unhealthy_node() -> No
     # As in Kueue's cache, the Workload's admitted usage holds until the new assignment is
     # admitted: x1 (unhealthy but Ready, 3 cpus) still holds its 2 lost pods, so only 1 cpu is
     # free there and both replacement pods go to x2 (4 cpus, 1 held by the kept pod).
-    nodes = [_node("x1", "r1", cpu=3000), _node("x2", "r1", cpu=4000), _node("x3", "r2", cpu=8000)]
+    nodes = [host("x1", R1, cpu=3000), host("x2", R1, cpu=4000), host("x3", R2, cpu=8000)]
     ps = PodSetRequest("main", 3, CPU, topology=TopologyRequest(required=RACK))
     current = {"main": _hosts(("x1", 2), ("x2", 1))}
     [res] = _snap(nodes).place([ps], current=current, unhealthy_nodes=["x1"])
@@ -103,7 +105,7 @@ def test_the_admitted_assignment_stays_charged_on_a_ready_unhealthy_node() -> No
 
 
 def test_replacement_gate_off_keeps_current() -> None:
-    nodes = [_node("x1", "r1", ready=False), _node("x3", "r1")]
+    nodes = [host("x1", R1, ready=False), host("x3", R1)]
     ps = PodSetRequest("main", 1, CPU, topology=TopologyRequest(required=RACK))
     current = {"main": _hosts(("x1", 1))}
     gates = FeatureGates({"TASFailedNodeReplacement": False})
@@ -112,7 +114,7 @@ def test_replacement_gate_off_keeps_current() -> None:
 
 
 def test_elastic_needs_both_gates() -> None:
-    nodes = [_node("x1", "r1", cpu=1000), _node("x2", "r1", cpu=4000)]
+    nodes = [host("x1", R1, cpu=1000), host("x2", R1, cpu=4000)]
     ps = PodSetRequest("main", 3, CPU, topology=TopologyRequest(unconstrained=True))
     previous = {"main": _hosts(("x1", 1))}
     snap = _snap(nodes)
@@ -132,7 +134,7 @@ def kept_current() -> dict[str, TopologyAssignment]:
 
 
 def test_elastic_scale_up_failure_reports_on_the_workers_only() -> None:
-    nodes = [_node("x1", "r1", cpu=1000)]
+    nodes = [host("x1", R1, cpu=1000)]
     lead = PodSetRequest("leader", 1, CPU, topology=TopologyRequest(unconstrained=True, group="g"))
     work = PodSetRequest("workers", 2, CPU, topology=TopologyRequest(unconstrained=True, group="g"))
     previous = {"workers": _hosts(("x1", 1)), "leader": _hosts(("x1", 1))}

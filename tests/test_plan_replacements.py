@@ -10,12 +10,11 @@ import copy
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import plan_fixtures as pf
+import builders as mk
 
 from kueue_tas.api.kinds import parse_object
 from kueue_tas.cli.planner import Planner, WorkloadPlan
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.results import PodSetResult
@@ -23,7 +22,7 @@ from kueue_tas.topology.snapshot import TopologySnapshot
 
 SLICE_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
 ELASTIC_ON = FeatureGates({"ElasticJobsViaWorkloadSlicesWithTAS": True})
-ON_H0 = TopologyAssignment((pf.HOST,), (DomainAssignment(("b0-r0-h0",), 4),))
+ON_H0 = TopologyAssignment((mk.HOST,), (DomainAssignment(("b0-r0-h0",), 4),))
 
 
 class RecordingSnapshot(TopologySnapshot):
@@ -46,22 +45,19 @@ def run(objects: list[dict[str, Any]], gates: FeatureGates | None = None) -> dic
 
 
 def one_rack() -> list[dict[str, Any]]:
-    return [*pf.kueue_objects(), *pf.grid_nodes(1, 1, 2)]  # 2 hosts x 4 GPUs
+    return [*mk.kueue_objects(), *mk.grid_nodes(1, 1, 2)]  # 2 hosts x 4 GPUs
 
 
 def ready(name: str, unhealthy: list[str] | None = None) -> dict[str, Any]:
-    wl = pf.workload(
-        name, 4, admitted_flavor="gpu", check_state="Ready", assignment=encode_assignment_annotation([("main", ON_H0)])
-    )
+    wl = mk.workload(name, 4, admitted_flavor="gpu", check_state="Ready", assignment=ON_H0)
     if unhealthy is not None:
         wl["status"]["unhealthyNodes"] = [{"name": n} for n in unhealthy]
     return wl
 
 
 def slice_for(target: str, count: int = 6) -> dict[str, Any]:
-    wl = pf.workload("slice-2", count, pf.required(pf.RACK), admitted_flavor="gpu")
-    wl["metadata"]["annotations"] = {SLICE_FOR: target}
-    return wl
+    annotations = {SLICE_FOR: target}
+    return mk.workload("slice-2", count, mk.required(mk.RACK), admitted_flavor="gpu", workload_annotations=annotations)
 
 
 def calls_for(podset_names: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -73,7 +69,7 @@ def calls_for(podset_names: tuple[str, ...]) -> list[dict[str, Any]]:
 
 def test_unhealthy_node_workload_is_replaced_and_not_counted() -> None:
     # "first" needs the whole rack: it fits only if the broken workload's old assignment is not usage
-    plans = run([*one_rack(), pf.job("first", 8, pf.required(pf.RACK)), ready("broken", ["b0-r0-h0"])])
+    plans = run([*one_rack(), mk.job("first", 8, mk.required(mk.RACK)), ready("broken", ["b0-r0-h0"])])
     assert list(plans) == ["first", "broken"]
     assert plans["first"].fits
     [first_call, broken_call] = RecordingSnapshot.calls
@@ -88,14 +84,14 @@ def test_unhealthy_node_workload_is_replaced_and_not_counted() -> None:
 
 
 def test_replaced_workload_commits_its_new_assignment() -> None:
-    plans = run([*one_rack(), ready("broken", ["b0-r0-h0"]), pf.job("after", 5, pf.required(pf.RACK))])
+    plans = run([*one_rack(), ready("broken", ["b0-r0-h0"]), mk.job("after", 5, mk.required(mk.RACK))])
     assert plans["broken"].fits
     assert plans["broken"].podsets[0].assignment is not None
     assert not plans["after"].fits  # 4 of the rack's 8 GPUs are held by the replaced assignment
 
 
 def test_unhealthy_node_outside_the_assignment_changes_nothing() -> None:
-    plans = run([*one_rack(), ready("running", ["b0-r0-h1", "elsewhere"]), pf.job("new", 8, pf.required(pf.RACK))])
+    plans = run([*one_rack(), ready("running", ["b0-r0-h1", "elsewhere"]), mk.job("new", 8, mk.required(mk.RACK))])
     assert list(plans) == ["new"]  # not placed again
     assert not plans["new"].fits  # still holds its 4 GPUs
     assert all("current" not in kw for _, kw in RecordingSnapshot.calls)
@@ -103,7 +99,7 @@ def test_unhealthy_node_outside_the_assignment_changes_nothing() -> None:
 
 def test_node_replacement_follows_its_gate() -> None:
     off = FeatureGates({"TASFailedNodeReplacement": False})
-    plans = run([*one_rack(), ready("broken", ["b0-r0-h0"]), pf.job("new", 8, pf.required(pf.RACK))], off)
+    plans = run([*one_rack(), ready("broken", ["b0-r0-h0"]), mk.job("new", 8, mk.required(mk.RACK))], off)
     assert list(plans) == ["new"] and not plans["new"].fits
 
 
@@ -111,7 +107,7 @@ def test_node_replacement_follows_its_gate() -> None:
 
 
 def test_new_slice_is_placed_from_the_old_one_which_is_not_counted() -> None:
-    objs = [*one_rack(), ready("slice-1"), pf.job("first", 2, pf.required(pf.RACK)), slice_for("team-a/slice-1")]
+    objs = [*one_rack(), ready("slice-1"), mk.job("first", 2, mk.required(mk.RACK)), slice_for("team-a/slice-1")]
     plans = run(objs, ELASTIC_ON)
     assert list(plans) == ["first", "slice-2"]  # the old slice is neither placed nor listed
     assert plans["first"].fits and plans["slice-2"].fits  # 2 + 6 = 8: the old slice's 4 GPUs are free
@@ -130,7 +126,7 @@ def test_with_an_elastic_gate_off_the_old_slice_counts_and_the_new_one_is_placed
         assert not plans["slice-2"].fits  # 6 > the 4 GPUs the old slice leaves
         plans = run([*one_rack(), ready("slice-1"), slice_for("team-a/slice-1", 4)], gates)
         assert plans["slice-2"].podsets[0].assignment == TopologyAssignment(
-            (pf.HOST,), (DomainAssignment(("b0-r0-h1",), 4),)
+            (mk.HOST,), (DomainAssignment(("b0-r0-h1",), 4),)
         )
         assert all("current" not in kw for _, kw in RecordingSnapshot.calls)
 
@@ -155,25 +151,25 @@ def test_slice_naming_no_admitted_workload_is_an_ordinary_placement() -> None:
 
 
 def test_pods_of_the_failed_node_move_and_the_rest_stay() -> None:
-    nodes = [pf.node("b0-r0-h0", ready=False), pf.node("b0-r0-h1")]
-    plans = run([*pf.kueue_objects(), *nodes, ready("broken", ["b0-r0-h0"])])
+    nodes = [mk.node("b0-r0-h0", ready=False), mk.node("b0-r0-h1")]
+    plans = run([*mk.kueue_objects(), *nodes, ready("broken", ["b0-r0-h0"])])
     (ps,) = plans["broken"].podsets
     assert plans["broken"].fits
-    assert ps.assignment == TopologyAssignment((pf.HOST,), (DomainAssignment(("b0-r0-h1",), 4),))
+    assert ps.assignment == TopologyAssignment((mk.HOST,), (DomainAssignment(("b0-r0-h1",), 4),))
 
 
 def test_elastic_slice_keeps_the_old_pods_where_they_are_with_its_gates() -> None:
-    on_h1 = TopologyAssignment((pf.HOST,), (DomainAssignment(("b0-r0-h1",), 4),))
-    old = pf.workload(
+    on_h1 = TopologyAssignment((mk.HOST,), (DomainAssignment(("b0-r0-h1",), 4),))
+    old = mk.workload(
         "slice-1",
         4,
         admitted_flavor="gpu",
         check_state="Ready",
-        assignment=encode_assignment_annotation([("main", on_h1)]),
+        assignment=on_h1,
     )
     objs = [*one_rack(), old, slice_for("team-a/slice-1")]
     assert not run(objs)["slice-2"].fits  # ElasticJobsViaWorkloadSlicesWithTAS is off by default: both count
     elastic = run(objs, ELASTIC_ON)["slice-2"].podsets[0].assignment
     assert elastic == TopologyAssignment(
-        (pf.HOST,), (DomainAssignment(("b0-r0-h0",), 2), DomainAssignment(("b0-r0-h1",), 4))
+        (mk.HOST,), (DomainAssignment(("b0-r0-h0",), 2), DomainAssignment(("b0-r0-h1",), 4))
     )

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import plan_fixtures as pf
+import builders as mk
 import pytest
 
 from kueue_tas.api.workload import Workload
@@ -16,7 +16,7 @@ from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.cli.main import main
 from kueue_tas.controllers.decide import Outcome, decide
-from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo
+from kueue_tas.topology.model import HOSTNAME_LABEL
 
 LAYERS = "kueue-tas.io/podset-slice-required-topology-constraints"
 GROUP = "kueue-tas.io/podset-group-name"
@@ -24,7 +24,7 @@ NOT_FIT_RACK_9 = 'topology "topo" allows to fit only 8 out of 9 pod(s)'
 
 
 def run_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str], objects: list[dict[str, Any]]) -> tuple[int, Any, str]:
-    path = pf.write_yaml(tmp_path / "in.yaml", objects)
+    path = mk.write_yaml(tmp_path / "in.yaml", objects)
     capsys.readouterr()
     code = main(["plan", "-f", path, "-o", "json"])
     cap = capsys.readouterr()
@@ -45,9 +45,9 @@ def racks_of(ps: dict[str, Any]) -> set[str]:
 
 
 def test_field_is_the_request_when_no_annotation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    fits = with_field(pf.workload("w8", 8, {}, admitted_flavor="gpu"), required=pf.RACK, podIndexLabel="idx")
-    too_big = with_field(pf.workload("w9", 9, {}, admitted_flavor="gpu"), required=pf.RACK)
-    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), fits, too_big])
+    fits = with_field(mk.workload("w8", 8, {}, admitted_flavor="gpu"), required=mk.RACK, podIndexLabel="idx")
+    too_big = with_field(mk.workload("w9", 9, {}, admitted_flavor="gpu"), required=mk.RACK)
+    code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), fits, too_big])
     assert code == 0, err
     w8, w9 = out["workloads"]
     assert w8["fits"] is True and len(racks_of(w8["podSets"][0])) == 1
@@ -57,29 +57,29 @@ def test_field_is_the_request_when_no_annotation(tmp_path: Path, capsys: pytest.
 
 
 def test_only_index_labels_in_the_field_means_implied(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    wl = with_field(pf.workload("w", 9, {}, admitted_flavor="gpu"), podIndexLabel="idx", subGroupCount=1)
-    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), wl])
+    wl = with_field(mk.workload("w", 9, {}, admitted_flavor="gpu"), podIndexLabel="idx", subGroupCount=1)
+    code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), wl])
     assert code == 0, err
     assert out["workloads"][0]["fits"] is True
 
 
 def test_annotations_win_over_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    wl = with_field(pf.workload("w", 9, pf.required(pf.BLOCK), admitted_flavor="gpu"), required=pf.RACK)
-    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), wl])
+    wl = with_field(mk.workload("w", 9, mk.required(mk.BLOCK), admitted_flavor="gpu"), required=mk.RACK)
+    code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), wl])
     assert code == 0, err
     assert out["workloads"][0]["fits"] is True  # one block holds 16
 
 
 def test_field_unknown_level_and_invalid_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    wl = with_field(pf.workload("w", 2, {}, admitted_flavor="gpu"), preferred="zone")
-    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), wl])
+    wl = with_field(mk.workload("w", 2, {}, admitted_flavor="gpu"), preferred="zone")
+    code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), wl])
     assert code == 1 and out is None
     assert err == (
         "error: Workload/team-a/w: spec.podSets[0].topologyRequest.preferred: unknown topology level 'zone'; "
-        f"Topology 'topo' has levels {pf.BLOCK}, {pf.RACK}, {pf.HOST}"
+        f"Topology 'topo' has levels {mk.BLOCK}, {mk.RACK}, {mk.HOST}"
     )
-    too_long = with_field(pf.workload("w", 2, {}, admitted_flavor="gpu"), required="x" * 64)
-    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), too_long])
+    too_long = with_field(mk.workload("w", 2, {}, admitted_flavor="gpu"), required="x" * 64)
+    code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), too_long])
     assert code == 1
     assert err == (
         "error: Workload/team-a/w: spec.podSets[0].topologyRequest.required: Too long: may not be more than 63 bytes"
@@ -88,15 +88,15 @@ def test_field_unknown_level_and_invalid_field(tmp_path: Path, capsys: pytest.Ca
 
 def test_field_slice_level_without_size_gets_kueues_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Not Kueue's Workload webhook (it guards writes only) but its scheduler, as for a stored Workload.
-    no_size = with_field(pf.workload("w", 2, {}, admitted_flavor="gpu"), podSetSliceRequiredTopology=pf.RACK)
-    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), no_size])
+    no_size = with_field(mk.workload("w", 2, {}, admitted_flavor="gpu"), podSetSliceRequiredTopology=mk.RACK)
+    code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), no_size])
     assert code == 0, err
     [wl] = out["workloads"]
     assert wl["fits"] is False
     assert wl["podSets"][0]["message"] == "slice topology requested, but slice size not provided"
     # a size without a level asks for no slices
-    size_only = with_field(pf.workload("w", 8, {}, admitted_flavor="gpu"), required=pf.RACK, podSetSliceSize=3)
-    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), size_only])
+    size_only = with_field(mk.workload("w", 8, {}, admitted_flavor="gpu"), required=mk.RACK, podSetSliceSize=3)
+    code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), size_only])
     assert code == 0, err
     assert out["workloads"][0]["fits"] is True
 
@@ -105,46 +105,52 @@ def test_field_slice_level_without_size_gets_kueues_answer(tmp_path: Path, capsy
 
 
 def test_layer_level_problems_are_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    unknown = json.dumps([{"topology": pf.RACK, "size": 4}, {"topology": "gpu-tray", "size": 2}])
-    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), pf.job("j", 8, {pf.REQUIRED: pf.BLOCK, LAYERS: unknown})])
+    unknown = json.dumps([{"topology": mk.RACK, "size": 4}, {"topology": "gpu-tray", "size": 2}])
+    code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, LAYERS: unknown})])
     assert code == 1
     assert err.startswith(
         f"error: Job/team-a/j: spec.template.metadata.annotations[{LAYERS}[1].topology]: unknown topology level "
         "'gpu-tray'"
     )
-    upside_down = json.dumps([{"topology": pf.HOST, "size": 4}, {"topology": pf.RACK, "size": 2}])
-    job = pf.job("j", 8, {pf.REQUIRED: pf.BLOCK, LAYERS: upside_down})
-    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), job])
+    upside_down = json.dumps([{"topology": mk.HOST, "size": 4}, {"topology": mk.RACK, "size": 2}])
+    job = mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, LAYERS: upside_down})
+    code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), job])
     assert code == 1
     assert err == (
         f"error: Job/team-a/j: spec.template.metadata.annotations[{LAYERS}[1].topology]: "
-        f"additional slice layer topology {pf.RACK} must be at a lower level than {pf.HOST}"
+        f"additional slice layer topology {mk.RACK} must be at a lower level than {mk.HOST}"
     )
 
 
 def test_malformed_layers_are_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), pf.job("j", 8, {pf.REQUIRED: pf.BLOCK, LAYERS: "[]"})])
+    code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, LAYERS: "[]"})])
     assert code == 1
     assert "topology constraints must contain between 1 and 3 entries" in err
     assert err.startswith("error: Job/team-a/j: spec.template.metadata.annotations: ")
 
 
 def lws(leader: dict[str, str], workers: dict[str, str], worker_pods: int = 4) -> dict[str, Any]:
-    return pf.jobset("lws", [("leader", 1, 1, 1, leader), ("workers", 1, worker_pods, worker_pods, workers)])
+    return mk.jobset(
+        "lws",
+        [
+            mk.replicated_job("leader", 1, 1, 1, leader),
+            mk.replicated_job("workers", 1, worker_pods, worker_pods, workers),
+        ],
+    )
 
 
 def test_group_rules_are_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rack = {pf.REQUIRED: pf.RACK, GROUP: "g"}
-    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), lws(rack, {pf.REQUIRED: pf.BLOCK, GROUP: "g"})])
+    rack = {mk.REQUIRED: mk.RACK, GROUP: "g"}
+    code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), lws(rack, {mk.REQUIRED: mk.BLOCK, GROUP: "g"})])
     assert code == 1
     leader_path = "spec.replicatedJobs[0].template.spec.template.metadata.annotations"
     workers_path = "spec.replicatedJobs[1].template.spec.template.metadata.annotations"
     assert err == (
         "error: JobSet/team-a/lws: "
-        f"must specify '{pf.REQUIRED}' or '{pf.PREFERRED}' topology consistent with '{workers_path}' in group 'g'; "
-        f"must specify '{pf.REQUIRED}' or '{pf.PREFERRED}' topology consistent with '{leader_path}' in group 'g'"
+        f"must specify '{mk.REQUIRED}' or '{mk.PREFERRED}' topology consistent with '{workers_path}' in group 'g'; "
+        f"must specify '{mk.REQUIRED}' or '{mk.PREFERRED}' topology consistent with '{leader_path}' in group 'g'"
     )
-    code, _, err = run_plan(tmp_path, capsys, [*pf.cluster(), lws(rack, {pf.REQUIRED: pf.RACK})])
+    code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), lws(rack, {mk.REQUIRED: mk.RACK})])
     assert code == 1
     assert err == (
         f'error: JobSet/team-a/lws: {leader_path}[{GROUP}]: invalid value "g": '
@@ -153,31 +159,22 @@ def test_group_rules_are_invalid_input(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_valid_group_is_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rack = {pf.REQUIRED: pf.RACK, GROUP: "g"}
-    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), lws(rack, rack)])
+    rack = {mk.REQUIRED: mk.RACK, GROUP: "g"}
+    code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), lws(rack, rack)])
     assert code == 0, err
     [wl] = out["workloads"]
     assert wl["fits"] is True
     assert [ps["name"] for ps in wl["podSets"]] == ["leader", "workers"]
 
 
-def _grouped_workload(podsets: list[tuple[str, int, dict[str, Any]]]) -> dict[str, Any]:
-    """A Workload admitted on ``gpu`` whose PodSets state their request in ``topologyRequest``."""
-    wl = pf.workload("w", 1, {}, admitted_flavor="gpu")
-    template = wl["spec"]["podSets"][0]["template"]
-    wl["spec"]["podSets"] = [
-        {"name": n, "count": c, "template": copy.deepcopy(template), "topologyRequest": f} for n, c, f in podsets
-    ]
-    wl["status"]["admission"]["podSetAssignments"] = [
-        {"name": n, "count": c, "flavors": {pf.GPU: "gpu"}} for n, c, _ in podsets
-    ]
-    return wl
-
-
 def test_field_group_of_unconstrained_members_is_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     group = {"unconstrained": True, "podSetGroupName": "g"}
-    wl = _grouped_workload([("leader", 1, group), ("workers", 4, group)])
-    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), wl])
+    wl = mk.workload(
+        "w",
+        podsets=[mk.podset("leader", 1, topology_request=group), mk.podset("workers", 4, topology_request=group)],
+        admitted_flavor="gpu",
+    )
+    code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), wl])
     assert code == 0, err
     [plan] = out["workloads"]
     assert plan["fits"] is True
@@ -186,9 +183,15 @@ def test_field_group_of_unconstrained_members_is_placed(tmp_path: Path, capsys: 
 
 def test_podset_after_a_failed_group_is_not_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Groups are placed in order of first appearance: g (a + c) fails, so b is never tried.
-    group = {"required": pf.RACK, "podSetGroupName": "g"}
-    wl = _grouped_workload([("a", 1, group), ("b", 1, {"required": pf.RACK}), ("c", 8, group)])
-    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), wl])
+    group = {"required": mk.RACK, "podSetGroupName": "g"}
+    rack = {"required": mk.RACK}
+    podsets = [
+        mk.podset("a", 1, topology_request=group),
+        mk.podset("b", 1, topology_request=rack),
+        mk.podset("c", 8, topology_request=group),
+    ]
+    wl = mk.workload("w", podsets=podsets, admitted_flavor="gpu")
+    code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), wl])
     assert code == 0, err
     [plan] = out["workloads"]
     assert plan["fits"] is False
@@ -208,35 +211,15 @@ def live_capacity() -> LiveCapacity:
     live.set_flavors({"gpu": FlavorSpec("gpu", "topo", (BLOCK, RACK, HOSTNAME_LABEL), {"pool": "gpu"})})
     for r in ("b1-r1", "b1-r2"):
         for h in range(2):
-            labels = {BLOCK: "b1", RACK: r, HOSTNAME_LABEL: f"{r}-h{h}", "pool": "gpu"}
-            live.upsert_node(NodeInfo(f"{r}-h{h}", labels, {"cpu": 16000, "pods": 110, "nvidia.com/gpu": 4}))
+            labels = {BLOCK: "b1", RACK: r, "pool": "gpu"}
+            live.upsert_node(mk.node_info(f"{r}-h{h}", labels, cpu=16000, pods=110, gpus=4))
     return live
 
 
 def kueue_workload(podsets: list[tuple[str, int, dict[str, str], dict[str, Any] | None]]) -> Workload:
-    spec_podsets = []
-    for name, count, ann, field in podsets:
-        ps: dict[str, Any] = {
-            "name": name,
-            "count": count,
-            "template": {
-                "metadata": {"annotations": ann},
-                "spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
-            },
-        }
-        if field is not None:
-            ps["topologyRequest"] = field
-        spec_podsets.append(ps)
-    assignments = [{"name": n, "flavors": {"nvidia.com/gpu": "gpu"}, "count": c} for n, c, _, _ in podsets]
-    return Workload.model_validate(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "Workload",
-            "metadata": {"name": "w", "namespace": "ns"},
-            "spec": {"podSets": spec_podsets},
-            "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": assignments}},
-        }
-    )
+    """Workload ns/w of those (name, count, annotations, topologyRequest) PodSets, admitted on ``gpu``."""
+    sets = [mk.podset(n, c, ann, topology_request=field) for n, c, ann, field in podsets]
+    return Workload.model_validate(mk.workload("w", namespace="ns", podsets=sets, queue=None, admitted_flavor="gpu"))
 
 
 def test_decide_honours_the_field() -> None:
@@ -254,7 +237,7 @@ def test_decide_rejects_unknown_field_level_and_bad_groups() -> None:
         'PodSet "main": topologyRequest.preferred: unknown topology level "zone"; '
         f'Topology "topo" has levels {BLOCK}, {RACK}, {HOSTNAME_LABEL}'
     )
-    both = {pf.REQUIRED: RACK, GROUP: "g"}
+    both = {mk.REQUIRED: RACK, GROUP: "g"}
     d = decide(kueue_workload([("a", 2, both, None), ("b", 2, both, None)]), {"gpu"}, live_capacity())
     assert d.outcome is Outcome.REJECTED
     assert d.message.startswith(
@@ -265,7 +248,7 @@ def test_decide_rejects_unknown_field_level_and_bad_groups() -> None:
 
 def test_decide_rejects_layers_out_of_order() -> None:
     layers = json.dumps([{"topology": HOSTNAME_LABEL, "size": 2}, {"topology": RACK, "size": 1}])
-    d = decide(kueue_workload([("main", 4, {pf.REQUIRED: BLOCK, LAYERS: layers}, None)]), {"gpu"}, live_capacity())
+    d = decide(kueue_workload([("main", 4, {mk.REQUIRED: BLOCK, LAYERS: layers}, None)]), {"gpu"}, live_capacity())
     assert d.outcome is Outcome.REJECTED
     assert d.message == (
         f'PodSet "main": annotation {LAYERS}[1].topology: '
@@ -276,14 +259,16 @@ def test_decide_rejects_layers_out_of_order() -> None:
 def test_group_is_placed_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A leader + 7 workers fit one rack (8 GPUs) together; a leader + 8 workers do not, though
     each PodSet alone would."""
-    rack = {pf.REQUIRED: pf.RACK, GROUP: "g"}
-    ok = pf.jobset("ok", [("leader", 1, 1, 1, rack), ("workers", 1, 7, 7, rack)])
-    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), ok])
+    rack = {mk.REQUIRED: mk.RACK, GROUP: "g"}
+    ok = mk.jobset("ok", [mk.replicated_job("leader", 1, 1, 1, rack), mk.replicated_job("workers", 1, 7, 7, rack)])
+    code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), ok])
     assert code == 0, err
     leader, workers = out["workloads"][0]["podSets"]
     assert racks_of(leader) == racks_of(workers) and len(racks_of(workers)) == 1
-    too_big = pf.jobset("big", [("leader", 1, 1, 1, rack), ("workers", 1, 8, 8, rack)])
-    code, out, err = run_plan(tmp_path, capsys, [*pf.cluster(), too_big])
+    too_big = mk.jobset(
+        "big", [mk.replicated_job("leader", 1, 1, 1, rack), mk.replicated_job("workers", 1, 8, 8, rack)]
+    )
+    code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), too_big])
     assert code == 0, err
     [wl] = out["workloads"]
     assert wl["fits"] is False

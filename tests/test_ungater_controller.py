@@ -7,8 +7,10 @@ are injected recorders, so every test sees exactly which pods would be patched a
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
+import builders as mk
 import pytest
 
 from kueue_tas.api import constants as c
@@ -22,7 +24,6 @@ from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 
 HOST = c.HOSTNAME_LABEL
 CHECK = "tas-check"
@@ -33,49 +34,20 @@ def assignment(*domains: tuple[str, int]) -> TopologyAssignment:
     return TopologyAssignment((HOST,), tuple(DomainAssignment((h,), n) for h, n in domains))
 
 
-def workload_raw(ta: TopologyAssignment | None, state: str = "Ready", rv: str = "1") -> dict[str, Any]:
-    ann = {} if ta is None else {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: encode_assignment_annotation([("main", ta)])}
-    return {
-        "metadata": {"name": "wl", "namespace": "ns", "uid": UID, "resourceVersion": rv, "annotations": ann},
-        "spec": {"podSets": [{"name": "main", "count": 4, "template": {"spec": {"containers": []}}}]},
-        "status": {
-            "admissionChecks": [
-                {"name": CHECK, "state": state, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-            ]
-        },
-    }
-
-
-def pod_raw(
-    name: str,
-    *,
-    uid: str | None = None,
-    rv: str = "1",
-    gated: bool = True,
-    index: int | None = None,
-    selector: dict[str, str] | None = None,
-    phase: str = "Pending",
-    deleting: bool = False,
-    other_gates: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    labels = {c.WORKLOAD_LABEL: UID, c.PODSET_LABEL: "main"}
-    if index is not None:
-        labels[c.JOB_COMPLETION_INDEX_LABEL] = str(index)
-    gates = [{"name": g} for g in other_gates] + ([{"name": c.SCHEDULING_GATE}] if gated else [])
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": "ns",
-        "uid": uid or f"uid-{name}",
-        "resourceVersion": rv,
-        "labels": labels,
-    }
-    if deleting:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return {
-        "metadata": meta,
-        "spec": {"schedulingGates": gates, "nodeSelector": selector or {}, "containers": []},
-        "status": {"phase": phase},
-    }
+# Workload ns/wl of 4 pods (PodSet main, no requests); our check's state and the assignment per test.
+workload = partial(
+    mk.workload,
+    "wl",
+    4,
+    gpus=0,
+    namespace="ns",
+    uid=UID,
+    resource_version="1",
+    queue=None,
+    check=CHECK,
+    check_state="Ready",
+    check_time="2026-01-01T00:00:00Z",
+)
 
 
 class Recorder:
@@ -129,10 +101,31 @@ class Harness:
         )
 
     def workload(self, ta: TopologyAssignment | None, state: str = "Ready") -> None:
-        self.workloads.handle_event("ADDED", workload_raw(ta, state))
+        self.workloads.handle_event("ADDED", workload(assignment=ta, check_state=state))
 
-    def pod(self, name: str, event: str = "ADDED", **kw: Any) -> None:
-        self.pods.handle_event(event, pod_raw(name, **kw))
+    def pod(
+        self,
+        name: str,
+        event: str = "ADDED",
+        *,
+        index: int | None = None,
+        gated: bool = True,
+        other_gates: tuple[str, ...] = (),
+        uid: str | None = None,
+        rv: str = "1",
+        phase: str = "Pending",
+        **pod_args: Any,
+    ) -> None:
+        """Deliver a pod of the workload (PodSet main), held by our gate unless not ``gated``."""
+        labels = {c.WORKLOAD_LABEL: UID, c.PODSET_LABEL: "main"}
+        if index is not None:
+            labels[c.JOB_COMPLETION_INDEX_LABEL] = str(index)
+        gates = (*other_gates, c.SCHEDULING_GATE) if gated else other_gates
+        uid = uid or f"uid-{name}"
+        pod = mk.pod(
+            name, namespace="ns", uid=uid, resource_version=rv, labels=labels, gates=gates, phase=phase, **pod_args
+        )
+        self.pods.handle_event(event, pod)
 
     def observe_patches(self) -> None:
         """Play the apiserver: deliver each patched pod back, ungated with its new selector."""
@@ -200,7 +193,7 @@ async def test_deleted_pod_frees_its_slot_for_the_replacement(h: Harness) -> Non
     h.observe_patches()
     victim = next(p["name"] for p in h.rec.patches if p["patch"]["spec"]["nodeSelector"][HOST] == "n2")
     h.rec.patches.clear()
-    h.pods.handle_event("DELETED", pod_raw(victim))
+    h.pod(victim, "DELETED")
     h.pod("p-new")
     await h.run_pass()
     assert h.rec.selectors() == {"p-new": "n2"}
@@ -299,7 +292,7 @@ async def test_nothing_happens_unless_our_entry_is_ready(h: Harness) -> None:
     h.workloads.handle_event(
         "MODIFIED",
         {
-            **workload_raw(assignment(("n1", 2))),
+            **workload(assignment=assignment(("n1", 2))),
             "status": {
                 "admissionChecks": [
                     {"name": "someone-else", "state": "Ready", "lastTransitionTime": "2026-01-01T00:00:00Z"}
@@ -313,9 +306,19 @@ async def test_nothing_happens_unless_our_entry_is_ready(h: Harness) -> None:
 
 async def test_pods_of_other_workloads_and_ungated_pods_are_never_patched(h: Harness) -> None:
     h.workload(assignment(("n1", 2)))
-    other = pod_raw("foreign")
-    other["metadata"]["labels"][c.WORKLOAD_LABEL] = "another-uid"
-    h.pods.handle_event("ADDED", other)
+    foreign = {c.WORKLOAD_LABEL: "another-uid", c.PODSET_LABEL: "main"}
+    h.pods.handle_event(
+        "ADDED",
+        mk.pod(
+            "foreign",
+            namespace="ns",
+            uid="uid-foreign",
+            resource_version="1",
+            labels=foreign,
+            gates=(c.SCHEDULING_GATE,),
+            phase="Pending",
+        ),
+    )
     h.pod("mine-free", gated=False, other_gates=("example.com/other",))
     await h.run_pass()
     assert h.rec.patches == []
