@@ -24,6 +24,7 @@ from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.features import FeatureGates
 
 HOST = c.HOSTNAME_LABEL
 CHECK = "tas-check"
@@ -355,3 +356,68 @@ async def test_no_response_drops_the_expectation_and_retries_without_an_event(h:
     assert set(h.ungater.expectations.of("ns/wl")) == {"uid-b"} and h.rec.events == []
     await h.run_pass()
     assert h.rec.selectors() == {"b": "n1", "a": "n1"}
+
+
+# --- elastic workload slices --------------------------------------------------------------------
+
+OLD_UID = "wl-uid-0"
+
+
+def elastic_harness(gates: str) -> Harness:
+    h = Harness()
+    h.ungater.gates = FeatureGates.parse(gates)
+    return h
+
+
+def slices(h: Harness) -> None:
+    """ns/wl-0 (2 pods, both running on n1) is replaced by ns/wl: 4 pods kept on n1 + 2 on n2."""
+    old_wl = mk.workload(
+        "wl-0",
+        2,
+        gpus=0,
+        namespace="ns",
+        uid=OLD_UID,
+        resource_version="1",
+        queue=None,
+        check=CHECK,
+        check_state="Ready",
+        check_time="2026-01-01T00:00:00Z",
+        assignment=assignment(("n1", 2)),
+    )
+    h.workloads.handle_event("ADDED", old_wl)
+    new_wl = workload(
+        assignment=assignment(("n1", 2), ("n2", 2)),
+        workload_annotations={c.KUEUE_SLICE_REPLACEMENT_ANNOTATION: "ns/wl-0"},
+    )
+    h.workloads.handle_event("ADDED", new_wl)
+    for i in range(2):  # the old slice's pods: released earlier, running on n1
+        labels = {c.WORKLOAD_LABEL: OLD_UID, c.PODSET_LABEL: "main"}
+        h.pods.handle_event(
+            "ADDED",
+            mk.pod(
+                f"old{i}",
+                node="n1",
+                namespace="ns",
+                uid=f"uid-old{i}",
+                labels=labels,
+                selector={HOST: "n1"},
+                phase="Running",
+            ),
+        )
+    h.pod("new0")  # the delta: two gated pods of the new slice
+    h.pod("new1")
+
+
+async def test_elastic_delta_pods_go_around_the_pods_the_replaced_slice_keeps() -> None:
+    h = elastic_harness("ElasticJobsViaWorkloadSlicesWithTAS=true")
+    slices(h)
+    await h.run_pass()
+    assert h.rec.selectors() == {"new0": "n2", "new1": "n2"}
+
+
+async def test_without_the_elastic_gate_the_old_slice_pods_are_not_counted() -> None:
+    h = elastic_harness("")
+    slices(h)
+    await h.run_pass()
+    # The gate off, the annotation means nothing: the new slice's own pods fill n1 first.
+    assert h.rec.selectors() == {"new0": "n1", "new1": "n1"}

@@ -60,6 +60,7 @@ def register(manager: Manager, settings: Settings) -> None:
         events=manager.event_recorder,
         metrics=manager.metrics,
         settings=settings,
+        gates=gates,
     )
     manager.on_synced(cache.resync)  # the initial lists arrive in any order: rebuild from the full caches
     manager.add("capacity-gauges", gauges.run)

@@ -44,8 +44,13 @@ from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
+from kueue_tas.topology.slice_replacement import replaced_slice_ref
 
 log = structlog.get_logger(__name__)
+
+# Elastic slices replacing slices that replaced others: how far back kept pods are looked up.
+MAX_SLICE_CHAIN = 16
 
 Domain = tuple[str, ...]
 
@@ -118,8 +123,10 @@ class Ungater:
         events: EventSink,
         metrics: Metrics,
         settings: Settings,
+        gates: FeatureGates = DEFAULT_GATES,
     ) -> None:
         self.settings = settings
+        self.gates = gates
         self.metrics = metrics
         self.pod_store = informers.pod_store
         self.workloads = informers.workloads.store
@@ -188,6 +195,7 @@ class Ungater:
         pods = self.pod_store.of_workload(wl.namespace or "", wl.metadata.uid)
         if not any(p.gated for p in pods):
             return None
+        pods = pods + self._earlier_slice_pods(wl)
         releases: list[tuple[tuple[str, ...], Release]] = []
         for podset, ta in decoded:
             releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods))
@@ -204,6 +212,29 @@ class Ungater:
             seconds=round(time.perf_counter() - started, 3),
         )
         return 1.0 if retry else None
+
+    def _earlier_slice_pods(self, wl: Workload) -> list[SlimPod]:
+        """Released pods of the slices this elastic slice replaces, directly or through a chain.
+
+        Pods keep the workload label of the slice that released them, and they stay where they
+        run when a new slice takes over: without them the new slice's domains would look empty
+        and its delta pods could be sent where the kept pods already are.
+        """
+        out: list[SlimPod] = []
+        seen = {wl.metadata.uid}
+        current = wl
+        for _ in range(MAX_SLICE_CHAIN):
+            ref = replaced_slice_ref(current, self.gates)
+            if ref is None:
+                break
+            namespace = ref[0] or ""
+            previous = self.workloads.get(f"{namespace}/{ref[1]}")
+            if previous is None or not previous.metadata.uid or previous.metadata.uid in seen:
+                break
+            seen.add(previous.metadata.uid)
+            out.extend(p for p in self.pod_store.of_workload(namespace, previous.metadata.uid) if not p.gated)
+            current = previous
+        return out
 
     def _plan(self, key: str, podset: str, ta: TopologyAssignment, pods: list[SlimPod]) -> list[Release]:
         # Terminal and terminating pods free their slot; a pod the apiserver refused to ungate
