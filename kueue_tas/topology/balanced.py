@@ -30,6 +30,7 @@ from kueue_tas.topology.domain_state import (
     sorted_domains,
     sorted_with_leader,
 )
+from kueue_tas.topology.placement import children_of
 from kueue_tas.topology.tree import IntArray, TopologyTree
 
 Domains = list[int]
@@ -270,9 +271,9 @@ def best_candidate(tree: TopologyTree, st: DomainState, p: BalancedParams) -> Ca
     best: Candidate | None = None
     best_threshold, best_count = 0, 0
     for group in groups:
-        cand = st.copy()
+        cand = st  # read only until a group is worth pruning
         below = lvl < p.slice_level_idx
-        lower = np.concatenate([children(tree, lvl, d) for d in group]) if below else np.array(group, dtype=np.int64)
+        lower = children_of(tree, lvl, group) if below else np.array(group, dtype=np.int64)
         g = evaluate_greedy(cand, lvl + 1 if below else lvl, lower, slice_count, p.leader_count, p.order)
         if not g.fits:
             continue
@@ -283,6 +284,7 @@ def best_candidate(tree: TopologyTree, st: DomainState, p: BalancedParams) -> Ca
         if threshold < best_threshold:
             continue
         group_arr = np.array(group, dtype=np.int64)
+        cand = st.copy()
         prune_below(tree, cand, lvl, group, threshold, p)
         after = evaluate_greedy(cand, lvl, group_arr, slice_count, p.leader_count, p.order)
         if not after.fits and with_reservation < threshold:

@@ -11,21 +11,18 @@ count reuses it. The leader keeps its previous assignment on every elastic path.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.capacity import Matrix
 from kueue_tas.topology.find_assignment import PlaceOptions, find_topology_assignment
-from kueue_tas.topology.model import PodSetRequest, ResourceMap
+from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.placement import PlacementFailure
 from kueue_tas.topology.replacement import merge, stale_domain
 
 if TYPE_CHECKING:
     from kueue_tas.topology.snapshot import TopologySnapshot
-
-AddAssumed = Callable[[Matrix | None, TopologyAssignment, ResourceMap], Matrix]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +54,6 @@ def place_elastic(
     leader_previous: TopologyAssignment | None,
     assumed: Matrix | None,
     opts: PlaceOptions,
-    add_assumed: AddAssumed,
 ) -> ElasticOutcome | None:
     """The elastic decision, or None when a previous assignment is stale (place afresh)."""
     tree = snap.tree
@@ -74,10 +70,10 @@ def place_elastic(
     if workers.count == before:
         return ElasticOutcome({workers.name: previous, **leader_out})
     delta = dataclasses.replace(workers, count=workers.count - before)
-    assumed = add_assumed(assumed, previous, workers.requests)
+    assumed = snap._add_assumed(assumed, previous, workers.requests)
     placement_leader = leader
     if leader is not None and leader_previous is not None:
-        assumed = add_assumed(assumed, leader_previous, leader.requests)
+        assumed = snap._add_assumed(assumed, leader_previous, leader.requests)
         placement_leader = None
     try:
         placed = find_topology_assignment(snap, delta, placement_leader, assumed, opts)

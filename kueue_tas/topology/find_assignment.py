@@ -19,11 +19,11 @@ import numpy.typing as npt
 from kueue_tas.topology.affinity import preferred_scores
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.capacity import Matrix
-from kueue_tas.topology.domain_state import LeafInputs, Ordering
+from kueue_tas.topology.domain_state import LeafInputs, Ordering, descendant_range
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.filters import InvalidSelectorError, eligible_leaves
 from kueue_tas.topology.general import GeneralParams, place_general
-from kueue_tas.topology.layers import InnerLayers, as_single_layer, effective_layers, inner_layers
+from kueue_tas.topology.layers import as_single_layer, effective_layers, inner_layers
 from kueue_tas.topology.messages import ExclusionStats
 from kueue_tas.topology.model import PODS, PodSetRequest
 from kueue_tas.topology.placement import (
@@ -88,13 +88,7 @@ def find_topology_assignment(
     except InvalidSelectorError as exc:
         raise PlacementFailure(f"invalid affinity node selectors: {exc}") from exc
     if limit is not None:
-        level = tree.levels[limit.level]
-        lo, hi = int(level.child_start[limit.index]), int(level.child_end[limit.index])
-        for lvl in range(limit.level + 1, tree.depth - 1):
-            nxt = tree.levels[lvl]
-            lo, hi = int(nxt.child_start[lo]), int(nxt.child_end[hi - 1])
-        if limit.level == tree.depth - 1:
-            lo, hi = limit.index, limit.index + 1
+        lo, hi = descendant_range(tree, limit.level, limit.index, tree.depth - 1)
         inside = np.zeros(len(tree.leaves), dtype=np.bool_)
         inside[lo:hi] = True
         stats.topology_domain += int((eligible & ~inside).sum())
@@ -136,7 +130,7 @@ def find_topology_assignment(
         unconstrained=params.unconstrained,
         order=order,
         size_at_level=inner.size_at_level,
-        layers=inner.layers if isinstance(inner, InnerLayers) else (),
+        layers=inner.layers,
         balanced=balanced,
     )
     placed, leaders = place_general(tree, general, leaf, snap.topology_name, stats)

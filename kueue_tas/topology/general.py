@@ -33,7 +33,7 @@ from kueue_tas.topology.domain_state import (
 )
 from kueue_tas.topology.messages import ExclusionStats
 from kueue_tas.topology.model import SliceLayer
-from kueue_tas.topology.placement import PlacementFailure
+from kueue_tas.topology.placement import PlacementFailure, children_of, greedy_take
 from kueue_tas.topology.tree import IntArray, TopologyTree
 
 Placed = list[tuple[int, int]]  # (leaf index, pod count)
@@ -119,13 +119,10 @@ def greedy(run: Run, lvl: int, doms: IntArray, caps_of: IntArray, needed: int) -
     covering one from there). Returns the domains taken and what is still missing."""
     if needed <= 0 or doms.size == 0:
         return [], needed
-    caps = caps_of[doms]
-    before = np.cumsum(caps) - caps
-    covers = caps >= needed - before
-    if not covers.any():
-        return doms.tolist(), needed - int(caps.sum())
-    i = int(covers.argmax())
-    rest = needed - int(before[i])
+    taken = greedy_take(caps_of[doms], needed, best_fit=False)
+    if taken is None:
+        return doms.tolist(), needed - int(caps_of[doms].sum())
+    i, _, rest = taken
     d = int(doms[i]) if run.p.order.lfc else best_fit(run.st, lvl, doms[i:], rest, caps_of, 0, run.p.order)
     return [*doms[:i].tolist(), d], rest - int(caps_of[d])
 
@@ -216,13 +213,10 @@ def update_counts_to_minimum(
     tail = doms[i:]
     if tail.size == 0:
         return np.zeros(0, dtype=np.int64)
-    caps = prim[tail]
-    before = np.cumsum(caps) - caps
-    covers = np.flatnonzero(caps >= rem - before)
-    if covers.size == 0:
+    taken = greedy_take(prim[tail], rem, best_fit=False)
+    if taken is None:
         return np.zeros(0, dtype=np.int64)
-    k = int(covers[0])
-    last_rem = rem - int(before[k])
+    k, _, last_rem = taken
     whole = tail[:k]
     ld[whole] = 0
     if use_slices:
@@ -267,7 +261,7 @@ def place_general(
     # Above the slice level the children of all chosen domains form one pool, filled from scratch
     # (balanced placement already chose the domains there).
     while balanced is None and lvl < min(low, p.slice_level_idx):
-        pool = np.concatenate([children(tree, lvl, int(d)) for d in cur]) if cur.size else cur
+        pool = children_of(tree, lvl, cur.tolist())
         pool = sorted_domains(st, lvl + 1, pool, p.order)
         cur = update_counts_to_minimum(run, lvl + 1, pool, p.count, p.leader_count, p.slice_size, True)
         lvl += 1

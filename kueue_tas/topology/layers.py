@@ -75,4 +75,4 @@ def inner_layers(
         for lvl in range(prev_idx + 1, idx + 1):
             size_at_level[lvl] = layer.size
         prev_size, prev_idx = layer.size, idx
-    return InnerLayers(size_at_level, layers if size_at_level else ())
+    return InnerLayers(size_at_level, layers)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kueue_tas.api import constants as c
+from kueue_tas.topology import messages
 from kueue_tas.topology.model import TopologyRequest
 
 
@@ -47,12 +48,12 @@ def level_problem(levels: Sequence[str], topology: TopologyRequest | None) -> Le
         if levels.index(layer.level) <= levels.index(parent.level):
             return LevelProblem(
                 *_layer_path(i, "topology"),
-                message=f"additional slice layer topology {layer.level} must be at a lower level than {parent.level}",
+                message=messages.additional_layer_not_lower(layer.level, parent.level),
             )
         if layer.size > 0 and parent.size % layer.size != 0:
             return LevelProblem(
                 *_layer_path(i, "size"),
-                message=f"additional slice layer size {layer.size} must evenly divide parent layer size {parent.size}",
+                message=messages.additional_layer_size(layer.size, parent.size),
             )
     return None
 

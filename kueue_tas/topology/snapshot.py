@@ -12,7 +12,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from kueue_tas.api import constants as c
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.capacity import CapacityMatrix, Matrix
 from kueue_tas.topology.elastic import place_elastic
@@ -24,7 +23,6 @@ from kueue_tas.topology.model import (
     PodSetRequest,
     ResourceMap,
     Toleration,
-    TopologyRequest,
 )
 from kueue_tas.topology.placement import PlacementFailure
 from kueue_tas.topology.podset_groups import PlacementGroup, group_podsets, ordered_results
@@ -70,19 +68,6 @@ class TopologySnapshot:
     @property
     def levels(self) -> tuple[str, ...]:
         return self.tree.level_keys
-
-    def unknown_level(self, topology: TopologyRequest | None) -> tuple[str, str] | None:
-        """(annotation suffix, level) of the first requested level this topology does not have."""
-        if topology is None:
-            return None
-        for suffix, level in (
-            (c.SUFFIX_REQUIRED_TOPOLOGY, topology.required),
-            (c.SUFFIX_PREFERRED_TOPOLOGY, topology.preferred),
-            (c.SUFFIX_SLICE_REQUIRED_TOPOLOGY, topology.slice_level),
-        ):
-            if level is not None and level not in self.levels:
-                return suffix, level
-        return None
 
     def add_non_tas_usage(self, node_name: str, usage: ResourceMap, sign: int = 1) -> None:
         """Charge a bound non-TAS pod's usage (its requests plus ``pods: 1``) to a node by name
@@ -204,7 +189,6 @@ class _Run:
                     leader_previous,
                     self.assumed,
                     self.opts,
-                    self.snap._add_assumed,
                 )
             if outcome is None:
                 if not self._place_group(group):
