@@ -47,7 +47,6 @@ class LiveCapacity:
         self._charged: dict[str, tuple[UsageEntry, ...]] = {}  # what each workload holds in the snapshots
         self._flavors: dict[str, FlavorSpec] = {}
         self._snapshots: dict[str, TopologySnapshot] = {}
-        self.rebuilds = 0
 
     # --- flavors and nodes: structural changes ---------------------------------------------
 
@@ -74,6 +73,8 @@ class LiveCapacity:
 
     def upsert_pod(self, key: str, node_name: str | None, usage: ResourceMap | None) -> None:
         """A non-TAS pod: charged while bound and not terminal (pass None to release)."""
+        if node_name is not None and usage is not None and self._pods.get(key) == (node_name, usage):
+            return  # a status update that changes nothing we charge
         self.delete_pod(key)
         if node_name is None or usage is None:
             return
@@ -161,11 +162,9 @@ class LiveCapacity:
         for entry in entries:
             self._charge(entry, 1)
 
-    def _charge(self, entry: UsageEntry, sign: int, only: str | None = None) -> None:
+    def _charge(self, entry: UsageEntry, sign: int) -> None:
         for name, snap in self._snapshots.items():
-            if (only is None or name == only) and charges_snapshot(
-                name, snap, entry.flavor, entry.assignment, self.gates
-            ):
+            if charges_snapshot(name, snap, entry.flavor, entry.assignment, self.gates):
                 snap.add_tas_usage(entry.assignment, entry.per_pod, sign)
 
     # --- reading --------------------------------------------------------------------------
@@ -190,6 +189,6 @@ class LiveCapacity:
         self._snapshots[flavor] = snap
         for entries in self._charged.values():
             for entry in entries:
-                self._charge(entry, 1, only=flavor)
-        self.rebuilds += 1
+                if charges_snapshot(flavor, snap, entry.flavor, entry.assignment, self.gates):
+                    snap.add_tas_usage(entry.assignment, entry.per_pod)
         return snap

@@ -91,7 +91,7 @@ class WorkloadAdmission:
         self._awaiting_write: dict[str, float] = {}  # workload -> deadline to observe our entry write
         informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
         for config in informers.configuration():
-            on_any_change(config, self.enqueue_all)
+            on_any_change(config, self.enqueue_all, spec_only=True)
 
     # --- events -------------------------------------------------------------------------------
 

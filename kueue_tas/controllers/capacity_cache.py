@@ -38,7 +38,7 @@ class CapacityCache:
             lambda p: capacity.delete_pod(p.key),
         )
         for config in informers.configuration():
-            on_any_change(config, self.resync)
+            on_any_change(config, self.resync, spec_only=True)
         informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
 
     def flavors_of(self, check: str) -> set[str]:

@@ -71,7 +71,9 @@ class SharedInformers:
             flavors=source.informer(cat.RESOURCE_FLAVORS, model_transform(ResourceFlavor)),
             checks=source.informer(cat.ADMISSION_CHECKS, model_transform(AdmissionCheck)),
             queues=source.informer(cat.CLUSTER_QUEUES, model_transform(ClusterQueue)),
-            workloads=source.informer(cat.WORKLOADS, model_transform(Workload)),
+            workloads=source.informer(
+                cat.WORKLOADS, model_transform(Workload), store=Store({WORKLOAD_UID_INDEX: _workload_uid})
+            ),
         )
 
     def configuration(self) -> tuple[Informer[Any], ...]:
@@ -79,9 +81,25 @@ class SharedInformers:
         return (self.topologies, self.flavors, self.checks, self.queues)
 
 
-def on_any_change(informer: Informer[Any], handler: Callable[[], None]) -> None:
-    """Call ``handler()`` on every add, update and delete of ``informer``."""
-    informer.add_handler(lambda _x: handler(), lambda _a, _b: handler(), lambda _x: handler())
+WORKLOAD_UID_INDEX = "uid"
+
+
+def _workload_uid(wl: Workload) -> tuple[str, ...]:
+    # Pods name their workload by UID (our label): the ungater maps them back through this index.
+    return (wl.metadata.uid,) if wl.metadata.uid else ()
+
+
+def on_any_change(informer: Informer[Any], handler: Callable[[], None], *, spec_only: bool = False) -> None:
+    """Call ``handler()`` on every add, update and delete of ``informer``; with ``spec_only``,
+    updates that leave ``spec`` as it was are skipped."""
+
+    def updated(old: Any, new: Any) -> None:
+        # Kueue rewrites ClusterQueue status on nearly every admission: a handler that reads only
+        # spec (which flavors, checks and Topologies are ours) need not run again for it.
+        if not (spec_only and old.spec == new.spec):
+            handler()
+
+    informer.add_handler(lambda _x: handler(), updated, lambda _x: handler())
 
 
 class OurChecks:

@@ -33,7 +33,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
-from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers
 from kueue_tas.controllers.ungate_plan import PodView, Release, plan_releases
 from kueue_tas.kube.client import patch_pod
 from kueue_tas.kube.errors import ApiError, Conflict, NotFound
@@ -136,7 +136,6 @@ class Ungater:
         self.queue: WorkQueue[str] = WorkQueue("ungater")
         self.expectations = Expectations()
         self.refused: dict[str, str] = {}  # pod UID -> resourceVersion the apiserver refused to ungate
-        self.by_uid: dict[str, str] = {}  # workload UID -> namespace/name (pods carry the UID)
         self.patch_slots = asyncio.Semaphore(settings.patch_concurrency)
         informers.workloads.add_handler(
             self._on_workload, lambda _o, w: self._on_workload(w), self._on_workload_deleted
@@ -146,17 +145,17 @@ class Ungater:
     # --- events -------------------------------------------------------------------------------
 
     def _key_of_pod(self, pod: SlimPod) -> str | None:
-        return None if pod.workload is None else self.by_uid.get(pod.workload)
+        if pod.workload is None:
+            return None
+        owners = self.workloads.by_index(WORKLOAD_UID_INDEX, pod.workload)
+        return workload_key(owners[0]) if owners else None
 
     def _on_workload(self, wl: Workload) -> None:
         key = workload_key(wl)
-        if wl.metadata.uid:
-            self.by_uid[wl.metadata.uid] = key
         if self._releasable(wl):
             self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
 
     def _on_workload_deleted(self, wl: Workload) -> None:
-        self.by_uid.pop(wl.metadata.uid or "", None)
         self.expectations.forget(workload_key(wl))
 
     def _on_pod(self, pod: SlimPod) -> None:
@@ -187,13 +186,13 @@ class Ungater:
             return None
         if not self._releasable(wl) or not wl.metadata.uid:
             return None
+        pods = self.pod_store.of_workload(wl.namespace or "", wl.metadata.uid)
+        if not any(p.gated for p in pods):
+            return None  # most passes (pod status updates of released pods) end here: no decoding
         try:
             decoded = decode_assignment_annotation(wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION])
         except ValueError as exc:
             log.warning("assignment_annotation_invalid", workload=key, error=str(exc))
-            return None
-        pods = self.pod_store.of_workload(wl.namespace or "", wl.metadata.uid)
-        if not any(p.gated for p in pods):
             return None
         pods = pods + self._earlier_slice_pods(wl)
         releases: list[tuple[tuple[str, ...], Release]] = []
