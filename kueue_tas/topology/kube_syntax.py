@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-_INT32_MAX = 2**31 - 1
-_INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+INT32_MIN = -(2**31)
 
 
 # --- Go-compatible scalar parsing -------------------------------------------------------------
@@ -34,7 +34,7 @@ def parse_go_int32(value: str) -> int | None:
     if not _GO_DECIMAL_INT.match(value):
         return None
     number = int(value)
-    if number < _INT32_MIN or number > _INT32_MAX:
+    if number < INT32_MIN or number > INT32_MAX:
         return None
     return number
 

@@ -60,8 +60,8 @@ class ReplacementIndex:
                 index.excluded.add(_key(old))
         if gates.failed_node_replacement:
             for key, wl in ready.items():
-                if key in index.excluded:
-                    continue
+                if key in index.excluded or not wl.status.unhealthy_nodes:
+                    continue  # nothing to re-place: its annotation is decoded once, as usage
                 current = _assignments(wl)
                 unhealthy = _unhealthy_in(wl.status.unhealthy_nodes, current.values())
                 if unhealthy:

@@ -29,12 +29,11 @@ from collections.abc import Mapping
 
 from kueue_tas.api.workload import PodSetTopologyRequestModel
 from kueue_tas.topology.model import SliceLayer, TopologyRequest
-from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation
+from kueue_tas.topology.request import MAX_GROUP_NAME_LENGTH, TopologyRequestError, has_topology_annotation
 from kueue_tas.topology.slice_layers import MAX_LAYERS
 
 FIELD = "topologyRequest"
 _LEVEL_MAX = 63
-_GROUP_MAX = 256
 
 
 class TopologyFieldError(TopologyRequestError):
@@ -72,7 +71,7 @@ def validate_topology_field(field: PodSetTopologyRequestModel) -> list[str]:
     errors = [
         *_too_long("required", field.required, _LEVEL_MAX),
         *_too_long("preferred", field.preferred, _LEVEL_MAX),
-        *_too_long("podSetGroupName", field.pod_set_group_name, _GROUP_MAX),
+        *_too_long("podSetGroupName", field.pod_set_group_name, MAX_GROUP_NAME_LENGTH),
         *_too_long("podSetSliceRequiredTopology", field.pod_set_slice_required_topology, _LEVEL_MAX),
     ]
     layers = field.podset_slice_required_topology_constraints

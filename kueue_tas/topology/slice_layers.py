@@ -15,14 +15,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from kueue_tas.topology.kube_syntax import label_name_errors
+from kueue_tas.topology.kube_syntax import INT32_MAX, INT32_MIN, label_name_errors
 from kueue_tas.topology.model import SliceLayer
 
 MAX_LAYERS = 3
 LAYER_COUNT_MESSAGE = f"topology constraints must contain between 1 and {MAX_LAYERS} entries"
 PARSE_FAILURE_MESSAGE = "failed to parse multi-layer topology constraints annotation"
 _GO_TYPE = "v1beta2.PodsetSliceRequiredTopologyConstraint"
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
 class SliceLayersDecodeError(ValueError):
@@ -85,7 +84,7 @@ def decode_layers(text: str) -> list[SliceLayer]:
                     )
                 topology = value
             else:
-                ok = isinstance(value, int) and not isinstance(value, bool) and _INT32_MIN <= value <= _INT32_MAX
+                ok = isinstance(value, int) and not isinstance(value, bool) and INT32_MIN <= value <= INT32_MAX
                 if not ok:
                     shown = value.literal if isinstance(value, _Float) else str(value)
                     what = f"number {shown}" if isinstance(value, int | _Float) else _go_kind(value)
