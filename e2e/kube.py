@@ -13,11 +13,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar, cast
 
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e.nodes import NodePool, is_ready
-from kueue_tas.kube.client import ensure_no_proxy
+from kueue_tas.kube.client import make_api_client
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
@@ -41,11 +41,8 @@ def content_type(value: str) -> dict[str, Any]:
 
 
 async def new_api_client(kubeconfig: str, pool_size: int = 64) -> client.ApiClient:
-    ensure_no_proxy()
-    cfg = client.Configuration()
-    await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-    cfg.connection_pool_maxsize = pool_size
-    return client.ApiClient(cfg)
+    api, _ = await make_api_client(kubeconfig, pool=pool_size)
+    return api
 
 
 async def eventually(

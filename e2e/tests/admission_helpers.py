@@ -20,9 +20,7 @@ def small_pool(unique: str, prefix: str = "a") -> NodePool:
 
 
 def entry_of(wl: dict[str, Any], s: st.TasStack) -> dict[str, Any]:
-    entry = workloads.check_entry(wl, s.check)
-    assert entry is not None, wl.get("status")
-    return entry
+    return workloads.require_entry(wl, s.check)
 
 
 async def events_of(kube: Kube, wl: dict[str, Any], reason: str) -> list[dict[str, Any]]:

@@ -51,7 +51,6 @@ FLAVOR = "tas-flavor"
 OTHER_FLAVOR = "other-flavor"
 CHECK = "kueue-tas"
 QUEUE = "cq"
-SLICE_REPLACEMENT_ANNOTATION = "kueue.x-k8s.io/workload-slice-replacement-for"
 _KUEUE = c.KUEUE_API_VERSION
 
 
@@ -290,7 +289,7 @@ def target_workload(case: KueueCase, via: RequestVia) -> dict[str, Any]:
     if replacing:
         annotations.update(_assignment_annotation(_current(case)))
     if case.elastic:
-        annotations[SLICE_REPLACEMENT_ANNOTATION] = f"{NAMESPACE}/{OLD_SLICE}"
+        annotations[c.KUEUE_SLICE_REPLACEMENT_ANNOTATION] = f"{NAMESPACE}/{OLD_SLICE}"
     status = _status(FLAVOR, [(ps.name, ps.count, ps.requests) for ps in case.podsets], ready=replacing)
     if replacing:
         status["unhealthyNodes"] = [{"name": n} for n in case.unhealthy_nodes]
