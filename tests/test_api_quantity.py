@@ -94,3 +94,17 @@ def test_resource_list_to_ints() -> None:
     assert resource_list_to_ints(None) == {}
     with pytest.raises(QuantityError, match="'cpu'"):
         resource_list_to_ints({"cpu": "lots"})
+
+
+@pytest.mark.parametrize(
+    ("resource", "value"),
+    [("cpu", "9223372036854776"), ("memory", "9223372036854776"), ("nvidia.com/gpu", "10E"), ("cpu", "-10E")],
+)
+def test_amount_beyond_int64_milli_units_is_refused_with_the_resource(resource: str, value: str) -> None:
+    with pytest.raises(QuantityError, match=f"{resource!r} is out of range"):
+        quantity_to_int(resource, value)
+
+
+def test_largest_countable_amount_is_accepted() -> None:
+    assert quantity_to_int("memory", "9223372036854775") == 9223372036854775
+    assert quantity_to_int("cpu", "9223372036854775") == 9223372036854775000

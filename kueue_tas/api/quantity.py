@@ -65,8 +65,20 @@ def parse_quantity(value: QuantityValue, *, resource: str | None = None) -> Deci
         raise QuantityError(f"invalid quantity {text!r}{where}: out of range") from exc
 
 
+# Kubernetes reads every quantity as an int64 of milli-units (``Quantity.MilliValue``); beyond that
+# Go saturates or wraps, so such an amount has no meaning to the apiserver, Kueue or our int64 arrays.
+MAX_MILLI_UNITS = 2**63 - 1
+
+
 def to_kueue_units(resource: str, amount: Decimal) -> int:
-    """Convert an exact amount to Kueue's integer units (cpu: millicores; others: base units), rounding up."""
+    """Convert an exact amount to Kueue's integer units (cpu: millicores; others: base units), rounding up.
+
+    Raises :class:`QuantityError` when the amount is beyond ``MAX_MILLI_UNITS`` milli-units.
+    """
+    if abs(amount) * 1000 > MAX_MILLI_UNITS:
+        raise QuantityError(
+            f"quantity {amount} for resource {resource!r} is out of range: Kubernetes counts at most {MAX_MILLI_UNITS}m"
+        )
     if resource == CPU:
         amount = amount * 1000
     return int(amount.to_integral_value(rounding=ROUND_CEILING))
