@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import structlog
 
@@ -26,6 +26,7 @@ from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.admission_writes import AdmissionWriter, GateInjectionError, check_entry, merged_annotation
+from kueue_tas.controllers.check_flavors import unusable_flavors
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
 from kueue_tas.kube.errors import ApiError, Conflict
@@ -50,6 +51,7 @@ _OUTCOME_METRIC: Final[dict[Outcome, Literal["ready", "retry", "rejected"]]] = {
     Outcome.REJECTED: "rejected",
 }
 _OUTCOME_REASON: Final = {
+    Outcome.PENDING: "TopologyUnavailable",
     Outcome.READY: "TopologyAssigned",
     Outcome.RETRY: "TopologyNotFitting",
     Outcome.REJECTED: "TopologyRequestRejected",
@@ -75,6 +77,7 @@ class WorkloadAdmission:
         """``flavors_of(check)``: the flavors our check governs; ``decided()`` is called after
         every decision (the capacity gauges' cue); ``clock``: monotonic seconds."""
         self._workloads = informers.workloads.store
+        self._informers = informers
         self._checks = checks
         self._capacity = capacity
         self._flavors_of = flavors_of
@@ -145,17 +148,21 @@ class WorkloadAdmission:
             self._capacity.forget(key)
             replaced, current = self._replaced_slice(wl)
             started = time.perf_counter()
+            governed = self._flavors_of(check)
             with self._capacity.without(replaced):
                 decision = decide(
                     wl,
-                    self._flavors_of(check),
+                    governed,
                     self._capacity,
                     self._settings.annotation_prefix,
                     self._gates,
                     current=current,
+                    unusable=self._unusable(check, governed),
                 )
             self._metrics.decision_seconds.observe(time.perf_counter() - started)
             self._decided()
+            if decision.outcome is Outcome.PENDING and _entry_says(wl, check_entry(check, decision, wl)):
+                return None  # already written; a configuration change decides it again
             try:
                 await self._commit(wl, check, decision, replaced)
             except Conflict:
@@ -169,6 +176,17 @@ class WorkloadAdmission:
                 await self._event(wl, "Warning", "TopologyAssignmentFailed", str(exc))
                 return 5.0
         return None
+
+    def _unusable(self, check: str, governed: set[str]) -> dict[str, str]:
+        return unusable_flavors(
+            check,
+            self._checks.by_name(),
+            self._informers.queues.store.values(),
+            self._informers.topologies.store.get,
+            self._informers.flavors.store.get,
+            governed,
+            self._checks.controller_name,
+        )
 
     def _replaced_slice(self, wl: Workload) -> tuple[str | None, dict[str, TopologyAssignment] | None]:
         """(key, assignments) of the slice ``wl`` replaces; (None, None) for an ordinary placement."""
@@ -202,8 +220,11 @@ class WorkloadAdmission:
             base, cap = self._settings.retry_backoff_base_seconds, self._settings.retry_backoff_max_seconds
             requeue = int(min(base * 2**n, cap))
         await self._writer.write_check(wl, check_entry(check, decision, wl, requeue))
-        self._awaiting_write[key] = self._clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
-        self._metrics.record_admission(_OUTCOME_METRIC[decision.outcome])
+        if decision.outcome is not Outcome.PENDING:
+            # A Pending entry cannot be told apart from Kueue's when it comes back; the
+            # message check above stops it from being written twice instead.
+            self._awaiting_write[key] = self._clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
+            self._metrics.record_admission(_OUTCOME_METRIC[decision.outcome])
         kind: Literal["Normal", "Warning"] = "Normal" if decision.outcome is Outcome.READY else "Warning"
         await self._event(wl, kind, _OUTCOME_REASON[decision.outcome], decision.message)
         log.info(
@@ -221,3 +242,11 @@ class WorkloadAdmission:
         self.enqueue_all()
         log.info("workload_admission_started")
         await self.queue.run(1, self.reconcile)
+
+
+def _entry_says(wl: Workload, entry: dict[str, Any]) -> bool:
+    """``wl`` carries ``entry``'s state and message already."""
+    return any(
+        st.name == entry["name"] and st.state == entry["state"] and st.message == entry["message"]
+        for st in wl.status.admission_checks
+    )

@@ -5,6 +5,10 @@ Retry: something does not fit now; the message says what the best domain could
 hold and what limited it (Kueue's own text).
 Rejected: the request can never be satisfied (malformed annotation, unknown
 level, more pods than the topology holds even when empty).
+Pending: a PodSet is on a flavor meant to be ours that cannot be placed on (its Topology is
+missing, the flavor is put on two Topologies, ...), or asks for a topology on a flavor the
+check does not govern while no PodSet is governed. Never Ready with nothing assigned: the
+pods would then be charged nowhere. The configuration's next change decides it again.
 
 A new elastic slice is decided with ``current``, the assignments of the slice it replaces
 (``kueue_tas.topology.slice_replacement``, the rule ``plan`` follows too); the caller keeps
@@ -35,6 +39,7 @@ from kueue_tas.topology.snapshot import TopologySnapshot
 
 
 class Outcome(StrEnum):
+    PENDING = c.CHECK_STATE_PENDING
     READY = c.CHECK_STATE_READY
     RETRY = c.CHECK_STATE_RETRY
     REJECTED = c.CHECK_STATE_REJECTED
@@ -113,6 +118,40 @@ def _group_rejection(members: list[tuple[PodSetRequest, bool]], prefix: str) -> 
     return "; ".join(e.message for e in errors) if errors else None
 
 
+def _unusable_problem(workload: Workload, unusable: Mapping[str, str]) -> str | None:
+    """PodSets on a flavor that is meant to be ours but cannot be placed on, by problem."""
+    by_problem: dict[str, list[str]] = {}
+    for ps in workload.spec.pod_sets:
+        psa = workload.pod_set_assignment(ps.name)
+        if psa is None:
+            continue
+        for flavor in dict.fromkeys(psa.flavors.values()):
+            if flavor in unusable:
+                by_problem.setdefault(unusable[flavor], []).append(ps.name)
+    if not by_problem:
+        return None
+    parts = []
+    for problem, names in by_problem.items():
+        quoted = ", ".join(f'"{n}"' for n in names)
+        parts.append(f"{'PodSet' if len(names) == 1 else 'PodSets'} {quoted}: {problem}")
+    return "; ".join(parts)
+
+
+def _ungoverned_request(workload: Workload, check_flavors: set[str], prefix: str) -> str | None:
+    """The first PodSet that asks for a topology on a flavor ``check_flavors`` lacks."""
+    for ps in workload.spec.pod_sets:
+        psa = workload.pod_set_assignment(ps.name)
+        if psa is None or not requests_topology(ps.template, ps.topology_request, prefix):
+            continue
+        flavors = [f for f in dict.fromkeys(psa.flavors.values()) if f not in check_flavors]
+        if flavors:
+            return (
+                f'PodSet "{ps.name}" requests a topology, but its ResourceFlavor "{flavors[0]}" is not '
+                "one this AdmissionCheck governs (onFlavors of the ClusterQueue's admissionChecksStrategy)"
+            )
+    return None
+
+
 def decide(
     workload: Workload,
     check_flavors: set[str],
@@ -121,7 +160,13 @@ def decide(
     gates: FeatureGates = DEFAULT_GATES,
     *,
     current: Mapping[str, TopologyAssignment] | None = None,
+    unusable: Mapping[str, str] | None = None,
 ) -> Decision:
+    """``unusable``: flavor -> problem, for flavors meant to be under the check that cannot be
+    placed on (``kueue_tas.controllers.check_flavors``); a PodSet on one keeps the entry Pending."""
+    problem = _unusable_problem(workload, unusable or {})
+    if problem is not None:
+        return Decision(Outcome.PENDING, problem)
     groups: dict[str, list[PodSetRequest]] = {}
     members: list[tuple[PodSetRequest, bool]] = []
     for name, count, template, flavor in governed_podsets(workload, check_flavors):
@@ -171,6 +216,9 @@ def decide(
             assert result.assignment is not None
             placements.append(PodSetPlacement(request.name, flavor, result.assignment, dict(request.requests)))
     if not placements:
+        problem = _ungoverned_request(workload, check_flavors, prefix)
+        if problem is not None:
+            return Decision(Outcome.PENDING, problem)
         return Decision(Outcome.READY, "no PodSet needs a topology assignment")
     summary = ", ".join(
         f"{p.name}: {p.assignment.total} pods in {len(p.assignment.domains)} domain(s)" for p in placements
