@@ -20,10 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Final
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.assignment_record import record_suffix
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import UsageEntry
 from kueue_tas.topology.assignment import TopologyAssignment
@@ -36,6 +38,10 @@ from kueue_tas.topology.request import TopologyRequestError, template_annotation
 from kueue_tas.topology.request_field import uses_field
 from kueue_tas.topology.slice_replacement import place_options
 from kueue_tas.topology.snapshot import TopologySnapshot
+
+# Kueue's Workload API limits (v1beta2): spec.podSets maxItems, admissionChecks[].message maxLength.
+MAX_PODSETS: Final = 18
+CHECK_MESSAGE_LIMIT: Final = 32768
 
 
 class Outcome(StrEnum):
@@ -152,6 +158,13 @@ def _ungoverned_request(workload: Workload, check_flavors: set[str], prefix: str
     return None
 
 
+def _too_many_podsets(workload: Workload) -> str | None:
+    n = len(workload.spec.pod_sets)
+    if n > MAX_PODSETS:
+        return f"spec.podSets: Too many: {n}: must have at most {MAX_PODSETS} items"
+    return None
+
+
 def decide(
     workload: Workload,
     check_flavors: set[str],
@@ -164,6 +177,9 @@ def decide(
 ) -> Decision:
     """``unusable``: flavor -> problem, for flavors meant to be under the check that cannot be
     placed on (``kueue_tas.controllers.check_flavors``); a PodSet on one keeps the entry Pending."""
+    problem = _too_many_podsets(workload)
+    if problem is not None:
+        return Decision(Outcome.REJECTED, problem)
     problem = _unusable_problem(workload, unusable or {})
     if problem is not None:
         return Decision(Outcome.PENDING, problem)
@@ -220,7 +236,17 @@ def decide(
         if problem is not None:
             return Decision(Outcome.PENDING, problem)
         return Decision(Outcome.READY, "no PodSet needs a topology assignment")
-    summary = ", ".join(
+    return Decision(Outcome.READY, _ready_message(workload, placements), placements)
+
+
+def _ready_message(workload: Workload, placements: list[PodSetPlacement]) -> str:
+    """The summary, then our record of what we assigned (``assignment_record``): the record
+    is what tells an edited annotation apart, so it is never the part cut to fit the limit."""
+    record = record_suffix(workload.metadata.uid or "", ((p.name, p.assignment) for p in placements))
+    summary = "topology assignment: " + ", ".join(
         f"{p.name}: {p.assignment.total} pods in {len(p.assignment.domains)} domain(s)" for p in placements
     )
-    return Decision(Outcome.READY, f"topology assignment: {summary}", placements)
+    room = CHECK_MESSAGE_LIMIT - len(record)
+    if len(summary) > room:
+        summary = summary[: room - 3] + "..."
+    return summary + record
