@@ -45,6 +45,10 @@ log = structlog.get_logger(__name__)
 # still-Pending workload is decided again.
 WRITE_OBSERVE_TIMEOUT_SECONDS: Final = 30.0
 
+# Kubernetes' ValidateAnnotationsSize: the bytes of every annotation's key and value, together.
+ANNOTATIONS_SIZE_LIMIT: Final = 256 * 1024
+ASSIGNMENT_FIELD: Final = f"metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]"
+
 _OUTCOME_METRIC: Final[dict[Outcome, Literal["ready", "retry", "rejected"]]] = {
     Outcome.READY: "ready",
     Outcome.RETRY: "retry",
@@ -207,12 +211,13 @@ class WorkloadAdmission:
     async def _commit(self, wl: Workload, check: str, decision: Decision, replaced: str | None) -> None:
         key = workload_key(wl)
         requeue: int | None = None
+        decision, text = with_annotation(wl, decision)
         if decision.outcome is Outcome.READY:
             self._capacity.assume(key, decision.usage(), replaces=replaced)
             gated = {p.name for p in decision.placements if p.multi_domain}
             await self._writer.inject_gates(wl, gated, self._settings.scheduling_gate)
-            if decision.placements:
-                await self._writer.write_annotation(wl, merged_annotation(wl, decision))
+            if text is not None:
+                await self._writer.write_annotation(wl, text)
             self._retries.pop(key, None)
         elif decision.outcome is Outcome.RETRY:
             n = self._retries.get(key, 0)
@@ -242,6 +247,38 @@ class WorkloadAdmission:
         self.enqueue_all()
         log.info("workload_admission_started")
         await self.queue.run(1, self.reconcile)
+
+
+def with_annotation(wl: Workload, decision: Decision) -> tuple[Decision, str | None]:
+    """A Ready decision with its annotation text, or Rejected when that text cannot be stored:
+    Kubernetes caps all annotations of an object together (keys and values) at 256 KiB, and
+    writing past it would fail on every retry. The text is already Kueue's compact encoding
+    (``kueue_tas.topology.codec``); random host names defeat its prefix sharing."""
+    if decision.outcome is not Outcome.READY or not decision.placements:
+        return decision, None
+    try:
+        text = merged_annotation(wl, decision)
+    except AssignmentFormatError as exc:
+        return Decision(Outcome.REJECTED, f"{ASSIGNMENT_FIELD}: the assignment cannot be encoded: {exc}"), None
+    others = sum(
+        len(k.encode()) + len(v.encode())
+        for k, v in wl.metadata.annotations.items()
+        if k != c.TOPOLOGY_ASSIGNMENT_ANNOTATION and isinstance(v, str)
+    )
+    size = others + len(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) + len(text.encode())
+    if size <= ANNOTATIONS_SIZE_LIMIT:
+        return decision, text
+    domains = sum(len(p.assignment.domains) for p in decision.placements)
+    return (
+        Decision(
+            Outcome.REJECTED,
+            f"{ASSIGNMENT_FIELD}: the assignment of {domains} domains takes {len(text.encode())} bytes in Kueue's "
+            f"compact encoding, {size} bytes with the Workload's other annotations: over Kubernetes' limit of "
+            f"{ANNOTATIONS_SIZE_LIMIT} bytes (256 KiB) for all annotations of an object; ask for fewer, larger "
+            "pods or a higher topology level",
+        ),
+        None,
+    )
 
 
 def _entry_says(wl: Workload, entry: dict[str, Any]) -> bool:
