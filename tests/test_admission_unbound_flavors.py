@@ -57,7 +57,9 @@ async def test_topology_without_levels_never_ready() -> None:
     h = harness()
     h.informers.topologies.handle_event("MODIFIED", mk.topology("topo", (), resource_version="2"))
     h.add_workload(workload())
-    await decided_pending(h, 'PodSet "main": Topology "topo" of ResourceFlavor "gpu": spec.levels is empty')
+    await decided_pending(
+        h, 'PodSet "main": Topology "topo" of ResourceFlavor "gpu": spec.levels: must have at least 1 item'
+    )
 
 
 async def test_flavor_on_two_topologies_never_ready() -> None:

@@ -14,7 +14,7 @@ from kubernetes_asyncio import client as k8s
 from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck, Topology
 from kueue_tas.controllers.admission_writes import now_rfc3339
-from kueue_tas.controllers.check_flavors import meant_flavors
+from kueue_tas.controllers.check_flavors import meant_flavors, topology_problem
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
 from kueue_tas.kube.client import apply_status
 from kueue_tas.kube.stores import Store
@@ -61,8 +61,9 @@ def active_condition(
     topo = topologies.get(topo_name)
     if topo is None:
         return "False", "TopologyNotFound", f'Topology "{topo_name}" does not exist'
-    if not topo.levels:
-        return "False", "TopologyInvalid", f'Topology "{topo_name}" has no levels'
+    problem = topology_problem(topo)
+    if problem is not None:
+        return "False", "TopologyInvalid", f'Topology "{topo_name}": {problem}'
     if conflicts:
         return "False", "FlavorConflict", "; ".join(conflicts.values())
     return "True", "Active", f'The admission check is active (Topology "{topo_name}")'

@@ -17,6 +17,7 @@ that slice's usage out of ``capacity`` for the decision.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -32,6 +33,7 @@ from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.groups import GroupMember, group_errors
 from kueue_tas.topology.inputs import podset_request, requests_topology
+from kueue_tas.topology.kube_syntax import INT32_MAX
 from kueue_tas.topology.levels import level_problem
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.request import TopologyRequestError, template_annotations
@@ -158,11 +160,33 @@ def _ungoverned_request(workload: Workload, check_flavors: set[str], prefix: str
     return None
 
 
-def _too_many_podsets(workload: Workload) -> str | None:
+def _podsets_problem(workload: Workload) -> str | None:
+    """What Kueue's Workload schema refuses in the PodSets and their counts (one line), or None."""
     n = len(workload.spec.pod_sets)
+    if n == 0:
+        return "spec.podSets: Required value: must have at least 1 item"
     if n > MAX_PODSETS:
         return f"spec.podSets: Too many: {n}: must have at most {MAX_PODSETS} items"
+    for i, ps in enumerate(workload.spec.pod_sets):
+        psa = workload.pod_set_assignment(ps.name)
+        counts = [(f"spec.podSets[{i}].count", ps.count)]
+        if psa is not None and psa.count is not None:
+            counts.append((f"status.admission.podSetAssignments[{ps.name}].count", psa.count))
+        for path, count in counts:
+            if count < 0:
+                return f'PodSet "{ps.name}": {path}: Invalid value: {count}: must be greater than or equal to 0'
+            if count > INT32_MAX:
+                return f'PodSet "{ps.name}": {path}: Invalid value: {count}: must be less than or equal to {INT32_MAX}'
     return None
+
+
+_LONG_QUOTED = re.compile(r'"[^"\n]{100,}"')
+
+
+def _shortened(message: str) -> str:
+    """``message`` with each long quoted value cut (a 100 kB annotation value is quoted whole by
+    the validation texts; the entry and the Event need only enough of it to recognise it)."""
+    return _LONG_QUOTED.sub(lambda m: f'{m.group(0)[:41]}..." ({len(m.group(0)) - 2} characters)', message)
 
 
 def decide(
@@ -177,7 +201,7 @@ def decide(
 ) -> Decision:
     """``unusable``: flavor -> problem, for flavors meant to be under the check that cannot be
     placed on (``kueue_tas.controllers.check_flavors``); a PodSet on one keeps the entry Pending."""
-    problem = _too_many_podsets(workload)
+    problem = _podsets_problem(workload)
     if problem is not None:
         return Decision(Outcome.REJECTED, problem)
     problem = _unusable_problem(workload, unusable or {})
@@ -195,9 +219,9 @@ def decide(
                 name, count, template, prefix=prefix, implied=implied, gates=gates, topology_field=field
             )
         except TopologyRequestError as exc:
-            return Decision(Outcome.REJECTED, f'PodSet "{name}": ' + "; ".join(exc.errors))
+            return Decision(Outcome.REJECTED, _shortened(f'PodSet "{name}": ' + "; ".join(exc.errors)))
         except QuantityError as exc:
-            return Decision(Outcome.REJECTED, f'PodSet "{name}": {exc}')
+            return Decision(Outcome.REJECTED, _shortened(f'PodSet "{name}": {exc}'))
         snap = capacity.snapshot(flavor)
         if snap is None:
             return Decision(Outcome.RETRY, f'PodSet "{name}": flavor "{flavor}" has no usable Topology yet')
