@@ -10,11 +10,18 @@ cluster) and ``kueue-tas plan`` (from a dump). That is what makes their numbers 
   labels and a label for every level. That filter is the engine's own
   (``kueue_tas.topology.tree.node_is_eligible``, applied when a snapshot's tree is built), so
   the engine's test cases and the capacity model share it too.
-* Pods: a bound, non-terminal pod that is not ours is charged to its node (``pod_charge``).
-  Ours (our workload label or a topology annotation) are held by their Workload's assignment.
+* Pods: every bound, non-terminal pod holds its requests on its node (``pod_charge``),
+  Terminating pods included (they run until they are gone). A pod that carries our workload
+  and PodSet labels (``pod_claim``) fills a slot of that Workload's assignment when the
+  Workload we track under that label is trusted, the pod is in its namespace and PodSet, and
+  the pod's domain (the nodeSelector our ungater or Kueue's podSetUpdates wrote, else its node's
+  labels now) is one of the assignment's domains with a slot left; each filled slot stops
+  being held at its domain, so the pod is charged once, where its node is now. Labels are
+  not trust: a pod that fills no slot (no such Workload, another PodSet, outside the domains,
+  more pods than the count) is charged like any other pod.
 * Workloads: an assignment annotation is trusted while the Workload is not finished and one
-  of our checks is Ready on it (``assignment_trusted``); it then holds, per PodSet, its
-  domains on the PodSet's TAS flavor (``workload_usage``).
+  of our checks is Ready on it (``assignment_trusted``); it then holds, per PodSet, the slots
+  of its domains on the PodSet's TAS flavor that no bound pod fills yet (``workload_usage``).
 * Elastic slices: while a new slice and the slice it replaces are both held (the new one
   decided or Ready, the old one not yet finished by Kueue), the new slice keeps the old
   pods where they are, so the pair holds the union of their assignments: the old slice
@@ -35,7 +42,7 @@ from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFl
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.resources import pod_requests
 from kueue_tas.api.workload import Workload
-from kueue_tas.kube.slim import SlimPod
+from kueue_tas.kube.slim import Selector, SlimPod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
@@ -63,6 +70,18 @@ class UsageEntry:
     flavor: str
     assignment: TopologyAssignment
     per_pod: ResourceMap
+    pod_set: str = ""  # the PodSet whose pods fill its slots; "" (a decision's usage): none do
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """What a pod says about its owner: our workload label (the Workload's UID, its name when it
+    has none: ``workload_identity``) and PodSet label, and its nodeSelector. Only a claim."""
+
+    namespace: str
+    workload: str
+    pod_set: str
+    node_selector: Selector = ()
 
 
 class UsageError(ValueError):
@@ -122,14 +141,41 @@ def flavor_specs(
 
 
 def pod_charge(pod: SlimPod) -> tuple[str, dict[str, int]] | None:
-    """(node, requests + ``pods: 1``) of a pod that holds capacity outside our assignments;
-    None for our own pods (their assignment holds it) and for unbound or finished pods."""
-    if pod.is_tas or not pod.counts_on_node:
+    """(node, requests + ``pods: 1``) of a pod that holds capacity on its node: every bound pod
+    that is not finished, ours or not; None for unbound or finished pods."""
+    if not pod.counts_on_node:
         return None
     return pod.node_name, pod.usage_map()
 
 
+def pod_claim(pod: SlimPod) -> PodClaim | None:
+    """The Workload slot a pod claims through our labels; None without both labels. Whether the
+    claim holds is decided against the Workloads we track (``LiveCapacity``), never here."""
+    if pod.workload is None or pod.podset is None:
+        return None
+    return PodClaim(pod.namespace, pod.workload, pod.podset, pod.node_selector)
+
+
+def pod_domain(
+    node_selector: Selector, node_labels: Mapping[str, str] | None, levels: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """The domain (values at ``levels``) a pod of an assignment occupies: the one its nodeSelector
+    pins (the kubelet admits a pod only on a node that matched it, so a node relabelled later
+    keeps its pods' slots), else the one its node's labels name now; None if neither does."""
+    selector = dict(node_selector)
+    if all(level in selector for level in levels):
+        return tuple(selector[level] for level in levels)
+    if node_labels is not None and all(level in node_labels for level in levels):
+        return tuple(node_labels[level] for level in levels)
+    return None
+
+
 # --- workloads --------------------------------------------------------------------------------
+
+
+def workload_identity(wl: Workload) -> str:
+    """The value our admission writes into the workload label of the Workload's pods."""
+    return wl.metadata.uid or wl.name
 
 
 def assignment_trusted(wl: Workload, checks: Container[str]) -> bool:
@@ -188,7 +234,7 @@ def workload_usage(
             per_pod = pod_requests(ps.template.get("spec") or {})
         except QuantityError as exc:
             raise UsageError(f"spec.podSets[{name}].template", str(exc)) from exc
-        entries.append(UsageEntry(flavors[0], assignment, per_pod))
+        entries.append(UsageEntry(flavors[0], assignment, per_pod, name))
     return tuple(entries)
 
 
@@ -216,7 +262,7 @@ def uncovered_usage(old: Iterable[UsageEntry], new: Iterable[UsageEntry]) -> tup
                 domains.append(DomainAssignment(d.values, d.count - covered))
         if domains:
             left = TopologyAssignment(entry.assignment.levels, tuple(domains))
-            out.append(UsageEntry(entry.flavor, left, entry.per_pod))
+            out.append(UsageEntry(entry.flavor, left, entry.per_pod, entry.pod_set))
     return tuple(out)
 
 
