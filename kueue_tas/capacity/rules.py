@@ -36,11 +36,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
-from kueue_tas.api.quantity import QuantityError
-from kueue_tas.api.resources import pod_requests
+from kueue_tas.api.quantity import MAX_MILLI_UNITS, QuantityError, to_kueue_units
+from kueue_tas.api.resources import pod_requests, pod_requests_exact
 from kueue_tas.api.workload import Workload
 from kueue_tas.kube.slim import Selector, SlimPod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
@@ -198,8 +199,8 @@ def workload_usage(
     admission or no TAS flavor holds nothing. The controller reads leniently (an annotation
     that does not decode holds nothing and is logged, a PodSet the spec lacks is skipped, the
     first of several TAS flavors is used); ``strict`` (``plan``: its input must be valid)
-    raises ``UsageError`` for each of these instead. A malformed quantity raises either way.
-    """
+    raises ``UsageError`` for each of these instead, and for a malformed or out-of-range
+    quantity in a template, which the controller charges as much as it can (``_saturated_requests``)."""
     if not assignment_trusted(wl, checks):
         return None
     field = f"metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]"
@@ -230,12 +231,39 @@ def workload_usage(
             )
         if not flavors:
             continue
+        spec = ps.template.get("spec") or {}
         try:
-            per_pod = pod_requests(ps.template.get("spec") or {})
+            per_pod = pod_requests(spec)
         except QuantityError as exc:
-            raise UsageError(f"spec.podSets[{name}].template", str(exc)) from exc
+            if strict:
+                raise UsageError(f"spec.podSets[{name}].template", str(exc)) from exc
+            per_pod = _saturated_requests(spec, f"{wl.namespace}/{wl.name}", name, exc)
         entries.append(UsageEntry(flavors[0], assignment, per_pod, name))
     return tuple(entries)
+
+
+def _saturated_requests(spec: Mapping[str, Any], workload: str, pod_set: str, exc: QuantityError) -> dict[str, int]:
+    """Requests of a trusted PodSet whose template holds an amount beyond int64 milli-units (we
+    never admit one; an edit can make one): such an amount is charged as the most a quantity can
+    be, which fills any node, so the PodSet's slots keep their domains and nothing is placed on
+    top of them. Leaving the whole Workload out (or failing the informer's handler) would free
+    its capacity for a second workload."""
+    import structlog  # not at module level: see workload_usage
+
+    structlog.get_logger(__name__).warning(
+        "podset_requests_out_of_range", workload=workload, pod_set=pod_set, error=str(exc)
+    )
+    try:
+        exact = pod_requests_exact(spec)
+    except (QuantityError, ValueError):
+        return {}  # no amount can be read: the slots hold their pods' count only
+    out = {}
+    for resource, amount in exact.items():
+        try:
+            out[resource] = to_kueue_units(resource, amount)
+        except QuantityError:
+            out[resource] = MAX_MILLI_UNITS if amount > 0 else 0
+    return out
 
 
 # --- elastic slices -----------------------------------------------------------------------------
