@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import random
 
+import builders as mk
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kueue_tas.api import constants as c
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, PodClaim, UsageEntry
+from kueue_tas.controllers.capacity_cache import CapacityCache
+from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.manager import Manager
+from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.free import domain_free
 from kueue_tas.topology.model import NodeInfo, PodSetRequest, TopologyRequest
@@ -290,3 +297,46 @@ def test_slots_and_charges_do_not_depend_on_the_order_of_events(
         assert _snapshot_free(incremental) == _snapshot_free(fresh)
     for key in pods:
         assert incremental.slot_filled_by(key) == fresh.slot_filled_by(key)
+
+
+# --- through the controller's informers (CapacityCache) ---------------------------------------------
+
+
+def test_informers_charge_pods_once_follow_relabels_and_forget_deleted_workloads() -> None:
+    settings_ = Settings(leader_election=False)
+    informers = SharedInformers.register(Manager(None, settings_, Metrics()), settings_.annotation_prefix)
+    cap = LiveCapacity()
+    CapacityCache(cap, informers, OurChecks(informers.checks.store, settings_.controller_name))
+    for name, rack in NODES.items():
+        informers.nodes.handle_event("ADDED", mk.node(name, labels={BLOCK: "b1", RACK: rack}, gpus=8))
+    informers.topologies.handle_event("ADDED", mk.topology("racks", (BLOCK, RACK)))
+    informers.flavors.handle_event("ADDED", mk.flavor("gpu", {}))
+    informers.checks.handle_event("ADDED", mk.admission_check("tas", "racks", c.CONTROLLER_NAME))
+    informers.queues.handle_event("ADDED", mk.cluster_queue("cq", ("gpu",), {"tas": ["gpu"]}, covered=(GPU,)))
+    wl = mk.workload(
+        "train",
+        4,
+        namespace="ns",
+        uid="uid-train",
+        queue=None,
+        admitted_flavor="gpu",
+        check_state="Ready",
+        assignment=on_racks(("r1", 4))[0].assignment,
+    )
+    informers.workloads.handle_event("ADDED", wl)
+    assert free(cap) == {"r1": 12, "r2": 16}
+    labels = {c.WORKLOAD_LABEL: "uid-train", c.PODSET_LABEL: "main"}
+    pinned = {BLOCK: "b1", RACK: "r1"}
+    for i in range(4):
+        pod = mk.pod(f"train-{i}", "n1", namespace="ns", gpus=1, labels=labels, selector=pinned)
+        informers.pods.handle_event("ADDED", pod)
+    fake = mk.pod("fake", "n3", namespace="other", gpus=2, labels=labels, selector=pinned)
+    informers.pods.handle_event("ADDED", fake)
+    assert free(cap) == {"r1": 12, "r2": 14}  # ours once; the copy in another namespace charged
+    informers.nodes.handle_event("MODIFIED", mk.node("n1", labels={BLOCK: "b1", RACK: "r2"}, gpus=8))
+    assert free(cap) == {"r1": 8, "r2": 18}  # r1 lost n1; n1's 4 pods moved to r2 with it
+    informers.workloads.handle_event("DELETED", wl)
+    assert free(cap) == {"r1": 8, "r2": 18}  # its pods still run: charged on their node
+    for i in range(4):
+        informers.pods.handle_event("DELETED", mk.pod(f"train-{i}", "n1", namespace="ns"))
+    assert free(cap) == {"r1": 8, "r2": 22}
