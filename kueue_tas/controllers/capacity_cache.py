@@ -1,6 +1,6 @@
 """Keeps the live capacity model current from the shared informers (Kueue's scheduler cache).
 
-Nodes and non-TAS pods go to their snapshots; each Workload whose assignment is trusted holds
+Nodes and bound pods go to their snapshots; each Workload whose assignment is trusted holds
 its committed usage; the Kueue configuration decides the TAS flavors and, per check of ours,
 the flavors it governs. A configuration change recomputes every Workload's usage (which
 flavors are TAS flavors may have changed). The capacity model's rules are in
@@ -72,3 +72,4 @@ class CapacityCache:
         key = workload_key(wl)
         self._capacity.remove_workload_usage(key)
         self._capacity.forget(key)
+        self._capacity.unidentify(key)

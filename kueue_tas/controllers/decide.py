@@ -78,7 +78,7 @@ class Decision:
     placements: list[PodSetPlacement] = field(default_factory=list)
 
     def usage(self) -> tuple[UsageEntry, ...]:
-        return tuple(UsageEntry(p.flavor, p.assignment, p.per_pod) for p in self.placements)
+        return tuple(UsageEntry(p.flavor, p.assignment, p.per_pod, p.name) for p in self.placements)
 
 
 def governed_podsets(workload: Workload, check_flavors: set[str]) -> list[tuple[str, int, dict[str, object], str]]:
