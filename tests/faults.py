@@ -190,10 +190,10 @@ class FakeApiServer:
             updated = copy.deepcopy(body)
         elif "json-patch" in content_type:
             updated = json_patch(current, body)
-        elif "merge-patch" in content_type:
-            updated = merge_patch(current, body)
         elif "strategic-merge-patch" in content_type:
             updated = merge_dict(current, body, directives=True)
+        elif "merge-patch" in content_type:
+            updated = merge_patch(current, body)
         elif "apply-patch" in content_type:
             part = {"status": body.get("status")} if subresource else {k: v for k, v in body.items() if k != "status"}
             updated = merge_dict(current, part, directives=False)
