@@ -25,7 +25,6 @@ from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp
 from kubernetes_asyncio import client as k8s
-from multidict import CIMultiDict, CIMultiDictProxy
 
 Obj = dict[str, Any]
 
@@ -49,7 +48,7 @@ class FakeResponse:
     def __init__(self, status: int, body: Obj | None, headers: Mapping[str, str] | None = None) -> None:
         self.status = status
         self.reason = STATUS_REASONS.get(status, "OK" if status < 300 else "Error")
-        self.headers = CIMultiDictProxy(CIMultiDict(headers or {}))
+        self.headers = dict(headers or {})
         self._data = json.dumps(body).encode() if body is not None else b""
 
     async def read(self) -> bytes:
