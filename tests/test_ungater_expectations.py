@@ -16,7 +16,7 @@ import pytest
 from test_ungater_controller import HOST, Harness, assignment
 from virtual_time import run_virtual, virtual_clock
 
-from kueue_tas.kube.errors import Forbidden, ServerError, TooManyRequests, TransportError
+from kueue_tas.kube.errors import Conflict, Forbidden, ServerError, TooManyRequests, TransportError
 from kueue_tas.runtime.config import Settings
 
 TIMEOUT = Settings().ungate_expectation_timeout_seconds
@@ -214,5 +214,24 @@ def test_a_pod_seen_released_after_an_unknown_outcome_is_never_released_again() 
         await asyncio.sleep(TIMEOUT + 1)
         assert [p["patch"]["spec"]["nodeSelector"][HOST] for p in h.rec.patches] == ["n1"]
         assert h.rec.events == []
+
+    on_virtual_time(body)
+
+
+def test_a_conflict_after_an_unseen_release_never_frees_the_slot_for_another_pod() -> None:
+    # x's patch landed but the watch stalls past the timeout; retrying x conflicts (x is newer
+    # than the informer shows), and that must not hand x's slot to the extra gated pod c.
+    async def body(h: Harness) -> None:
+        h.workload(assignment(("n1", 1), ("n2", 1)))
+        h.pod("x")
+        h.pod("y")
+        LandsThenFails(h, TransportError("read timed out")).install("x")
+        await asyncio.sleep(1)
+        h.rec.patches = [p for p in h.rec.patches if p["name"] == "y"]
+        h.observe_patches()
+        h.pod("c")
+        h.rec.fail = {"x": Conflict(409, "Conflict", "the object has been modified")}
+        await asyncio.sleep(TIMEOUT * 3)
+        assert "c" not in h.rec.selectors(), "x's slot was given to c while x may run there"
 
     on_virtual_time(body)

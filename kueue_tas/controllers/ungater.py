@@ -13,11 +13,14 @@ Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
 * Expectations: a pod we patched counts as placed in its domain until we observe it
   without the gate (or deleted, or still gated at another resourceVersion: our guarded patch
   can then never land), so a second pass never hands its slot out again. A patch the
-  apiserver refused (4xx) drops its expectation at once. A patch whose outcome is unknown
+  apiserver refused (4xx) drops its expectation at once, except a Conflict: the pod is newer
+  than the informer shows (perhaps released by an earlier patch of ours), so its slot stays
+  held until the informer shows that version. A patch whose outcome is unknown
   (no response, timeout, 5xx, cancellation, an unexpected error) may still land, so its
   expectation stays until observed or until ``ungate_expectation_timeout_seconds`` pass;
-  then the pod is released again (guarded by its resourceVersion, so a patch that did land
-  makes the retry a Conflict, never a second pod in the slot) with a Warning Event.
+  then the same pod is released again into the same domain, still holding its slot (guarded
+  by its resourceVersion, so a patch that did land makes the retry a Conflict, which holds
+  the slot again), with a Warning Event.
   After a restart there are no expectations: the informer's fresh list shows every pod we
   already released with its nodeSelector.
 * A 429 drops the expectation (nothing was applied) and the pass is retried after the
@@ -75,10 +78,14 @@ class Expected:
     """A release not yet observed: where the pod was sent, the resourceVersion our patch was
     guarded by, when we stop waiting, and the error if the patch's outcome is unknown."""
 
-    domain: Domain
+    selector: tuple[tuple[str, str], ...]  # the domain's nodeSelector, level by level
     resource_version: str
     deadline: float
     error: str = ""
+
+    @property
+    def domain(self) -> Domain:
+        return tuple(v for _, v in self.selector)
 
 
 @dataclass
@@ -102,13 +109,9 @@ class Expectations:
             del self.pending[workload]
         return True
 
-    def expire(self, workload: str, now: float) -> dict[str, Expected]:
-        """Drop and return the expectations of ``workload`` whose deadline has passed."""
-        waiting = self.pending.get(workload, {})
-        gone = {uid: e for uid, e in waiting.items() if e.deadline <= now}
-        for uid in gone:
-            self.observe(workload, uid)
-        return gone
+    def due(self, workload: str, now: float) -> dict[str, Expected]:
+        """The expectations of ``workload`` whose deadline has passed (still held)."""
+        return {uid: e for uid, e in self.pending.get(workload, {}).items() if e.deadline <= now}
 
     def of(self, workload: str) -> dict[str, Domain]:
         return {uid: e.domain for uid, e in self.pending.get(workload, {}).items()}
@@ -124,7 +127,7 @@ class Expectations:
         return sum(len(v) for v in self.pending.values())
 
 
-ReleaseResult = Literal["ok", "gone", "retry", "refused", "unknown"]
+ReleaseResult = Literal["ok", "gone", "retry", "refused", "unknown", "stale"]
 
 
 def view(pod: SlimPod) -> PodView:
@@ -241,14 +244,14 @@ class Ungater:
         pods = self.pod_store.of_workload(wl.namespace or "", wl.metadata.uid)
         if not any(p.gated for p in pods):
             return None  # most passes (pod status updates of released pods) end here: no decoding
-        await self._expire(wl, key)
+        retries = await self._expire(wl, key, pods)
         try:
             decoded = decode_assignment_annotation(wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION])
         except ValueError as exc:
             log.warning("assignment_annotation_invalid", workload=key, error=str(exc))
             return None
         pods = pods + self._earlier_slice_pods(wl)
-        releases: list[tuple[tuple[str, ...], Release]] = []
+        releases = retries
         for podset, ta in decoded:
             releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods))
         if not releases:
@@ -275,16 +278,21 @@ class Ungater:
         deadline = self.expectations.next_deadline(key)
         return None if deadline is None else max(deadline - self._clock(), 0.0) + 0.001
 
-    async def _expire(self, wl: Workload, key: str) -> None:
-        """Give up waiting for releases nobody confirmed: their pods are released again."""
-        expired = self.expectations.expire(key, self._clock())
-        if not expired:
-            return
-        for pod in self.pod_store.of_workload(wl.namespace or "", wl.metadata.uid or ""):
-            expected = expired.get(pod.uid)
-            if expected is None or not pod.gated:
+    async def _expire(self, wl: Workload, key: str, pods: list[SlimPod]) -> list[tuple[tuple[str, ...], Release]]:
+        """Releases nobody confirmed in time: each pod is released again into the same domain,
+        keeping its slot meanwhile (a slot is freed only by what the informer shows, or by a
+        refusal), so a release that did land but is still unseen never gives its slot away."""
+        due = self.expectations.due(key, self._clock())
+        if not due:
+            return []
+        retries: list[tuple[tuple[str, ...], Release]] = []
+        live = {p.uid: p for p in pods}
+        for uid, expected in due.items():
+            pod = live.get(uid)
+            if pod is None or not pod.gated:
+                self.expectations.observe(key, uid)  # gone, or released after all
                 continue
-            uid = pod.uid
+            retries.append((tuple(k for k, _ in expected.selector), Release(view(pod), dict(expected.selector))))
             self.metrics.ungate_errors_total.inc()
             why = f" (the patch failed: {expected.error})" if expected.error else ""
             await self._warn(
@@ -294,6 +302,7 @@ class Ungater:
                 f"pod {pod.name} was not seen released into its domain within "
                 f"{self.settings.ungate_expectation_timeout_seconds:g}s{why}; releasing it again",
             )
+        return retries
 
     def _earlier_slice_pods(self, wl: Workload) -> list[SlimPod]:
         """Released pods of the slices this elastic slice replaces, directly or through a chain.
@@ -339,12 +348,12 @@ class Ungater:
     ) -> tuple[ReleaseResult, float]:
         """(what happened, seconds before a "retry" should look again)."""
         pod = release.pod
-        domain = tuple(release.node_selector[k] for k in levels)
+        selector = tuple((k, release.node_selector[k]) for k in levels)
         stored = self.pod_store.get(f"{wl.namespace}/{pod.name}")
         if stored is None or stored.uid != pod.uid:
             return "gone", 0.0
         timeout = self.settings.ungate_expectation_timeout_seconds
-        self.expectations.expect(key, pod.uid, Expected(domain, stored.resource_version, self._clock() + timeout))
+        self.expectations.expect(key, pod.uid, Expected(selector, stored.resource_version, self._clock() + timeout))
         try:
             async with self.patch_slots:
                 await self.patcher.patch(
@@ -354,12 +363,18 @@ class Ungater:
                     stored.resource_version,
                 )
         except BaseException as exc:
-            return await self._failed(wl, key, release, stored.resource_version, domain, exc)
+            return await self._failed(wl, key, release, stored.resource_version, selector, exc)
         self.metrics.ungated_pods_total.inc()
         return "ok", 0.0
 
     async def _failed(
-        self, wl: Workload, key: str, release: Release, version: str, domain: Domain, exc: BaseException
+        self,
+        wl: Workload,
+        key: str,
+        release: Release,
+        version: str,
+        selector: tuple[tuple[str, str], ...],
+        exc: BaseException,
     ) -> tuple[ReleaseResult, float]:
         """Settle the expectation of a patch that raised: dropped when nothing was applied, kept
         (until observed or expired) when the patch may have landed. Re-raises cancellation."""
@@ -368,7 +383,7 @@ class Ungater:
             error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}".rstrip(": ")
             if self.expectations.get(key, pod.uid) is not None:  # not observed landed meanwhile
                 deadline = self._clock() + self.settings.ungate_expectation_timeout_seconds
-                self.expectations.expect(key, pod.uid, Expected(domain, version, deadline, error))
+                self.expectations.expect(key, pod.uid, Expected(selector, version, deadline, error))
             if not isinstance(exc, Exception):
                 raise exc  # cancellation (or interpreter exit): the slot stays held until it expires
             self.metrics.ungate_errors_total.inc()
@@ -380,10 +395,15 @@ class Ungater:
                 exc_info=not isinstance(exc, ApiError),
             )
             return "unknown", 0.0
-        self.expectations.observe(key, pod.uid)
         assert isinstance(exc, ApiError)  # may_have_applied is True for everything else
-        if isinstance(exc, (Conflict, NotFound, Gone)):
-            # Changed or gone since our last look: the next pass decides from what we see then.
+        if isinstance(exc, Conflict) and self.expectations.get(key, pod.uid) is not None:
+            # The pod is at a newer version than the informer shows, perhaps released by an
+            # earlier patch of ours: its slot stays held until the informer shows that version.
+            log.info("ungate_conflict", workload=key, pod=pod.name)
+            return "stale", 0.0
+        self.expectations.observe(key, pod.uid)
+        if isinstance(exc, (NotFound, Gone)):
+            # Gone since our last look: the next pass decides from what we see then.
             return "retry", RETRY_SECONDS
         self.metrics.ungate_errors_total.inc()
         if isinstance(exc, TooManyRequests):
