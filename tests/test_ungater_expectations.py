@@ -235,3 +235,21 @@ def test_a_conflict_after_an_unseen_release_never_frees_the_slot_for_another_pod
         assert "c" not in h.rec.selectors(), "x's slot was given to c while x may run there"
 
     on_virtual_time(body)
+
+
+async def test_a_conflict_after_the_newer_version_was_seen_is_retried_not_refused() -> None:
+    h = Harness()
+    h.workload(assignment(("n1", 1)))
+    h.pod("a", rv="1")
+    original = h.rec.patch
+
+    async def newer_meanwhile(namespace: str, name: str, body: dict[str, Any], resource_version: str) -> None:
+        h.rec.patch = original  # type: ignore[method-assign]
+        h.pod("a", "MODIFIED", rv="2")  # the informer sees the change while our patch is in flight
+        raise Conflict(409, "Conflict", "the object has been modified")
+
+    h.rec.patch = newer_meanwhile  # type: ignore[method-assign]
+    assert await h.run_pass() == 1.0
+    assert h.rec.events == [] and h.ungater.refused == {} and len(h.ungater.expectations) == 0
+    await h.run_pass()
+    assert [(p["name"], p["rv"]) for p in h.rec.patches] == [("a", "2")]

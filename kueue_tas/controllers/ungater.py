@@ -396,11 +396,12 @@ class Ungater:
             )
             return "unknown", 0.0
         assert isinstance(exc, ApiError)  # may_have_applied is True for everything else
-        if isinstance(exc, Conflict) and self.expectations.get(key, pod.uid) is not None:
+        if isinstance(exc, Conflict):
             # The pod is at a newer version than the informer shows, perhaps released by an
-            # earlier patch of ours: its slot stays held until the informer shows that version.
+            # earlier patch of ours: its slot stays held until the informer shows that version
+            # (unless it already has, while the patch was in flight).
             log.info("ungate_conflict", workload=key, pod=pod.name)
-            return "stale", 0.0
+            return ("stale", 0.0) if self.expectations.get(key, pod.uid) is not None else ("retry", RETRY_SECONDS)
         self.expectations.observe(key, pod.uid)
         if isinstance(exc, (NotFound, Gone)):
             # Gone since our last look: the next pass decides from what we see then.
