@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
 import structlog
@@ -46,7 +45,7 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers
-from kueue_tas.controllers.ungate_plan import PodView, Release, plan_releases
+from kueue_tas.controllers.ungate_plan import Expectations, Expected, PodView, Release, plan_releases
 from kueue_tas.kube.client import patch_pod
 from kueue_tas.kube.errors import ApiError, Conflict, Gone, NotFound, TooManyRequests, may_have_applied, retry_after
 from kueue_tas.kube.events import EventSink, ObjectRef
@@ -64,67 +63,11 @@ log = structlog.get_logger(__name__)
 # Elastic slices replacing slices that replaced others: how far back kept pods are looked up.
 MAX_SLICE_CHAIN = 16
 
-Domain = tuple[str, ...]
-
 
 # A pass retried after a definite failure (Conflict, NotFound): soon, from what we see then.
 RETRY_SECONDS: Final = 1.0
 # Never wait longer than this on a server's Retry-After (a bogus header must not stall us).
 MAX_RETRY_AFTER_SECONDS: Final = 60.0
-
-
-@dataclass(frozen=True, slots=True)
-class Expected:
-    """A release not yet observed: where the pod was sent, the resourceVersion our patch was
-    guarded by, when we stop waiting, and the error if the patch's outcome is unknown."""
-
-    selector: tuple[tuple[str, str], ...]  # the domain's nodeSelector, level by level
-    resource_version: str
-    deadline: float
-    error: str = ""
-
-    @property
-    def domain(self) -> Domain:
-        return tuple(v for _, v in self.selector)
-
-
-@dataclass
-class Expectations:
-    """Pods released but not yet observed ungated, per Workload key: pod UID -> :class:`Expected`."""
-
-    pending: dict[str, dict[str, Expected]] = field(default_factory=dict)
-
-    def expect(self, workload: str, uid: str, expected: Expected) -> None:
-        self.pending.setdefault(workload, {})[uid] = expected
-
-    def get(self, workload: str, uid: str) -> Expected | None:
-        return self.pending.get(workload, {}).get(uid)
-
-    def observe(self, workload: str, uid: str) -> bool:
-        """The pod was seen ungated or gone (or the release failed); True if we were waiting for it."""
-        waiting = self.pending.get(workload)
-        if waiting is None or waiting.pop(uid, None) is None:
-            return False
-        if not waiting:
-            del self.pending[workload]
-        return True
-
-    def due(self, workload: str, now: float) -> dict[str, Expected]:
-        """The expectations of ``workload`` whose deadline has passed (still held)."""
-        return {uid: e for uid, e in self.pending.get(workload, {}).items() if e.deadline <= now}
-
-    def of(self, workload: str) -> dict[str, Domain]:
-        return {uid: e.domain for uid, e in self.pending.get(workload, {}).items()}
-
-    def next_deadline(self, workload: str) -> float | None:
-        waiting = self.pending.get(workload)
-        return min(e.deadline for e in waiting.values()) if waiting else None
-
-    def forget(self, workload: str) -> None:
-        self.pending.pop(workload, None)
-
-    def __len__(self) -> int:
-        return sum(len(v) for v in self.pending.values())
 
 
 ReleaseResult = Literal["ok", "gone", "retry", "refused", "unknown", "stale"]
