@@ -42,6 +42,7 @@ from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers
@@ -187,14 +188,18 @@ class Ungater:
         pods = self.pod_store.of_workload(wl.namespace or "", wl.metadata.uid)
         if not any(p.gated for p in pods):
             return None  # most passes (pod status updates of released pods) end here: no decoding
-        retries = await self._expire(wl, key, pods)
         try:
             decoded = decode_assignment_annotation(wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION])
         except ValueError as exc:
             log.warning("assignment_annotation_invalid", workload=key, error=str(exc))
             return None
+        tampered = assignment_tampering(wl, self.checks.names())
+        if tampered is not None:
+            # Pods go only where we decided; the admission side restores the record or re-places.
+            log.warning("assignment_annotation_tampered", workload=key, problem=tampered)
+            return None
+        releases = await self._expire(wl, key, pods)
         pods = pods + self._earlier_slice_pods(wl)
-        releases = retries
         for podset, ta in decoded:
             releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods))
         if not releases:
