@@ -63,6 +63,9 @@ class Writes:
     async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
         self.checks.append(entry)
 
+    async def read_workload(self, workload: Workload) -> Workload | None:
+        return workload
+
 
 @dataclass
 class Events:

@@ -5,6 +5,13 @@ Decisions are serialised (one worker, one lock): each decision sees the capacity
 earlier one, including those still being written ("assumed"). A write that conflicts drops the
 assumption and the workload is decided again from fresh state, so capacity is never given twice.
 
+A failed write (any error) counts ``admissions_total{outcome="error"}``, leaves a Warning Event
+and is retried with backoff (a 429's Retry-After, capped). Its assumption is dropped unless
+the failed write was our Ready entry and it may have landed (no response, timeout, 5xx): then
+the capacity stays held and, once the apiserver can no longer be applying it, the Workload is
+re-read before it is decided again. A write that succeeded but never comes back through the
+informer is re-read the same way.
+
 A new elastic slice (``kueue_tas.topology.slice_replacement``, the rule ``plan`` follows) is
 decided from the assignments of the slice it replaces, with that slice's usage hidden for
 the decision only; once decided it is held together with that slice (``LiveCapacity``
@@ -25,11 +32,16 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import assignment_trusted
-from kueue_tas.controllers.admission_writes import AdmissionWriter, GateInjectionError, check_entry, merged_annotation
+from kueue_tas.controllers.admission_writes import (
+    AdmissionWriter,
+    EntryWriteUnknown,
+    check_entry,
+    merged_annotation,
+)
 from kueue_tas.controllers.check_flavors import unusable_flavors
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
-from kueue_tas.kube.errors import ApiError, Conflict
+from kueue_tas.kube.errors import ApiError, Conflict, may_have_applied, retry_after
 from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
@@ -44,6 +56,12 @@ log = structlog.get_logger(__name__)
 # After this long without seeing our entry write come back (e.g. missed across a relist), a
 # still-Pending workload is decided again.
 WRITE_OBSERVE_TIMEOUT_SECONDS: Final = 30.0
+# An entry write that got no answer may still be applied until the apiserver's own request
+# timeout (60 s by default) runs out: its capacity stays held and the Workload is re-read only then.
+UNKNOWN_WRITE_SETTLE_SECONDS: Final = 65.0
+# Backoff after a failed write or re-read: 1, 2, 4 ... seconds, and never more than this
+# (also the cap on a server's Retry-After).
+WRITE_RETRY_MAX_SECONDS: Final = 60.0
 
 # Kubernetes' ValidateAnnotationsSize: the bytes of every annotation's key and value, together.
 ANNOTATIONS_SIZE_LIMIT: Final = 256 * 1024
@@ -96,6 +114,7 @@ class WorkloadAdmission:
         self._lock = asyncio.Lock()
         self._retries: dict[str, int] = {}
         self._awaiting_write: dict[str, float] = {}  # workload -> deadline to observe our entry write
+        self._write_failures: dict[str, int] = {}  # workload -> failed writes in a row (backoff)
         informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
         for config in informers.configuration():
             on_any_change(config, self.enqueue_all, spec_only=True)
@@ -117,6 +136,7 @@ class WorkloadAdmission:
         key = workload_key(wl)
         self._retries.pop(key, None)
         self._awaiting_write.pop(key, None)
+        self._write_failures.pop(key, None)
 
     def _entry_written(self, wl: Workload) -> bool:
         """Our entry is no longer Pending: the informer has caught up with our last write."""
@@ -146,6 +166,22 @@ class WorkloadAdmission:
         wait = self._awaiting_write.get(key, 0.0) - self._clock()
         if wait > 0:
             return wait
+        if key in self._awaiting_write:
+            # Still not seen: ask the apiserver before giving the capacity to anyone else.
+            try:
+                fresh = await self._writer.read_workload(wl)
+            except Exception as exc:
+                log.warning("workload_reread_failed", workload=key, error=str(exc))
+                return self._backoff(key, exc)
+            if fresh is None:  # deleted; the informer will say so too
+                self._on_deleted(wl)
+                self._capacity.forget(key)
+                return None
+            if self._pending_check(fresh) is None:
+                log.info("entry_write_confirmed", workload=key)
+                self._awaiting_write[key] = self._clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
+                return WRITE_OBSERVE_TIMEOUT_SECONDS
+            wl = fresh
         self._awaiting_write.pop(key, None)
         async with self._lock:
             # Pending means we hold nothing for it (an earlier assumption is stale).
@@ -173,13 +209,31 @@ class WorkloadAdmission:
                 self._capacity.forget(key)
                 log.info("workload_changed_while_deciding", workload=key)
                 return 0.5
-            except (ApiError, GateInjectionError) as exc:
+            except EntryWriteUnknown as unknown:
+                # Our Ready entry may be on the Workload: keep holding its capacity.
+                self._awaiting_write[key] = self._clock() + UNKNOWN_WRITE_SETTLE_SECONDS
+                await self._write_failed(wl, unknown.__cause__ or unknown, held=True)
+                return UNKNOWN_WRITE_SETTLE_SECONDS
+            except Exception as exc:
                 self._capacity.forget(key)
-                self._metrics.record_admission("error")
-                log.warning("admission_write_failed", workload=key, error=str(exc))
-                await self._event(wl, "Warning", "TopologyAssignmentFailed", str(exc))
-                return 5.0
+                await self._write_failed(wl, exc, held=False)
+                return self._backoff(key, exc)
+        self._write_failures.pop(key, None)
         return None
+
+    def _backoff(self, key: str, exc: BaseException) -> float:
+        n = self._write_failures.get(key, 0)
+        self._write_failures[key] = n + 1
+        return retry_after(exc, min(2.0**n, WRITE_RETRY_MAX_SECONDS), WRITE_RETRY_MAX_SECONDS)
+
+    async def _write_failed(self, wl: Workload, exc: BaseException, *, held: bool) -> None:
+        self._metrics.record_admission("error")
+        error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}".rstrip(": ")
+        log.warning("admission_write_failed", workload=workload_key(wl), error=error, capacity_held=held)
+        message = f"writing the topology assignment failed: {error}"
+        if held:
+            message += "; it may have been applied, so its capacity stays reserved until the Workload is read again"
+        await self._event(wl, "Warning", "TopologyAssignmentFailed", message)
 
     def _unusable(self, check: str, governed: set[str]) -> dict[str, str]:
         return unusable_flavors(
@@ -224,7 +278,12 @@ class WorkloadAdmission:
             self._retries[key] = n + 1
             base, cap = self._settings.retry_backoff_base_seconds, self._settings.retry_backoff_max_seconds
             requeue = int(min(base * 2**n, cap))
-        await self._writer.write_check(wl, check_entry(check, decision, wl, requeue))
+        try:
+            await self._writer.write_check(wl, check_entry(check, decision, wl, requeue))
+        except Exception as exc:
+            if decision.outcome is Outcome.READY and may_have_applied(exc):
+                raise EntryWriteUnknown() from exc
+            raise
         if decision.outcome is not Outcome.PENDING:
             # A Pending entry cannot be told apart from Kueue's when it comes back; the
             # message check above stops it from being written twice instead.
@@ -237,8 +296,12 @@ class WorkloadAdmission:
         )
 
     async def _event(self, wl: Workload, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        """Best effort: an Event that cannot be written must not undo the writes before it."""
         ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
-        await self._events.emit_event(ref, reason=reason, message=message, type=kind)
+        try:
+            await self._events.emit_event(ref, reason=reason, message=message, type=kind)
+        except Exception as exc:
+            log.warning("event_failed", workload=workload_key(wl), reason=reason, error=str(exc))
 
     # --- running ------------------------------------------------------------------------------
 

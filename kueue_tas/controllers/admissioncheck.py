@@ -6,7 +6,7 @@ ClusterQueues from admitting)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import structlog
 from kubernetes_asyncio import client as k8s
@@ -17,11 +17,16 @@ from kueue_tas.controllers.admission_writes import now_rfc3339
 from kueue_tas.controllers.check_flavors import meant_flavors, topology_problem
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
 from kueue_tas.kube.client import apply_status
+from kueue_tas.kube.errors import ApiError, retry_after
 from kueue_tas.kube.stores import Store
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.flavors import bind_flavors, check_topology
 
 log = structlog.get_logger(__name__)
+
+# A failed condition write is tried again after 1, 2, 4 ... seconds, at most this (also the cap
+# on a server's Retry-After).
+WRITE_RETRY_MAX_SECONDS: Final = 60.0
 
 
 class CheckStatusWriter(Protocol):
@@ -84,6 +89,7 @@ class AdmissionCheckStatus:
         self._writer = writer
         self._now = now
         self.queue: WorkQueue[str] = WorkQueue("admissionchecks")
+        self._failures: dict[str, int] = {}  # check -> failed writes in a row
         informers.checks.add_handler(self._on_check, lambda _o, ac: self._on_check(ac))
         on_any_change(informers.topologies, self.enqueue_all)
         on_any_change(informers.queues, self.enqueue_all, spec_only=True)
@@ -112,7 +118,18 @@ class AdmissionCheckStatus:
             "lastTransitionTime": self._now(),
             "observedGeneration": ac.metadata.generation or 0,
         }
-        await self._writer.write_active(name, condition)
+        try:
+            await self._writer.write_active(name, condition)
+        except Exception as exc:
+            # Nothing is held by a stale condition: write it again later (the server-side apply
+            # is idempotent, so a write that did land is harmless to repeat).
+            n = self._failures.get(name, 0)
+            self._failures[name] = n + 1
+            delay = retry_after(exc, min(2.0**n, WRITE_RETRY_MAX_SECONDS), WRITE_RETRY_MAX_SECONDS)
+            error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}"
+            log.warning("admission_check_status_failed", check=name, error=error, retry_seconds=delay)
+            return delay
+        self._failures.pop(name, None)
         log.info("admission_check_status", check=name, status=status, reason=reason)
         return None
 

@@ -26,7 +26,7 @@ from kueue_tas.capacity.feed import workload_key
 from kueue_tas.controllers.admission_writes import AdmissionWriter, check_entry
 from kueue_tas.controllers.decide import Decision, Outcome
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
-from kueue_tas.kube.errors import ApiError, Conflict
+from kueue_tas.kube.errors import Conflict, retry_after
 from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.workqueue import WorkQueue
@@ -110,9 +110,11 @@ class AssignmentGuard:
                 await self._writer.write_check(wl, check_entry(check, Decision(Outcome.RETRY, message), wl, requeue))
         except Conflict:
             return 0.5
-        except ApiError as exc:
-            log.warning("assignment_restore_failed", workload=key, error=str(exc))
-            return 5.0
+        except Exception as exc:
+            # Nothing here holds capacity (the model charges what we decided meanwhile): try
+            # again, after the server's Retry-After when it sent one.
+            log.warning("assignment_restore_failed", workload=key, error=f"{type(exc).__name__}: {exc}")
+            return retry_after(exc, 5.0, 60.0)
         log.warning("assignment_annotation_tampered", workload=key, problem=problem, restored=text is not None)
         ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
         await self._events.emit_event(ref, reason=REASON, message=message, type="Warning")
