@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+from kueue_tas.capacity.daemonsets import DaemonSetReservations, DaemonSetSpec, Pair
 from kueue_tas.capacity.rules import FlavorSpec, UsageEntry, charges_snapshot, uncovered_usage
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import NodeInfo, ResourceMap
@@ -47,6 +48,7 @@ class LiveCapacity:
         self._charged: dict[str, tuple[UsageEntry, ...]] = {}  # what each workload holds in the snapshots
         self._flavors: dict[str, FlavorSpec] = {}
         self._snapshots: dict[str, TopologySnapshot] = {}
+        self._daemonsets = DaemonSetReservations()
 
     # --- flavors and nodes: structural changes ---------------------------------------------
 
@@ -64,10 +66,12 @@ class LiveCapacity:
             return  # heartbeats and other status noise change nothing we use
         self._nodes[node.name] = node
         self._snapshots.clear()
+        self._reserve(self._daemonsets.set_node(node))
 
     def delete_node(self, name: str) -> None:
         if self._nodes.pop(name, None) is not None:
             self._snapshots.clear()
+            self._reserve(self._daemonsets.delete_node(name))
 
     # --- usage: incremental ---------------------------------------------------------------
 
@@ -166,6 +170,29 @@ class LiveCapacity:
         for name, snap in self._snapshots.items():
             if charges_snapshot(name, snap, entry.flavor, entry.assignment, self.gates):
                 snap.add_tas_usage(entry.assignment, entry.per_pod, sign)
+
+    # --- DaemonSets: reservations for daemon pods not charged yet (capacity.daemonsets) ----
+
+    def upsert_daemonset(self, ds: DaemonSetSpec) -> None:
+        self._reserve(self._daemonsets.set_daemonset(ds))
+
+    def delete_daemonset(self, uid: str) -> None:
+        self._reserve(self._daemonsets.delete_daemonset(uid))
+
+    def daemon_pod(self, key: str, daemonset: str | None, charged_on: str | None) -> None:
+        """A pod changed: the UID of the DaemonSet controlling it (None for other pods) and the
+        node its charge holds (None when it holds none); ``forget_daemon_pod`` once deleted."""
+        self._reserve(self._daemonsets.set_pod(key, daemonset, charged_on))
+
+    def forget_daemon_pod(self, key: str) -> None:
+        self._reserve(self._daemonsets.delete_pod(key))
+
+    def _reserve(self, pairs: set[Pair]) -> None:
+        # A reservation is charged as a non-TAS pod under a key no pod has (pod keys are
+        # namespace/name), so snapshots built later see it like any other charge.
+        for uid, node in pairs:
+            usage = self._daemonsets.reservation((uid, node))
+            self.upsert_pod(f"daemonset:{uid}@{node}", None if usage is None else node, usage)
 
     # --- reading --------------------------------------------------------------------------
 
