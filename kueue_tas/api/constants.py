@@ -106,7 +106,8 @@ KUEUE_INPUT_VERSIONS: Final = ("v1beta1", "v1beta2")
 BATCH_GROUP: Final = "batch"
 BATCH_API_VERSION: Final = "batch/v1"
 CORE_API_VERSION: Final = "v1"
-APPS_API_VERSION: Final = "apps/v1"
+APPS_GROUP: Final = "apps"
+APPS_API_VERSION: Final = f"{APPS_GROUP}/v1"
 
 JOBSET_GROUP: Final = "jobset.x-k8s.io"
 JOBSET_VERSION: Final = "v1alpha2"

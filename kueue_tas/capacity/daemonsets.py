@@ -68,7 +68,7 @@ class DaemonSetSpec:
     """What a DaemonSet's pod would be, as far as placing it and charging it go."""
 
     key: str  # namespace/name, for messages
-    uid: str
+    uid: str  # what its pods' ownerReferences name; namespace/name for a hand-written one without a UID
     node_name: str  # template spec.nodeName; "" for any node
     node_selector: Mapping[str, str]
     required_affinity: tuple[NodeSelectorTerm, ...] | None  # None: no required node affinity
@@ -103,9 +103,10 @@ def daemonset_spec(raw: Mapping[str, Any]) -> DaemonSetSpec | None:
     except pydantic.ValidationError as exc:
         raise DaemonSetError("spec.template.spec.tolerations", exc.errors()[0]["msg"]) from exc
     defaults = DEFAULT_TOLERATIONS + ((HOST_NETWORK_TOLERATION,) if pod_spec.get("hostNetwork") is True else ())
+    key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
     return DaemonSetSpec(
-        key=f"{meta.get('namespace') or ''}/{meta.get('name') or ''}",
-        uid=str(meta.get("uid") or ""),
+        key=key,
+        uid=str(meta.get("uid") or key),
         node_name=str(pod_spec.get("nodeName") or ""),
         node_selector=selector,
         required_affinity=required,

@@ -34,10 +34,10 @@ def feed_pod(capacity: LiveCapacity, pod: SlimPod) -> None:
     capacity.daemon_pod(pod.key, pod.daemonset, None if charge is None else charge[0])
 
 
-def remove_pod(capacity: LiveCapacity, pod: SlimPod) -> None:
-    """A pod was deleted: release what it held; its DaemonSet's reservation may return."""
-    capacity.delete_pod(pod.key)
-    capacity.forget_daemon_pod(pod.key)
+def remove_pod(capacity: LiveCapacity, key: str) -> None:
+    """The pod ``key`` was deleted: release what it held; its DaemonSet's reservation may return."""
+    capacity.delete_pod(key)
+    capacity.forget_daemon_pod(key)
 
 
 def feed_workload(capacity: LiveCapacity, wl: Workload, checks: Container[str], *, strict: bool = False) -> None:
