@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping
 
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.daemonsets import DaemonSetSpec
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, pod_charge, workload_usage
@@ -44,7 +45,13 @@ def feed_workload(capacity: LiveCapacity, wl: Workload, checks: Container[str], 
     """A Workload was added or changed: its trusted usage replaces what it held (and any
     assumption for it); an untrusted one holds nothing committed (see ``workload_usage``).
     A new elastic slice is held with the slice it replaces (``replaced_slice_ref``): until
-    Kueue finishes that one, the pair holds the union of their assignments."""
+    Kueue finishes that one, the pair holds the union of their assignments.
+
+    An annotation that departs from our record (``assignment_tampering``) never lowers what is
+    held: what the model already holds for the workload (our decision) stays; with nothing
+    held (a restart), the edited assignment is charged as far as it decodes."""
+    if capacity.holds(workload_key(wl)) and assignment_tampering(wl, checks) is not None:
+        return
     usage = workload_usage(wl, checks, capacity.flavors(), strict=strict)
     if usage is not None:
         ref = replaced_slice_ref(wl, capacity.gates)

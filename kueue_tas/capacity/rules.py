@@ -89,6 +89,7 @@ def flavor_specs(
     flavor: Callable[[str], ResourceFlavor | None],
     controller_name: str = c.CONTROLLER_NAME,
     flavor_topology_names: dict[str, str | None] | None = None,
+    conflicts: dict[str, str] | None = None,
 ) -> tuple[dict[str, FlavorSpec], dict[str, set[str]]]:
     """(flavor -> spec, our check -> flavors it governs) for ``checks`` (ours, see ``our_checks``).
 
@@ -96,9 +97,11 @@ def flavor_specs(
     on it, and the check says so through its ``Active`` condition. ``flavor_topology_names``
     (flavor -> ``spec.topologyName``, only ``plan`` passes it) also maps flavors no check of
     ours governs. Raises ``FlavorMappingError`` when two checks put one flavor on different
-    Topologies.
+    Topologies, unless ``conflicts`` is given (see ``bind_flavors``: such a flavor is left out).
     """
-    bindings = bind_flavors(checks.values(), queues, flavor_topology_names, controller_name=controller_name)
+    bindings = bind_flavors(
+        checks.values(), queues, flavor_topology_names, controller_name=controller_name, conflicts=conflicts
+    )
     specs: dict[str, FlavorSpec] = {}
     per_check: dict[str, set[str]] = {name: set() for name in checks}
     for name, b in bindings.items():

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import structlog
 
@@ -26,6 +26,7 @@ from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.admission_writes import AdmissionWriter, GateInjectionError, check_entry, merged_annotation
+from kueue_tas.controllers.check_flavors import unusable_flavors
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
 from kueue_tas.kube.errors import ApiError, Conflict
@@ -44,12 +45,17 @@ log = structlog.get_logger(__name__)
 # still-Pending workload is decided again.
 WRITE_OBSERVE_TIMEOUT_SECONDS: Final = 30.0
 
+# Kubernetes' ValidateAnnotationsSize: the bytes of every annotation's key and value, together.
+ANNOTATIONS_SIZE_LIMIT: Final = 256 * 1024
+ASSIGNMENT_FIELD: Final = f"metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]"
+
 _OUTCOME_METRIC: Final[dict[Outcome, Literal["ready", "retry", "rejected"]]] = {
     Outcome.READY: "ready",
     Outcome.RETRY: "retry",
     Outcome.REJECTED: "rejected",
 }
 _OUTCOME_REASON: Final = {
+    Outcome.PENDING: "TopologyUnavailable",
     Outcome.READY: "TopologyAssigned",
     Outcome.RETRY: "TopologyNotFitting",
     Outcome.REJECTED: "TopologyRequestRejected",
@@ -75,6 +81,7 @@ class WorkloadAdmission:
         """``flavors_of(check)``: the flavors our check governs; ``decided()`` is called after
         every decision (the capacity gauges' cue); ``clock``: monotonic seconds."""
         self._workloads = informers.workloads.store
+        self._informers = informers
         self._checks = checks
         self._capacity = capacity
         self._flavors_of = flavors_of
@@ -145,17 +152,21 @@ class WorkloadAdmission:
             self._capacity.forget(key)
             replaced, current = self._replaced_slice(wl)
             started = time.perf_counter()
+            governed = self._flavors_of(check)
             with self._capacity.without(replaced):
                 decision = decide(
                     wl,
-                    self._flavors_of(check),
+                    governed,
                     self._capacity,
                     self._settings.annotation_prefix,
                     self._gates,
                     current=current,
+                    unusable=self._unusable(check, governed),
                 )
             self._metrics.decision_seconds.observe(time.perf_counter() - started)
             self._decided()
+            if decision.outcome is Outcome.PENDING and _entry_says(wl, check_entry(check, decision, wl)):
+                return None  # already written; a configuration change decides it again
             try:
                 await self._commit(wl, check, decision, replaced)
             except Conflict:
@@ -169,6 +180,17 @@ class WorkloadAdmission:
                 await self._event(wl, "Warning", "TopologyAssignmentFailed", str(exc))
                 return 5.0
         return None
+
+    def _unusable(self, check: str, governed: set[str]) -> dict[str, str]:
+        return unusable_flavors(
+            check,
+            self._checks.by_name(),
+            self._informers.queues.store.values(),
+            self._informers.topologies.store.get,
+            self._informers.flavors.store.get,
+            governed,
+            self._checks.controller_name,
+        )
 
     def _replaced_slice(self, wl: Workload) -> tuple[str | None, dict[str, TopologyAssignment] | None]:
         """(key, assignments) of the slice ``wl`` replaces; (None, None) for an ordinary placement."""
@@ -189,12 +211,13 @@ class WorkloadAdmission:
     async def _commit(self, wl: Workload, check: str, decision: Decision, replaced: str | None) -> None:
         key = workload_key(wl)
         requeue: int | None = None
+        decision, text = with_annotation(wl, decision)
         if decision.outcome is Outcome.READY:
             self._capacity.assume(key, decision.usage(), replaces=replaced)
             gated = {p.name for p in decision.placements if p.multi_domain}
             await self._writer.inject_gates(wl, gated, self._settings.scheduling_gate)
-            if decision.placements:
-                await self._writer.write_annotation(wl, merged_annotation(wl, decision))
+            if text is not None:
+                await self._writer.write_annotation(wl, text)
             self._retries.pop(key, None)
         elif decision.outcome is Outcome.RETRY:
             n = self._retries.get(key, 0)
@@ -202,8 +225,11 @@ class WorkloadAdmission:
             base, cap = self._settings.retry_backoff_base_seconds, self._settings.retry_backoff_max_seconds
             requeue = int(min(base * 2**n, cap))
         await self._writer.write_check(wl, check_entry(check, decision, wl, requeue))
-        self._awaiting_write[key] = self._clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
-        self._metrics.record_admission(_OUTCOME_METRIC[decision.outcome])
+        if decision.outcome is not Outcome.PENDING:
+            # A Pending entry cannot be told apart from Kueue's when it comes back; the
+            # message check above stops it from being written twice instead.
+            self._awaiting_write[key] = self._clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
+            self._metrics.record_admission(_OUTCOME_METRIC[decision.outcome])
         kind: Literal["Normal", "Warning"] = "Normal" if decision.outcome is Outcome.READY else "Warning"
         await self._event(wl, kind, _OUTCOME_REASON[decision.outcome], decision.message)
         log.info(
@@ -221,3 +247,43 @@ class WorkloadAdmission:
         self.enqueue_all()
         log.info("workload_admission_started")
         await self.queue.run(1, self.reconcile)
+
+
+def with_annotation(wl: Workload, decision: Decision) -> tuple[Decision, str | None]:
+    """A Ready decision with its annotation text, or Rejected when that text cannot be stored:
+    Kubernetes caps all annotations of an object together (keys and values) at 256 KiB, and
+    writing past it would fail on every retry. The text is already Kueue's compact encoding
+    (``kueue_tas.topology.codec``); random host names defeat its prefix sharing."""
+    if decision.outcome is not Outcome.READY or not decision.placements:
+        return decision, None
+    try:
+        text = merged_annotation(wl, decision)
+    except AssignmentFormatError as exc:
+        return Decision(Outcome.REJECTED, f"{ASSIGNMENT_FIELD}: the assignment cannot be encoded: {exc}"), None
+    others = sum(
+        len(k.encode()) + len(v.encode())
+        for k, v in wl.metadata.annotations.items()
+        if k != c.TOPOLOGY_ASSIGNMENT_ANNOTATION and isinstance(v, str)
+    )
+    size = others + len(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) + len(text.encode())
+    if size <= ANNOTATIONS_SIZE_LIMIT:
+        return decision, text
+    domains = sum(len(p.assignment.domains) for p in decision.placements)
+    return (
+        Decision(
+            Outcome.REJECTED,
+            f"{ASSIGNMENT_FIELD}: the assignment of {domains} domains takes {len(text.encode())} bytes in Kueue's "
+            f"compact encoding, {size} bytes with the Workload's other annotations: over Kubernetes' limit of "
+            f"{ANNOTATIONS_SIZE_LIMIT} bytes (256 KiB) for all annotations of an object; ask for fewer, larger "
+            "pods or a higher topology level",
+        ),
+        None,
+    )
+
+
+def _entry_says(wl: Workload, entry: dict[str, Any]) -> bool:
+    """``wl`` carries ``entry``'s state and message already."""
+    return any(
+        st.name == entry["name"] and st.state == entry["state"] and st.message == entry["message"]
+        for st in wl.status.admission_checks
+    )

@@ -1,9 +1,11 @@
 """AdmissionCheck status: the ``Active`` condition of each check of ours, which says whether its
-``spec.parameters`` name an existing Topology with levels (what Kueue shows the user)."""
+``spec.parameters`` name an existing Topology with levels and whether every flavor it governs is
+put on that Topology alone (what Kueue shows the user; an inactive check stops its
+ClusterQueues from admitting)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import structlog
@@ -12,11 +14,12 @@ from kubernetes_asyncio import client as k8s
 from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck, Topology
 from kueue_tas.controllers.admission_writes import now_rfc3339
+from kueue_tas.controllers.check_flavors import meant_flavors, topology_problem
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
 from kueue_tas.kube.client import apply_status
 from kueue_tas.kube.stores import Store
 from kueue_tas.runtime.workqueue import WorkQueue
-from kueue_tas.topology.flavors import check_topology
+from kueue_tas.topology.flavors import bind_flavors, check_topology
 
 log = structlog.get_logger(__name__)
 
@@ -43,8 +46,11 @@ class KubeCheckStatusWriter:
         )
 
 
-def active_condition(ac: AdmissionCheck, topologies: Store[Topology]) -> tuple[str, str, str]:
-    """(status, reason, message) of the check's ``Active`` condition."""
+def active_condition(
+    ac: AdmissionCheck, topologies: Store[Topology], conflicts: Mapping[str, str] | None = None
+) -> tuple[str, str, str]:
+    """(status, reason, message) of the check's ``Active`` condition. ``conflicts``: flavor ->
+    problem, for the flavors this check governs that another check of ours puts on another Topology."""
     topo_name = check_topology(ac)
     if topo_name is None:
         return (
@@ -55,8 +61,11 @@ def active_condition(ac: AdmissionCheck, topologies: Store[Topology]) -> tuple[s
     topo = topologies.get(topo_name)
     if topo is None:
         return "False", "TopologyNotFound", f'Topology "{topo_name}" does not exist'
-    if not topo.levels:
-        return "False", "TopologyInvalid", f'Topology "{topo_name}" has no levels'
+    problem = topology_problem(topo)
+    if problem is not None:
+        return "False", "TopologyInvalid", f'Topology "{topo_name}": {problem}'
+    if conflicts:
+        return "False", "FlavorConflict", "; ".join(conflicts.values())
     return "True", "Active", f'The admission check is active (Topology "{topo_name}")'
 
 
@@ -70,12 +79,14 @@ class AdmissionCheckStatus:
         now: Callable[[], str] = now_rfc3339,
     ) -> None:
         self._topologies = informers.topologies.store
+        self._queues = informers.queues.store
         self._checks = checks
         self._writer = writer
         self._now = now
         self.queue: WorkQueue[str] = WorkQueue("admissionchecks")
         informers.checks.add_handler(self._on_check, lambda _o, ac: self._on_check(ac))
         on_any_change(informers.topologies, self.enqueue_all)
+        on_any_change(informers.queues, self.enqueue_all, spec_only=True)
 
     def enqueue_all(self) -> None:
         for name in self._checks.names():
@@ -89,7 +100,7 @@ class AdmissionCheckStatus:
         ac = self._checks.by_name().get(name)
         if ac is None:
             return None
-        status, reason, message = active_condition(ac, self._topologies)
+        status, reason, message = active_condition(ac, self._topologies, self._conflicts(name))
         current = next((cond for cond in ac.status.conditions if cond.type == c.CONDITION_ACTIVE), None)
         if current is not None and (current.status, current.reason, current.message) == (status, reason, message):
             return None
@@ -104,6 +115,15 @@ class AdmissionCheckStatus:
         await self._writer.write_active(name, condition)
         log.info("admission_check_status", check=name, status=status, reason=reason)
         return None
+
+    def _conflicts(self, name: str) -> dict[str, str]:
+        conflicts: dict[str, str] = {}
+        queues = list(self._queues.values())
+        bind_flavors(
+            self._checks.by_name().values(), queues, controller_name=self._checks.controller_name, conflicts=conflicts
+        )
+        mine = set(meant_flavors(name, queues))
+        return {f: problem for f, problem in conflicts.items() if f in mine}
 
     async def run(self) -> None:
         self.enqueue_all()

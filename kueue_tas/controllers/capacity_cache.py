@@ -16,9 +16,8 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.daemonsets import DaemonSetSpec
 from kueue_tas.capacity.feed import feed_pod, feed_workload, remove_pod, workload_key
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.capacity.rules import FlavorSpec, flavor_specs
+from kueue_tas.capacity.rules import flavor_specs
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
-from kueue_tas.topology.flavors import FlavorMappingError
 
 log = structlog.get_logger(__name__)
 
@@ -51,18 +50,19 @@ class CapacityCache:
     def resync(self) -> None:
         """Recompute the TAS flavors from the configuration, then every Workload's usage."""
         checks = self._checks.by_name()
-        specs: dict[str, FlavorSpec]
-        try:
-            specs, per_check = flavor_specs(
-                checks,
-                self._informers.queues.store.values(),
-                self._informers.topologies.store.get,
-                self._informers.flavors.store.get,
-                self._checks.controller_name,
-            )
-        except FlavorMappingError as exc:
-            log.error("flavor_mapping_invalid", error=str(exc))
-            specs, per_check = {}, {name: set() for name in checks}
+        # A flavor put on two Topologies is left out alone (the admission reconciler names the
+        # conflict on the check entries of workloads using it); the others stay governed.
+        conflicts: dict[str, str] = {}
+        specs, per_check = flavor_specs(
+            checks,
+            self._informers.queues.store.values(),
+            self._informers.topologies.store.get,
+            self._informers.flavors.store.get,
+            self._checks.controller_name,
+            conflicts=conflicts,
+        )
+        for message in conflicts.values():
+            log.error("flavor_mapping_invalid", error=message)
         self._capacity.set_flavors(specs)
         self._check_flavors = per_check
         for wl in self._informers.workloads.store.values():

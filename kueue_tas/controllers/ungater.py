@@ -31,6 +31,7 @@ from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers
@@ -193,6 +194,11 @@ class Ungater:
             decoded = decode_assignment_annotation(wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION])
         except ValueError as exc:
             log.warning("assignment_annotation_invalid", workload=key, error=str(exc))
+            return None
+        tampered = assignment_tampering(wl, self.checks.names())
+        if tampered is not None:
+            # Pods go only where we decided; the admission side restores the record or re-places.
+            log.warning("assignment_annotation_tampered", workload=key, problem=tampered)
             return None
         pods = pods + self._earlier_slice_pods(wl)
         releases: list[tuple[tuple[str, ...], Release]] = []
