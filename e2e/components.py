@@ -25,10 +25,12 @@ PORT_NAMES = (
     "jobset_health",
 )
 
-# Controllers Jobs and JobSets need (canonical 1.36 names). No node-lifecycle controller: kwok
-# nodes have no heartbeats, so nodes stay Ready for the whole run.
+# Controllers Jobs and JobSets need (canonical 1.36 names), and the DaemonSet controller (the
+# DaemonSet race test needs real daemon pods). No node-lifecycle controller: kwok nodes have no
+# heartbeats, so nodes stay Ready for the whole run.
 KCM_CONTROLLERS = (
     "job-controller",
+    "daemonset-controller",
     "garbage-collector-controller",
     "namespace-controller",
     "pod-garbage-collector-controller",

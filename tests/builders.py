@@ -228,9 +228,11 @@ def pod(
     selector: Mapping[str, str] | None = None,
     overhead: Mapping[str, str] | None = None,
     deleting: bool = False,
+    owner: Obj | None = None,
 ) -> Obj:
     """A Pod bound to ``node`` (unbound if None) with one container requesting ``requests`` plus
-    ``gpus`` GPUs (no resources if neither), held by scheduling ``gates``."""
+    ``gpus`` GPUs (no resources if neither), held by scheduling ``gates``; ``owner``: the object
+    controlling it (an ownerReference with ``controller: true``)."""
     spec = _given(
         nodeName=node,
         schedulingGates=[{"name": g} for g in gates] or None,
@@ -247,8 +249,61 @@ def pod(
         labels=dict(labels or {}),
         annotations=None if annotations is None else dict(annotations),
         deletionTimestamp=CHECK_TIME if deleting else None,
+        ownerReferences=None if owner is None else [controller_ref(owner)],
     )
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def controller_ref(owner: Obj) -> Obj:
+    """An ownerReference naming ``owner`` as the controller."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def daemonset(
+    name: str,
+    *,
+    namespace: str = "kube-system",
+    uid: str | None = None,
+    requests: Mapping[str, str] | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[Obj] | None = None,
+    affinity: Obj | None = None,
+    host_network: bool | None = None,
+    node_name: str | None = None,
+    deleting: bool = False,
+) -> Obj:
+    """An apps/v1 DaemonSet (UID ``uid-<name>`` unless given) whose pod has one container
+    requesting ``requests`` (none if None)."""
+    container: Obj = {"name": "d", "image": "x"}
+    if requests:
+        container["resources"] = {"requests": dict(requests)}
+    pod_spec = _given(
+        nodeSelector=None if node_selector is None else dict(node_selector),
+        tolerations=None if tolerations is None else list(tolerations),
+        affinity=affinity,
+        hostNetwork=host_network,
+        nodeName=node_name,
+    )
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": _meta(
+            name, namespace, uid=uid or f"uid-{name}", deletionTimestamp=CHECK_TIME if deleting else None
+        ),
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container], **pod_spec}},
+        },
+    }
 
 
 # --- jobs and workloads -------------------------------------------------------------------------

@@ -41,6 +41,7 @@ TOPOLOGY_ANNOTATIONS = tuple(
 EXPECTED_CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
     ("", "nodes"): {"list", "watch"},
     ("", "pods"): {"list", "watch", "patch"},
+    ("apps", "daemonsets"): {"list", "watch"},
     ("kueue.x-k8s.io", "topologies"): {"list", "watch"},
     ("kueue.x-k8s.io", "resourceflavors"): {"list", "watch"},
     ("kueue.x-k8s.io", "clusterqueues"): {"list", "watch"},

@@ -35,6 +35,7 @@ NEEDED: list[tuple[str, str, str, bool]] = [
     *[(v, "", "nodes", False) for v in ("list", "watch")],
     *[(v, "", "pods", False) for v in ("list", "watch")],
     ("patch", "", "pods", True),
+    *[(v, "apps", "daemonsets", False) for v in ("list", "watch")],
     *[
         (v, KUEUE_GROUP, r, False)
         for r in ("topologies", "resourceflavors", "clusterqueues", "admissionchecks")
@@ -89,6 +90,8 @@ DENIED: list[tuple[str, str, str, str | None]] = [
     ("bind", "rbac.authorization.k8s.io", "clusterroles", None),
     ("impersonate", "", "users", None),
     ("create", "apps", "deployments", LEASE_NS),
+    ("patch", "apps", "daemonsets", "NS"),
+    ("get", "apps", "daemonsets", "NS"),
 ]
 
 

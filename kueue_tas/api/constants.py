@@ -106,6 +106,8 @@ KUEUE_INPUT_VERSIONS: Final = ("v1beta1", "v1beta2")
 BATCH_GROUP: Final = "batch"
 BATCH_API_VERSION: Final = "batch/v1"
 CORE_API_VERSION: Final = "v1"
+APPS_GROUP: Final = "apps"
+APPS_API_VERSION: Final = f"{APPS_GROUP}/v1"
 
 JOBSET_GROUP: Final = "jobset.x-k8s.io"
 JOBSET_VERSION: Final = "v1alpha2"
@@ -120,3 +122,4 @@ KIND_NODE: Final = "Node"
 KIND_POD: Final = "Pod"
 KIND_JOB: Final = "Job"
 KIND_JOBSET: Final = "JobSet"
+KIND_DAEMONSET: Final = "DaemonSet"

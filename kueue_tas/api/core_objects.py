@@ -1,4 +1,5 @@
-"""Models of the core and job objects kueue-tas reads: core/v1 Node and Pod, batch/v1 Job, JobSet."""
+"""Models of the core and job objects kueue-tas reads: core/v1 Node and Pod, batch/v1 Job, JobSet,
+apps/v1 DaemonSet."""
 
 from __future__ import annotations
 
@@ -114,3 +115,15 @@ class JobSetSpec(KubeModel):
 
 class JobSet(TypedObject):
     spec: JobSetSpec = Field(default_factory=JobSetSpec)
+
+
+# --- apps/v1 ----------------------------------------------------------------------------------
+
+
+class DaemonSetSpec(KubeModel):
+    # The pod template is read as a plain dict by ``kueue_tas.capacity.daemonsets``.
+    template: dict[str, Any] = Field(default_factory=dict)
+
+
+class DaemonSet(TypedObject):
+    spec: DaemonSetSpec = Field(default_factory=DaemonSetSpec)

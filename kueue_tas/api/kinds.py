@@ -6,12 +6,14 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.core_objects import Job, JobSet, Node, Pod
+from kueue_tas.api.core_objects import DaemonSet, Job, JobSet, Node, Pod
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.object_base import TypedObject
 from kueue_tas.api.workload import Workload
 
-KubeObject = Topology | ResourceFlavor | AdmissionCheck | ClusterQueue | Workload | Node | Pod | Job | JobSet
+KubeObject = (
+    Topology | ResourceFlavor | AdmissionCheck | ClusterQueue | Workload | Node | Pod | Job | JobSet | DaemonSet
+)
 
 _KUEUE_KINDS: dict[str, type[TypedObject]] = {
     c.KIND_RESOURCE_FLAVOR: ResourceFlavor,
@@ -25,6 +27,7 @@ _OTHER_KINDS: dict[tuple[str, str], type[TypedObject]] = {
     (c.CORE_API_VERSION, c.KIND_POD): Pod,
     (c.BATCH_API_VERSION, c.KIND_JOB): Job,
     (c.JOBSET_API_VERSION, c.KIND_JOBSET): JobSet,
+    (c.APPS_API_VERSION, c.KIND_DAEMONSET): DaemonSet,
 }
 
 

@@ -1,6 +1,6 @@
 """Applying the capacity rules to a ``LiveCapacity``, one object at a time or from lists.
 
-The controller calls ``feed_pod`` and ``feed_workload`` from its informer handlers;
+The controller calls ``feed_pod``, ``remove_pod`` and ``feed_workload`` from its informer handlers;
 ``capacity_from_lists`` builds the same model from one read of the cluster (``kueue-tas
 capacity``) or a dump (``kueue-tas plan``), so every reader ends with the numbers the
 controller would hold once its informers had synced the same objects.
@@ -12,6 +12,7 @@ from collections.abc import Container, Iterable, Mapping
 
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
+from kueue_tas.capacity.daemonsets import DaemonSetSpec
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, pod_charge, pod_claim, workload_identity, workload_usage
 from kueue_tas.kube.slim import SlimPod
@@ -31,6 +32,14 @@ def feed_pod(capacity: LiveCapacity, pod: SlimPod) -> None:
         capacity.delete_pod(pod.key)
     else:
         capacity.upsert_pod(pod.key, *charge, claim=pod_claim(pod))
+    # A DaemonSet's pod charged on its node replaces that node's reservation (capacity.daemonsets).
+    capacity.daemon_pod(pod.key, pod.daemonset, None if charge is None else charge[0])
+
+
+def remove_pod(capacity: LiveCapacity, key: str) -> None:
+    """The pod ``key`` was deleted: release what it held; its DaemonSet's reservation may return."""
+    capacity.delete_pod(key)
+    capacity.forget_daemon_pod(key)
 
 
 def feed_workload(capacity: LiveCapacity, wl: Workload, checks: Container[str], *, strict: bool = False) -> None:
@@ -59,12 +68,15 @@ def capacity_from_lists(
     nodes: Iterable[NodeInfo],
     pods: Iterable[SlimPod],
     workloads: Iterable[Workload],
+    daemonsets: Iterable[DaemonSetSpec] = (),
 ) -> LiveCapacity:
     """The model the controller would hold once its informers had synced these objects."""
     capacity = LiveCapacity()
     capacity.set_flavors(specs)
     for node in nodes:
         capacity.upsert_node(node)
+    for ds in daemonsets:
+        capacity.upsert_daemonset(ds)
     for pod in pods:
         feed_pod(capacity, pod)
     for wl in workloads:

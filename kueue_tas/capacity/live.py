@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+from kueue_tas.capacity.daemonsets import DaemonSetReservations, DaemonSetSpec, Pair
 from kueue_tas.capacity.pod_slots import OpenSlots, PodSlots, SlotCharge
 from kueue_tas.capacity.rules import FlavorSpec, PodClaim, UsageEntry, charges_snapshot, uncovered_usage
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
@@ -53,6 +54,7 @@ class LiveCapacity:
         self._flavors: dict[str, FlavorSpec] = {}
         self._snapshots: dict[str, TopologySnapshot] = {}
         self._slots = PodSlots(self._node_labels, self._apply)
+        self._daemonsets = DaemonSetReservations()
 
     # --- flavors and nodes: structural changes ---------------------------------------------
 
@@ -73,11 +75,13 @@ class LiveCapacity:
         self._snapshots.clear()
         if old is None or old.labels != node.labels:
             self._slots.node_relabelled(node.name)
+        self._reserve(self._daemonsets.set_node(node))
 
     def delete_node(self, name: str) -> None:
         if self._nodes.pop(name, None) is not None:
             self._snapshots.clear()
             self._slots.node_relabelled(name)
+            self._reserve(self._daemonsets.delete_node(name))
 
     def _node_labels(self, name: str) -> Mapping[str, str] | None:
         node = self._nodes.get(name)
@@ -185,6 +189,29 @@ class LiveCapacity:
             leaf = snap.tree.leaf_by_node_name.get(charge.node)
             if leaf is not None:
                 snap.capacity.add_tas_usage(leaf, charge.usage, sign)
+
+    # --- DaemonSets: reservations for daemon pods not charged yet (capacity.daemonsets) ----
+
+    def upsert_daemonset(self, ds: DaemonSetSpec) -> None:
+        self._reserve(self._daemonsets.set_daemonset(ds))
+
+    def delete_daemonset(self, uid: str) -> None:
+        self._reserve(self._daemonsets.delete_daemonset(uid))
+
+    def daemon_pod(self, key: str, daemonset: str | None, charged_on: str | None) -> None:
+        """A pod changed: the UID of the DaemonSet controlling it (None for other pods) and the
+        node its charge holds (None when it holds none); ``forget_daemon_pod`` once deleted."""
+        self._reserve(self._daemonsets.set_pod(key, daemonset, charged_on))
+
+    def forget_daemon_pod(self, key: str) -> None:
+        self._reserve(self._daemonsets.delete_pod(key))
+
+    def _reserve(self, pairs: set[Pair]) -> None:
+        # A reservation is charged as a non-TAS pod under a key no pod has (pod keys are
+        # namespace/name), so snapshots built later see it like any other charge.
+        for uid, node in pairs:
+            usage = self._daemonsets.reservation((uid, node))
+            self.upsert_pod(f"daemonset:{uid}@{node}", None if usage is None else node, usage)
 
     # --- reading --------------------------------------------------------------------------
 

@@ -239,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
             print(f'error: Topology "{args.topology}" not found (Topologies: {known})', file=sys.stderr)
             return 1
         names = [args.topology]
-    capacity = capacity_from_lists(tas.specs, tas.checks, state.nodes, state.pods, state.workloads)
+    capacity = capacity_from_lists(tas.specs, tas.checks, state.nodes, state.pods, state.workloads, state.daemonsets)
     result = []
     for name in names:
         topo = state.config.topologies[name]

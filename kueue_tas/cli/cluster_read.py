@@ -21,6 +21,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.daemonsets import DaemonSetError, DaemonSetSpec, daemonset_spec
 from kueue_tas.capacity.rules import FlavorSpec, flavor_specs, our_checks
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.client import call_json, kubeconfig_namespace, raw_kwargs
@@ -86,6 +87,7 @@ class ClusterState:
     pods: list[SlimPod] = field(default_factory=list)
     workloads: list[Workload] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    daemonsets: list[DaemonSetSpec] = field(default_factory=list)
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -179,7 +181,28 @@ async def read_for_capacity(api: k8s.ApiClient, prefix: str) -> ClusterState:
     async for raw in _kueue_list(api, "workloads"):
         if (wl := _model(Workload, raw, state.warnings)) is not None:
             state.workloads.append(wl)
+    state.daemonsets = await read_daemonsets(api, state.warnings)
     return state
+
+
+async def read_daemonsets(api: k8s.ApiClient, warnings: list[str]) -> list[DaemonSetSpec]:
+    """The DaemonSets' pods to reserve (``kueue_tas.capacity.daemonsets``). A user who may not list
+    DaemonSets still gets the rest, with a warning: the numbers then miss only daemon pods not
+    created yet."""
+    out = []
+    try:
+        async for raw in _pages("daemonsets", k8s.AppsV1Api(api).list_daemon_set_for_all_namespaces):
+            try:
+                ds = daemonset_spec(raw)
+            except DaemonSetError as exc:
+                meta = raw.get("metadata") or {}
+                warnings.append(f"skipping DaemonSet {meta.get('namespace')}/{meta.get('name')}: {exc}")
+                continue
+            if ds is not None:
+                out.append(ds)
+    except ClusterReadError as exc:
+        warnings.append(f"{exc} (DaemonSet pods not created yet are not held back)")
+    return out
 
 
 async def read_workload(api: k8s.ApiClient, namespace: str, name: str | None, for_job: str | None) -> Workload:

@@ -16,12 +16,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.core_objects import Job, JobSet, Node, Pod
+from kueue_tas.api.core_objects import DaemonSet, Job, JobSet, Node, Pod
 from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.podsets import PodSetSpec, podsets_of
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.workload import PodSetTopologyRequestModel, Workload
+from kueue_tas.capacity.daemonsets import DaemonSetError, daemonset_spec
 from kueue_tas.capacity.feed import feed_pod, feed_workload, workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import (
@@ -117,6 +118,7 @@ class Planner:
         queues = [o for o in objects if isinstance(o, ClusterQueue)]
         self.nodes = [o for o in objects if isinstance(o, Node)]
         self.pods = [o for o in objects if isinstance(o, Pod)]
+        self.daemonsets = [o for o in objects if isinstance(o, DaemonSet)]
         self.workloads = [o for o in objects if isinstance(o, Workload)]
         self.order = [o for o in objects if isinstance(o, Workload | Job | JobSet)]
         topology_names = {name: f.spec.topology_name for name, f in self.flavors.items()}
@@ -182,6 +184,13 @@ class Planner:
                 self.capacity.upsert_node(node_info(n))
             except (QuantityError, ValueError) as exc:
                 raise PlanInputError(f"{describe(n)}: status.allocatable: {exc}") from exc
+        for ds in self.daemonsets:
+            try:
+                spec = daemonset_spec(ds.model_dump(by_alias=True, exclude_none=True))
+            except DaemonSetError as exc:
+                raise PlanInputError(f"{describe(ds)}: {exc.field}: {exc.problem}") from exc
+            if spec is not None:
+                self.capacity.upsert_daemonset(spec)
         for pod in self.pods:
             slim = self._slim_pod(pod)
             if slim is not None:

@@ -1,10 +1,11 @@
 """Keeps the live capacity model current from the shared informers (Kueue's scheduler cache).
 
-Nodes and bound pods go to their snapshots; each Workload whose assignment is trusted holds
-its committed usage; the Kueue configuration decides the TAS flavors and, per check of ours,
-the flavors it governs. A configuration change recomputes every Workload's usage (which
-flavors are TAS flavors may have changed). The capacity model's rules are in
-``kueue_tas.capacity``; this module only routes events to them.
+Nodes and bound pods go to their snapshots; DaemonSets reserve their pods' requests on the
+nodes they will run on until those pods are charged (``kueue_tas.capacity.daemonsets``); each
+Workload whose assignment is trusted holds its committed usage; the Kueue configuration decides
+the TAS flavors and, per check of ours, the flavors it governs. A configuration change
+recomputes every Workload's usage (which flavors are TAS flavors may have changed). The
+capacity model's rules are in ``kueue_tas.capacity``; this module only routes events to them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 import structlog
 
 from kueue_tas.api.workload import Workload
-from kueue_tas.capacity.feed import feed_pod, feed_workload, workload_key
+from kueue_tas.capacity.daemonsets import DaemonSetSpec
+from kueue_tas.capacity.feed import feed_pod, feed_workload, remove_pod, workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import flavor_specs
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
@@ -34,8 +36,9 @@ class CapacityCache:
         informers.pods.add_handler(
             lambda p: feed_pod(capacity, p),
             lambda _o, p: feed_pod(capacity, p),
-            lambda p: capacity.delete_pod(p.key),
+            lambda p: remove_pod(capacity, p.key),
         )
+        informers.daemonsets.add_handler(capacity.upsert_daemonset, self._on_daemonset, self._on_daemonset_deleted)
         for config in informers.configuration():
             on_any_change(config, self.resync, spec_only=True)
         informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
@@ -67,6 +70,14 @@ class CapacityCache:
 
     def _on_workload(self, wl: Workload) -> None:
         feed_workload(self._capacity, wl, self._checks.by_name())
+
+    def _on_daemonset(self, old: DaemonSetSpec, new: DaemonSetSpec) -> None:
+        if old.uid != new.uid:  # deleted and created again under the name between two lists
+            self._capacity.delete_daemonset(old.uid)
+        self._capacity.upsert_daemonset(new)
+
+    def _on_daemonset_deleted(self, ds: DaemonSetSpec) -> None:
+        self._capacity.delete_daemonset(ds.uid)
 
     def _on_deleted(self, wl: Workload) -> None:
         key = workload_key(wl)

@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypeVar
 
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.daemonsets import DaemonSetSpec, daemonset_spec
 from kueue_tas.capacity.rules import our_checks
 from kueue_tas.kube import catalogue as cat
 from kueue_tas.kube.decoding import RawObject, model_transform
@@ -59,6 +60,7 @@ class SharedInformers:
     checks: Informer[AdmissionCheck]
     queues: Informer[ClusterQueue]
     workloads: Informer[Workload]
+    daemonsets: Informer[DaemonSetSpec]  # kept as the pod each would create (None: being deleted)
 
     @classmethod
     def register(cls, source: InformerSource, annotation_prefix: str) -> SharedInformers:
@@ -74,6 +76,7 @@ class SharedInformers:
             workloads=source.informer(
                 cat.WORKLOADS, model_transform(Workload), store=Store({WORKLOAD_UID_INDEX: _workload_uid})
             ),
+            daemonsets=source.informer(cat.DAEMONSETS, daemonset_spec, name="daemonsets"),
         )
 
     def configuration(self) -> tuple[Informer[Any], ...]:

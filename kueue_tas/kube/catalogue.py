@@ -55,3 +55,5 @@ CLUSTER_QUEUES: Final = Resource(
     c.KUEUE_GROUP, c.KUEUE_VERSION, "clusterqueues", namespaced=False, kind=c.KIND_CLUSTER_QUEUE
 )
 WORKLOADS: Final = Resource(c.KUEUE_GROUP, c.KUEUE_VERSION, "workloads", namespaced=True, kind=c.KIND_WORKLOAD)
+# Few objects, so their managedFields are not worth the byte-level strip.
+DAEMONSETS: Final = Resource(c.APPS_GROUP, "v1", "daemonsets", namespaced=True, kind=c.KIND_DAEMONSET)

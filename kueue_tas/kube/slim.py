@@ -119,6 +119,7 @@ class SlimPod:
 
     __slots__ = (
         "completion_index",
+        "daemonset",
         "gated",
         "is_tas",
         "job_index",
@@ -154,6 +155,7 @@ class SlimPod:
     sub_groups: int | None
     is_tas: bool
     usage: Usage
+    daemonset: str | None
 
     def __init__(
         self,
@@ -175,6 +177,7 @@ class SlimPod:
         sub_groups: int | None = None,
         is_tas: bool = False,
         usage: Usage = (),
+        daemonset: str | None = None,
     ) -> None:
         self.namespace = namespace
         self.name = name
@@ -193,6 +196,7 @@ class SlimPod:
         self.sub_groups = sub_groups
         self.is_tas = is_tas
         self.usage = usage
+        self.daemonset = daemonset
 
     # --- derived views ----------------------------------------------------------------------
 
@@ -247,6 +251,17 @@ def make_pod_transform(prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> Callable[[M
     return transform
 
 
+def _daemonset_owner(meta: Mapping[str, Any]) -> str | None:
+    """The UID of the DaemonSet controlling a pod (Kubernetes allows one controller reference)."""
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            if ref.get("kind") == c.KIND_DAEMONSET and str(ref.get("apiVersion", "")) == c.APPS_API_VERSION:
+                uid = ref.get("uid")
+                return _intern(uid) if isinstance(uid, str) and uid else None
+            return None
+    return None
+
+
 def slim_pod(raw: Mapping[str, Any], prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> SlimPod:
     """The slim form of a raw Pod dict (as decoded from the API)."""
     meta: Mapping[str, Any] = raw.get("metadata") or {}
@@ -275,4 +290,5 @@ def slim_pod(raw: Mapping[str, Any], prefix: str = c.DEFAULT_ANNOTATION_PREFIX) 
         # A kueue-tas pod (its Workload's assignment holds it): our workload label or a topology annotation.
         is_tas=workload is not None or _requests_topology(meta.get("annotations"), prefix),
         usage=_usage(spec),
+        daemonset=_daemonset_owner(meta),
     )
