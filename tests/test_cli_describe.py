@@ -9,6 +9,7 @@ only, as Kueue writes it for a hostname-lowest Topology).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -370,8 +371,10 @@ def test_json_keys_and_values() -> None:
         "checks",
         "podSets",
         "events",
+        "placementNotEnforced",
     }
     assert out["events"] == []
+    assert out["placementNotEnforced"] == []
     assert (out["namespace"], out["name"], out["uid"], out["queue"], out["clusterQueue"]) == (
         "ns",
         "train",
@@ -484,3 +487,22 @@ def test_namespace_defaults_to_the_kubeconfig_context(tmp_path: Any) -> None:
     )
     assert default_namespace(Settings(kubeconfig=kubeconfig)) == "team-a"
     assert default_namespace(Settings(kubeconfig=tmp_path / "missing")) == "default"
+
+
+def test_placement_no_longer_enforced_is_shown() -> None:
+    """Issue 13, deliverable 5: the Topology lost its block level (the PodSet's required one)
+    and a node of the assignment went NotReady: describe says so, by the controller's rule."""
+    lost_level = describe(tas=kueue(levels=(RACK, HOST)))
+    problem = f"topology level {BLOCK} is no longer available"
+    assert lost_level.placement_not_enforced == [problem]
+    assert f"  Placement:     NOT ENFORCED: {problem}\n" in render_text(lost_level)
+    assert describe_json(lost_level)["placementNotEnforced"] == [problem]
+
+    down = [n if n.name != "node-h12" else replace(n, ready=False) for n in nodes()]
+    (whole,) = describe(node_list=down).placement_not_enforced
+    assert whole == (
+        f'PodSet "main": required domain {BLOCK}=b1 is no longer whole: the Ready nodes its pods were '
+        "assigned to hold 4 of 6"
+    )
+    # Nothing placed (the assignment is not trusted): nothing to judge.
+    assert describe(wl=workload(check_state="Pending"), node_list=down).placement_not_enforced == []

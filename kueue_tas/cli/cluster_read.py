@@ -30,7 +30,7 @@ from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.runtime.logging import configure_logging
 from kueue_tas.runtime.manager import connect
-from kueue_tas.topology.flavors import FlavorMappingError
+from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors
 from kueue_tas.topology.model import NodeInfo
 
 T = TypeVar("T")
@@ -67,6 +67,10 @@ class TasConfig:
     checks: dict[str, AdmissionCheck]  # ours, by name
     specs: dict[str, FlavorSpec]  # our flavors
     check_flavors: dict[str, set[str]]  # our check -> flavors it governs
+    # Our flavors and their Topology names, kept when that Topology is gone (``specs`` drops them).
+    bindings: dict[str, FlavorBinding] = field(default_factory=dict)
+    topologies: dict[str, Topology] = field(default_factory=dict)
+    flavors: dict[str, ResourceFlavor] = field(default_factory=dict)
 
 
 def tas_config(config: KueueConfig, controller_name: str) -> TasConfig:
@@ -75,9 +79,10 @@ def tas_config(config: KueueConfig, controller_name: str) -> TasConfig:
         specs, per_check = flavor_specs(
             checks, config.queues, config.topologies.get, config.flavors.get, controller_name
         )
+        bindings = bind_flavors(checks.values(), config.queues, controller_name=controller_name)
     except FlavorMappingError as exc:
         raise ClusterReadError(f"invalid configuration: {exc}") from exc
-    return TasConfig(controller_name, checks, specs, per_check)
+    return TasConfig(controller_name, checks, specs, per_check, bindings, config.topologies, config.flavors)
 
 
 @dataclass

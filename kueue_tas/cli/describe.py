@@ -12,11 +12,15 @@ the check entry's state and message say why.
      "conditions": {"QuotaReserved"|"Admitted"|"Evicted"|"Finished": {"status", "reason", "message"}},
      "events": [{"time", "type", "reason", "from", "message", "count"}],
      "checks": [{"name", "state", "message", "lastTransitionTime"}],
+     "placementNotEnforced": [str],
      "podSets": [{"name", "count", "flavor", "topology", "request", "topologyLevels", "levels",
                   "domains": [{"values", "path", "assigned", "bound", "pending"}] | null,
                   "pods": {"total", "bound", "pending", "gated", "finished", "boundElsewhere", "unplaced"},
                   "message"}]}
 
+``placementNotEnforced`` names each reason the Topology no longer enforces the trusted
+assignment (a Topology deleted or missing a level, a required domain gone or no longer whole;
+the controller's own rule, judged on what was read) and is empty while it is enforced.
 ``checks`` lists only the entries of our AdmissionChecks; ``conditions`` only those present;
 ``events`` the Workload's last 10 Events, oldest first (Kueue's and ours: when Kueue evicts a
 Workload it resets our entry to Pending, and the reason lives on in the Evicted condition and

@@ -10,6 +10,7 @@ from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.object_base import find_condition
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.rules import assignment_trusted
+from kueue_tas.capacity.workload_health import workload_placement_problems
 from kueue_tas.cli.cluster_read import TasConfig
 from kueue_tas.cli.describe_domains import domain_paths, podset_pod_counts
 from kueue_tas.cli.describe_model import (
@@ -25,6 +26,7 @@ from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo, TopologyRequest
+from kueue_tas.topology.placement_health import NodeIndex
 from kueue_tas.topology.request import TopologyRequestError, parse_template_topology_request
 
 MAX_EVENTS = 10
@@ -157,6 +159,12 @@ def describe_workload(
             )
         )
 
+    def nodes_of(flavor: str) -> NodeIndex:
+        rf = tas.flavors.get(flavor)
+        return NodeIndex(node_by_name.values(), rf.spec.node_labels if rf is not None else {})
+
+    # The controller's own rule (``topology_health``), judged on what was read just now.
+    problems = workload_placement_problems(wl, tas.checks, tas.bindings, tas.topologies.get, nodes_of, prefix)
     admission = wl.status.admission
     return WorkloadDescription(
         namespace=wl.namespace or "",
@@ -169,4 +177,5 @@ def describe_workload(
         podsets=podsets,
         notes=notes,
         events=[event_view(e) for e in sorted(events, key=_event_time)[-MAX_EVENTS:]],
+        placement_not_enforced=problems or [],
     )

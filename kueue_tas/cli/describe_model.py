@@ -75,3 +75,5 @@ class WorkloadDescription:
     podsets: list[PodSetStatus]
     notes: list[str] = field(default_factory=list)
     events: list[EventView] = field(default_factory=list)
+    # Why the Topology no longer enforces the placement ([]: it does, or nothing is placed).
+    placement_not_enforced: list[str] = field(default_factory=list)

@@ -75,6 +75,8 @@ def render_text(d: WorkloadDescription) -> str:
             out.append(f"  {t + ':':<{width}}{_condition_text(d.conditions.get(t))}")
     for ch in d.checks:
         out.append(f"  {'Check ' + ch.name + ':':<{width}}{ch.state:<7} {ch.message}".rstrip())
+    if d.placement_not_enforced:
+        out.append(f"  {'Placement:':<{width}}NOT ENFORCED: {'; '.join(d.placement_not_enforced)}")
     out.extend(f"  note: {n}" for n in d.notes)
     for ps in d.podsets:
         head = [f"{ps.count} pod(s)"]
@@ -113,6 +115,7 @@ def describe_json(d: WorkloadDescription) -> dict[str, Any]:
             {"name": ch.name, "state": ch.state, "message": ch.message, "lastTransitionTime": ch.last_transition_time}
             for ch in d.checks
         ],
+        "placementNotEnforced": list(d.placement_not_enforced),
         "podSets": [
             {
                 "name": ps.name,

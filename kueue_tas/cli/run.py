@@ -1,8 +1,8 @@
 """``kueue-tas run``: the controller process.
 
 One Manager owns the API client and the shared informers; the reconcilers registered on it
-(workload admission, AdmissionCheck status, assignment guard, ungater, capacity gauges) run while this process
-holds the leader Lease.
+(workload admission, AdmissionCheck status, assignment guard, ungater, topology health,
+capacity gauges) run while this process holds the leader Lease.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kueue_tas.controllers.assignment_guard import AssignmentGuard
 from kueue_tas.controllers.capacity_cache import CapacityCache
 from kueue_tas.controllers.capacity_gauges import CapacityGauges
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
 from kueue_tas.controllers.ungater import KubePodPatcher, Ungater
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.runtime.health import CheckResult, HealthServer, leader_election_check
@@ -67,12 +68,21 @@ def register(manager: Manager, settings: Settings) -> None:
         settings=settings,
         gates=gates,
     )
+    health = TopologyHealth(
+        informers=informers,
+        checks=checks,
+        writer=KubeEntryWriter(manager.api),
+        events=manager.event_recorder,
+        settings=settings,
+        gates=gates,
+    )
     manager.on_synced(cache.resync)  # the initial lists arrive in any order: rebuild from the full caches
     manager.add("capacity-gauges", gauges.run)
     manager.add("workload-admission", admission.run)
     manager.add("admissioncheck-status", status.run)
     manager.add("assignment-guard", guard.run)
     manager.add("ungater", ungater.run)
+    manager.add("topology-health", health.run)
 
 
 async def serve(settings: Settings) -> int:

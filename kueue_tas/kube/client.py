@@ -251,14 +251,18 @@ async def apply_status(
     field_manager: str = FIELD_MANAGER,
     force: bool = True,
     timeout: Timeout = DEFAULT_TIMEOUT_SECONDS,
+    resource_version: str | None = None,
 ) -> dict[str, Any]:
     """Server-side apply of ``status`` on the status subresource, as ``field_manager``.
 
     Only the fields in ``status`` become ours (e.g. one ``admissionChecks`` entry, a map-list
-    keyed by name); ``force`` takes them over from another manager (Kueue created the entry)."""
+    keyed by name); ``force`` takes them over from another manager (Kueue created the entry).
+    With ``resource_version`` the apply fails with ``Conflict`` if the object changed."""
     metadata: dict[str, Any] = {"name": name}
     if namespace is not None:
         metadata["namespace"] = namespace
+    if resource_version is not None:
+        metadata["resourceVersion"] = resource_version
     body = {"apiVersion": f"{group}/{version}", "kind": kind, "metadata": metadata, "status": dict(status)}
     co = k8s.CustomObjectsApi(api)
     # "true"/"false", not Python's "True" (the generated client urlencodes the bool as is).
