@@ -128,6 +128,10 @@ class LiveCapacity:
     def holds(self, key: str) -> bool:
         return key in self._committed or key in self._assumed
 
+    def assumes(self, key: str) -> bool:
+        """A decision for ``key`` holds capacity that no Ready entry has confirmed yet."""
+        return key in self._assumed
+
     @contextmanager
     def without(self, key: str | None) -> Iterator[None]:
         """Hide one workload's usage for the duration (None: hide nothing): the decision for the

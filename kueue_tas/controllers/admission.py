@@ -131,6 +131,8 @@ class WorkloadAdmission:
             del self._awaiting_write[key]
         if self._pending_check(wl) is not None:
             self.queue.add(key)
+        elif not_admitting(wl) and (key in self._awaiting_write or self._capacity.assumes(key)):
+            self.queue.add(key)  # evicted (or its quota withdrawn) mid-decision: let go of what it holds
 
     def _on_deleted(self, wl: Workload) -> None:
         key = workload_key(wl)
@@ -160,7 +162,7 @@ class WorkloadAdmission:
             return None
         check = self._pending_check(wl)
         if check is None:
-            return None
+            return await self._let_go(wl) if not_admitting(wl) else None
         # Our last write has not come back through the informer yet: the Pending we see is
         # stale, and deciding again would count this workload's own assumption against it.
         wait = self._awaiting_write.get(key, 0.0) - self._clock()
@@ -219,6 +221,33 @@ class WorkloadAdmission:
                 await self._write_failed(wl, exc, held=False)
                 return self._backoff(key, exc)
         self._write_failures.pop(key, None)
+        return None
+
+    async def _let_go(self, wl: Workload) -> float | None:
+        """A workload Kueue no longer admits (evicted, quota withdrawn, finished) keeps nothing
+        of a decision of ours that never showed as Ready: its next admission is decided afresh.
+        While our entry write may still land (no answer yet, or not seen come back) its
+        capacity stays held; then the Workload is re-read, as for any unseen write."""
+        key = workload_key(wl)
+        if key in self._awaiting_write:
+            wait = self._awaiting_write[key] - self._clock()
+            if wait > 0:
+                return wait
+            try:
+                fresh = await self._writer.read_workload(wl)
+            except Exception as exc:
+                log.warning("workload_reread_failed", workload=key, error=str(exc))
+                return self._backoff(key, exc)
+            del self._awaiting_write[key]
+            if fresh is not None and self._entry_written(fresh):
+                # It landed after all: the informer will show it and its capacity is then trusted.
+                log.info("entry_write_confirmed", workload=key)
+                return None
+        self._write_failures.pop(key, None)
+        if self._capacity.assumes(key):
+            self._capacity.forget(key)
+            self._decided()
+            log.info("assumed_capacity_released", workload=key, why="the workload is no longer being admitted")
         return None
 
     def _backoff(self, key: str, exc: BaseException) -> float:
@@ -342,6 +371,12 @@ def with_annotation(wl: Workload, decision: Decision) -> tuple[Decision, str | N
         ),
         None,
     )
+
+
+def not_admitting(wl: Workload) -> bool:
+    """Kueue is not admitting ``wl`` now: evicted, without quota or admission, or finished. A
+    later admission starts over (Kueue resets our entry to Pending on eviction)."""
+    return wl.is_evicted or not wl.has_quota_reservation or wl.status.admission is None or wl.is_finished
 
 
 def _entry_says(wl: Workload, entry: dict[str, Any]) -> bool:

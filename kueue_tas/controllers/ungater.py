@@ -148,6 +148,10 @@ class Ungater:
         key = workload_key(wl)
         if self._releasable(wl):
             self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
+        elif self._admission_ended(wl):
+            # Kueue evicted it (our entry is reset to Pending) and stops its pods: the releases of
+            # that admission mean nothing to the next one, which gets its own assignment.
+            self.expectations.forget(key)
 
     def _on_workload_deleted(self, wl: Workload) -> None:
         self.expectations.forget(workload_key(wl))
@@ -175,6 +179,13 @@ class Ungater:
 
     def _releasable(self, wl: Workload) -> bool:
         return assignment_trusted(wl, self.checks.names())
+
+    def _admission_ended(self, wl: Workload) -> bool:
+        """No entry of ours is Ready, or Kueue evicted or finished it. (An annotation removed by
+        hand under a Ready entry is not an end: the guard restores it and releases resume.)"""
+        ours = self.checks.names()
+        ready = any(st.name in ours and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks)
+        return wl.is_evicted or wl.is_finished or not ready
 
     # --- a pass -------------------------------------------------------------------------------
 
