@@ -21,6 +21,7 @@ from faults import FakeApiServer, faulty_client
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering, recorded
+from kueue_tas.controllers import topology_health
 from kueue_tas.controllers.assignment_guard import AssignmentGuard
 from kueue_tas.controllers.topology_health import (
     NOT_ENFORCED_REASON,
@@ -165,7 +166,15 @@ async def test_deleted_topology(cluster: Cluster) -> None:
     assert cluster.writes.entries[-1]["state"] == "Ready"
 
 
-async def test_not_ready_node_then_recovery(cluster: Cluster) -> None:
+async def test_a_burst_of_node_events_makes_one_pass_after_it(cluster: Cluster) -> None:
+    await _queued(cluster.health)
+    for i, host in enumerate(("h1", "h3", "h1")):
+        cluster.h.informers.nodes.handle_event("MODIFIED", node(host, "r1" if host == "h1" else "r2", rv=f"1{i}"))
+    assert len(cluster.health.queue) == 0 and cluster.health.queue.num_waiting() == 1
+
+
+async def test_not_ready_node_then_recovery(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(topology_health, "NODES_SETTLE_SECONDS", 0.0)
     racks = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r2"}
     host = cluster.hosts()[0]
     await _queued(cluster.health)
@@ -178,12 +187,14 @@ async def test_not_ready_node_then_recovery(cluster: Cluster) -> None:
     cluster.play_back()
 
     cluster.h.informers.nodes.handle_event("MODIFIED", node(host, racks[host], ready=True, rv="3"))
+    assert KEY in await _queued(cluster.health)
     assert await cluster.health.reconcile(KEY) is None
     assert NOT_ENFORCED not in cluster.writes.entries[-1]["message"]
     assert [e[1] for e in cluster.health_events()] == ["Warning", "Normal"]
 
 
-async def test_heartbeats_do_not_wake_it(cluster: Cluster) -> None:
+async def test_heartbeats_do_not_wake_it(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(topology_health, "NODES_SETTLE_SECONDS", 0.0)
     await _queued(cluster.health)
     host = cluster.hosts()[0]
     same = node(host, "r1" if host in ("h1", "h2") else "r2", rv="9")

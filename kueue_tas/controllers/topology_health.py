@@ -17,6 +17,7 @@ Nothing here holds capacity, so a failed write is simply retried.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Final, Literal, Protocol
 
 import structlog
@@ -45,6 +46,8 @@ NOT_ENFORCED_REASON: Final = "TopologyPlacementNotEnforced"
 RESTORED_REASON: Final = "TopologyPlacementRestored"
 # The queue key that means "look at every admitted workload again" (a node or the configuration changed).
 ALL: Final = "*"
+# Node events come in bursts (a rack losing power, a relabelling script): one pass after the burst.
+NODES_SETTLE_SECONDS: Final = 1.0
 CONFLICT_RETRY_SECONDS: Final = 0.5
 WRITE_RETRY_SECONDS: Final = 5.0
 WRITE_RETRY_MAX_SECONDS: Final = 60.0
@@ -108,7 +111,8 @@ class TopologyHealth:
         self._events = events
         self._settings = settings
         self._gates = gates
-        self._indexes: dict[str, NodeIndex] = {}  # flavor -> its nodes; dropped on any node change
+        self._indexes: dict[str, NodeIndex] = {}  # flavor -> its nodes; rebuilt after node changes
+        self._nodes_changed = False
         self._bindings: dict[str, FlavorBinding] | None = None  # dropped on any configuration change
         self._announced: dict[str, str] = {}  # workload -> the problems its last Event named ("": none)
         self._failures: dict[str, int] = {}
@@ -142,8 +146,10 @@ class TopologyHealth:
         self._failures.pop(key, None)
 
     def _node_changed(self, _node: SlimNode) -> None:
-        self._indexes.clear()
-        self.queue.add(ALL)
+        self._nodes_changed = True
+        # Without an event loop yet (the initial list), ``run`` looks at everything anyway.
+        with contextlib.suppress(RuntimeError):
+            self.queue.add_after(ALL, NODES_SETTLE_SECONDS)
 
     def _node_updated(self, old: SlimNode, new: SlimNode) -> None:
         if old != new:  # heartbeats change nothing we read
@@ -195,6 +201,11 @@ class TopologyHealth:
 
     async def reconcile(self, key: str) -> float | None:
         if key == ALL:
+            if self._nodes_changed:
+                # Rebuilt once per burst; until then a workload's own update is judged on the
+                # nodes as they were, at most NODES_SETTLE_SECONDS ago.
+                self._nodes_changed = False
+                self._indexes.clear()
             self.enqueue_all()
             return None
         wl = self._workloads.get(key)
@@ -246,6 +257,8 @@ class TopologyHealth:
 
     async def run(self) -> None:
         """Look at every admitted workload once (the caches have synced), then work."""
+        self._nodes_changed = False
+        self._indexes.clear()
         self.enqueue_all()
         log.info("topology_health_started")
         await self.queue.run(1, self.reconcile)
