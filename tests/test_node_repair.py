@@ -23,7 +23,7 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
 from kueue_tas.controllers.node_repair import SCAN, NodeRepair
-from kueue_tas.kube.errors import Conflict, ServerError
+from kueue_tas.kube.errors import Conflict, ServerError, TransportError
 from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.free import domain_free
@@ -328,3 +328,40 @@ async def test_the_replacement_keeps_whole_slices(r: Rig) -> None:
     await r.scan()
     r.observe()
     assert r.hosts()["h7"] == 4 and "h5" not in r.hosts() and "h6" not in r.hosts()
+
+
+async def test_held_slots_survive_failed_entry_writes_and_unrelated_events(r: Rig) -> None:
+    before = await r.admit()
+    small, _, rack = roles(before)
+    r.node("h5", rack, event="ADDED")
+    r.node(small, rack, ready=False)
+    r.clock.now += 30
+    r.h.writes.fail_check = ServerError(503)
+    assert await r.scan() == pytest.approx(1.0)  # the entry write is retried after 1 s
+    assert r.events("TopologyRepairFailed")[0].startswith("recording the repaired assignment failed")
+    # Kueue touches the Workload meanwhile (old annotation, old record): the new slots stay held.
+    r.obj["metadata"]["resourceVersion"] = "50"
+    r.h.modify_workload(r.obj)
+    assert r.free("h5") == 4
+    r.clock.now += 1
+    await r.scan()
+    assert r.h.writes.checks[-1]["message"].startswith(f"node {small} NotReady for 30s: 4 pod(s)")
+    r.observe()
+    assert r.free("h5") == 4 and r.hosts()["h5"] == 4
+
+
+async def test_an_annotation_write_with_no_answer_is_settled_by_a_reread(r: Rig) -> None:
+    before = await r.admit()
+    small, _, rack = roles(before)
+    r.node("h5", rack, event="ADDED")
+    r.node(small, rack, ready=False)
+    r.clock.now += 30
+    r.h.writes.fail_annotation = TransportError("connection reset")
+    assert await r.scan() == pytest.approx(65.0)  # the apiserver may still apply it: wait, holding the slots
+    assert r.free("h5") == 4
+    r.clock.now += 65
+    # The re-read shows the old annotation: it never landed; released and decided again.
+    await r.scan()
+    assert r.free("h5") == 8
+    await r.scan()
+    assert len(r.h.writes.annotations) == 2 and r.events("TopologyRepaired")
