@@ -53,14 +53,23 @@ class Writes:
     checks: list[dict[str, Any]] = field(default_factory=list)
     annotations: list[str] = field(default_factory=list)
     gated: list[set[str]] = field(default_factory=list)
+    # The next annotation / entry write raises this (once) instead of being recorded.
+    fail_annotation: Exception | None = None
+    fail_check: Exception | None = None
 
     async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
         self.gated.append(set(podsets))
 
     async def write_annotation(self, workload: Workload, text: str) -> None:
+        if self.fail_annotation is not None:
+            exc, self.fail_annotation = self.fail_annotation, None
+            raise exc
         self.annotations.append(text)
 
     async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
+        if self.fail_check is not None:
+            exc, self.fail_check = self.fail_check, None
+            raise exc
         self.checks.append(entry)
 
     async def read_workload(self, workload: Workload) -> Workload | None:

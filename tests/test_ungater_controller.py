@@ -89,6 +89,7 @@ class Harness:
         settings = Settings(leader_election=False, ungate_batch_period_seconds=0)
         self.metrics = Metrics()
         informers = SharedInformers.register(Manager(None, settings, self.metrics), settings.annotation_prefix)
+        self.ungater_informers = informers
         self.pods = informers.pods
         self.workloads = informers.workloads
         self.checks = FixedChecks()

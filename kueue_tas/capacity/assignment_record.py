@@ -49,6 +49,12 @@ def recorded(message: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in match.group(1).split(", "))
 
 
+def record_text(message: str) -> str:
+    """The record a message ends with, as written ("" when it has none)."""
+    match = _RECORD.search(message)
+    return "" if match is None else match.group(0)
+
+
 def records_of(wl: Workload, checks: Container[str]) -> dict[str, str]:
     """PodSet -> digest, over the Ready entries of ``checks`` (ours) on ``wl``."""
     out: dict[str, str] = {}

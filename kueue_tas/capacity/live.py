@@ -49,6 +49,9 @@ class LiveCapacity:
         self._nodes: dict[str, NodeInfo] = {}
         self._committed: dict[str, tuple[UsageEntry, ...]] = {}  # workload key -> usage
         self._assumed: dict[str, tuple[UsageEntry, ...]] = {}
+        # Held on top of a trusted assignment until its successor is seen (node repair): unlike
+        # an assumption, no event of the workload clears it, only ``release_extra``.
+        self._extra: dict[str, tuple[UsageEntry, ...]] = {}
         self._replaces: dict[str, str] = {}  # workload -> the slice it replaces, while it holds usage
         self._hidden: set[str] = set()  # workloads a decision in progress must not see
         self._flavors: dict[str, FlavorSpec] = {}
@@ -125,6 +128,16 @@ class LiveCapacity:
     def forget(self, key: str) -> None:
         self._set(self._assumed, key, (), self._replaces.get(key))
 
+    def hold_extra(self, key: str, entries: tuple[UsageEntry, ...]) -> None:
+        """Hold ``entries`` for ``key`` besides what it holds otherwise, until ``release_extra``:
+        the slots a node repair adds, from its decision until the informer shows the new
+        assignment (an unrelated event of the workload in between must not free them)."""
+        self._set(self._extra, key, entries, self._replaces.get(key))
+
+    def release_extra(self, key: str) -> None:
+        if key in self._extra:
+            self._set(self._extra, key, (), self._replaces.get(key))
+
     def holds(self, key: str) -> bool:
         return key in self._committed or key in self._assumed
 
@@ -165,7 +178,7 @@ class LiveCapacity:
             self._slots.set_entries(other, self._effective(other))
 
     def _held(self, key: str) -> tuple[UsageEntry, ...]:
-        return self._committed.get(key, ()) + self._assumed.get(key, ())
+        return self._committed.get(key, ()) + self._assumed.get(key, ()) + self._extra.get(key, ())
 
     def _effective(self, key: str) -> tuple[UsageEntry, ...]:
         """The slots ``key`` holds, before pods fill them."""

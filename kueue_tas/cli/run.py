@@ -1,8 +1,8 @@
 """``kueue-tas run``: the controller process.
 
 One Manager owns the API client and the shared informers; the reconcilers registered on it
-(workload admission, AdmissionCheck status, assignment guard, ungater, topology health,
-capacity gauges) run while this process holds the leader Lease.
+(workload admission, AdmissionCheck status, assignment guard, node repair, ungater, topology
+health, capacity gauges) run while this process holds the leader Lease.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission import WorkloadAdmission
 from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
 from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus, KubeCheckStatusWriter
-from kueue_tas.controllers.assignment_guard import AssignmentGuard
+from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
 from kueue_tas.controllers.capacity_cache import CapacityCache
 from kueue_tas.controllers.capacity_gauges import CapacityGauges
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.node_repair import NodeRepair
 from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
 from kueue_tas.controllers.ungater import KubePodPatcher, Ungater
 from kueue_tas.runtime.config import ConfigError, Settings
@@ -43,6 +44,8 @@ def register(manager: Manager, settings: Settings) -> None:
     cache = CapacityCache(capacity, informers, checks)
     gauges = CapacityGauges(manager.metrics, capacity, max_levels=settings.metrics_domain_levels)
     writer = KubeAdmissionWriter(manager.api)
+    decisions = asyncio.Lock()  # admission and node repair decide one at a time, on one capacity
+    rewrites = OurRewrites()
     admission = WorkloadAdmission(
         informers=informers,
         checks=checks,
@@ -54,10 +57,34 @@ def register(manager: Manager, settings: Settings) -> None:
         settings=settings,
         gates=gates,
         decided=gauges.touch,
+        lock=decisions,
     )
     guard = AssignmentGuard(
-        informers=informers, checks=checks, writer=writer, events=manager.event_recorder, settings=settings
+        informers=informers,
+        checks=checks,
+        writer=writer,
+        events=manager.event_recorder,
+        settings=settings,
+        rewrites=rewrites,
     )
+    repair = NodeRepair(
+        informers=informers,
+        checks=checks,
+        capacity=capacity,
+        flavors_of=cache.flavors_of,
+        writer=writer,
+        events=manager.event_recorder,
+        metrics=manager.metrics,
+        settings=settings,
+        lock=decisions,
+        rewrites=rewrites,
+        gates=gates,
+    )
+
+    def node_usable(name: str) -> bool:
+        node = informers.nodes.store.get(name)
+        return node is not None and node.ready and not node.unschedulable
+
     status = AdmissionCheckStatus(informers=informers, checks=checks, writer=KubeCheckStatusWriter(manager.api))
     ungater = Ungater(
         informers=informers,
@@ -67,6 +94,7 @@ def register(manager: Manager, settings: Settings) -> None:
         metrics=manager.metrics,
         settings=settings,
         gates=gates,
+        node_usable=node_usable,
     )
     health = TopologyHealth(
         informers=informers,
@@ -81,6 +109,7 @@ def register(manager: Manager, settings: Settings) -> None:
     manager.add("workload-admission", admission.run)
     manager.add("admissioncheck-status", status.run)
     manager.add("assignment-guard", guard.run)
+    manager.add("node-repair", repair.run)
     manager.add("ungater", ungater.run)
     manager.add("topology-health", health.run)
 

@@ -95,9 +95,11 @@ class WorkloadAdmission:
         gates: FeatureGates = DEFAULT_GATES,
         decided: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
+        lock: asyncio.Lock | None = None,
     ) -> None:
         """``flavors_of(check)``: the flavors our check governs; ``decided()`` is called after
-        every decision (the capacity gauges' cue); ``clock``: monotonic seconds."""
+        every decision (the capacity gauges' cue); ``clock``: monotonic seconds; ``lock``: the
+        lock every decision holds (shared with the node repair, so decisions stay serialised)."""
         self._workloads = informers.workloads.store
         self._informers = informers
         self._checks = checks
@@ -111,7 +113,7 @@ class WorkloadAdmission:
         self._decided = decided
         self._clock = clock
         self.queue: WorkQueue[str] = WorkQueue("workloads")
-        self._lock = asyncio.Lock()
+        self._lock = lock or asyncio.Lock()
         self._retries: dict[str, int] = {}
         self._awaiting_write: dict[str, float] = {}  # workload -> deadline to observe our entry write
         self._write_failures: dict[str, int] = {}  # workload -> failed writes in a row (backoff)

@@ -197,9 +197,13 @@ def decide(
     gates: FeatureGates = DEFAULT_GATES,
     *,
     current: Mapping[str, TopologyAssignment] | None = None,
+    unhealthy_nodes: tuple[str, ...] = (),
     unusable: Mapping[str, str] | None = None,
 ) -> Decision:
-    """``unusable``: flavor -> problem, for flavors meant to be under the check that cannot be
+    """``current`` with ``unhealthy_nodes``: the node repair of an admitted workload (the engine
+    keeps each assignment's healthy part and places the pods of those nodes again; the caller
+    keeps the workload's own usage out of ``capacity``); ``current`` alone: a new elastic slice.
+    ``unusable``: flavor -> problem, for flavors meant to be under the check that cannot be
     placed on (``kueue_tas.controllers.check_flavors``); a PodSet on one keeps the entry Pending."""
     problem = _podsets_problem(workload)
     if problem is not None:
@@ -238,7 +242,13 @@ def decide(
     for flavor, requests in groups.items():
         snap = capacity.snapshot(flavor)
         assert snap is not None
-        extra = {} if current is None else place_options(current, (r.name for r in requests), elastic=True)
+        extra = (
+            {}
+            if current is None
+            else place_options(
+                current, (r.name for r in requests), unhealthy_nodes=unhealthy_nodes, elastic=not unhealthy_nodes
+            )
+        )
         results = snap.place(requests, gates=gates, **extra)
         failed = next((r for r in results if r.assignment is None), None)
         if failed is not None:

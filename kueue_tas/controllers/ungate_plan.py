@@ -13,7 +13,9 @@ domain. Two modes, as in Kueue's TopologyUngater:
 
 Never more than a domain's count: pods still awaiting an earlier release
 (``in_flight``, kept by :class:`Expectations`) are counted as already placed in the
-domain they were sent to.
+domain they were sent to, and so are pods still leaving their domain (``holding``:
+bound, Terminating, not finished: they run until they are gone, so a replacement is
+released only once its slot is really free).
 """
 
 from __future__ import annotations
@@ -126,30 +128,18 @@ def plan_releases(
     count: int,
     sub_groups: int | None = None,
     in_flight: Mapping[str, tuple[str, ...]] | None = None,
+    holding: Sequence[PodView] = (),
 ) -> list[Release]:
     """The gated pods to release now, each with its domain's nodeSelector.
 
-    ``pods`` are the PodSet's live pods (terminal pods left out: their slots are
-    free for replacements). ``in_flight`` maps pod UIDs already released but not
-    yet observed without the gate to the domain they were sent to.
+    ``pods`` are the PodSet's live pods (terminal and Terminating pods left out).
+    ``in_flight`` maps pod UIDs already released but not yet observed without the gate
+    to the domain they were sent to. ``holding``: the PodSet's Terminating pods that
+    still run (bound, not finished): each keeps its domain's slot until it is gone.
     """
     levels = assignment.levels
     in_flight = in_flight or {}
     selectors = [dict(zip(levels, d.values, strict=True)) for d in assignment.domains]
-    rank_to_domain = [i for i, d in enumerate(assignment.domains) for _ in range(d.count)]
-    by_rank = ranks(pods, min(count, len(rank_to_domain)), sub_groups)
-    if by_rank is not None:
-        consistent = all(
-            _domain_of(p, levels) == assignment.domains[rank_to_domain[r]].values
-            for r, p in by_rank.items()
-            if not p.gated and p.uid not in in_flight
-        )
-        if consistent:
-            return [
-                Release(p, selectors[rank_to_domain[r]])
-                for r, p in sorted(by_rank.items())
-                if p.gated and p.uid not in in_flight
-            ]
     index = {d.values: i for i, d in enumerate(assignment.domains)}
     placed = [0] * len(assignment.domains)
     gated: list[PodView] = []
@@ -159,6 +149,27 @@ def plan_releases(
             placed[index[values]] += 1
         elif pod.gated and pod.uid not in in_flight:
             gated.append(pod)
+    for pod in holding:
+        values = _domain_of(pod, levels)
+        if values is not None and values in index:
+            placed[index[values]] += 1
+    rank_to_domain = [i for i, d in enumerate(assignment.domains) for _ in range(d.count)]
+    by_rank = ranks(pods, min(count, len(rank_to_domain)), sub_groups)
+    if by_rank is not None:
+        consistent = all(
+            _domain_of(p, levels) == assignment.domains[rank_to_domain[r]].values
+            for r, p in by_rank.items()
+            if not p.gated and p.uid not in in_flight
+        )
+        if consistent:
+            # A rank's domain may still hold a leaving pod: that rank waits for it to go.
+            room = [max(d.count - placed[i], 0) for i, d in enumerate(assignment.domains)]
+            out = []
+            for r, p in sorted(by_rank.items()):
+                if p.gated and p.uid not in in_flight and room[rank_to_domain[r]] > 0:
+                    room[rank_to_domain[r]] -= 1
+                    out.append(Release(p, selectors[rank_to_domain[r]]))
+            return out
     gated.sort(key=lambda p: (p.created, p.name))
     releases: list[Release] = []
     for i, dom in enumerate(assignment.domains):

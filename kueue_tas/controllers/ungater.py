@@ -6,10 +6,15 @@ Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
   entry for one of our checks is Ready and whose assignment annotation decodes.
 * Pod events are batched per Workload: the first event schedules a pass
   ``ungate_batch_period_seconds`` later and later events join it.
-* A pass looks at each PodSet's live pods (terminal and terminating pods are left out:
-  their slots are free for replacements), asks ``plan_releases`` which gated pods go where,
-  and patches each of those pods once (strategic merge: delete only our gate, add the
-  domain's nodeSelector, guarded by the pod's resourceVersion).
+* A pass looks at each PodSet's live pods (terminal pods are left out: their slots are free
+  for replacements; a Terminating pod still bound to a node keeps its slot until it is gone,
+  as it still runs there), asks ``plan_releases`` which gated pods go where, and patches
+  each of those pods once (strategic merge: delete only our gate, add the domain's
+  nodeSelector, guarded by the pod's resourceVersion).
+* No pod is released onto a node that cannot take it now (``node_usable``: NotReady,
+  cordoned, gone): it stays gated until the node serves again or the node repair moves its
+  slot (``node_repair``); released there it would wait pinned to a node that may never
+  return.
 * Expectations: a pod we patched counts as placed in its domain until we observe it
   without the gate (or deleted, or still gated at another resourceVersion: our guarded patch
   can then never land), so a second pass never hands its slot out again. A patch the
@@ -116,8 +121,11 @@ class Ungater:
         settings: Settings,
         gates: FeatureGates = DEFAULT_GATES,
         clock: Callable[[], float] | None = None,
+        node_usable: Callable[[str], bool] = lambda _name: True,
     ) -> None:
-        """``clock``: monotonic seconds for expectation deadlines (default: the event loop's)."""
+        """``clock``: monotonic seconds for expectation deadlines (default: the event loop's);
+        ``node_usable(name)``: whether a hostname domain's node can take a pod now."""
+        self._node_usable = node_usable
         self.settings = settings
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
         self.gates = gates
@@ -297,10 +305,14 @@ class Ungater:
             and not p.terminating
             and not (p.gated and self.refused.get(p.uid) == p.resource_version)
         ]
+        leaving = [view(p) for p in pods if p.podset == podset and p.terminating and p.counts_on_node and not p.gated]
         views = [view(p) for p in mine]
         sub_groups = next((p.sub_groups for p in mine if p.sub_groups), None)
         in_flight = self.expectations.of(key)
-        return plan_releases(ta, views, count=ta.total, sub_groups=sub_groups, in_flight=in_flight)
+        releases = plan_releases(ta, views, count=ta.total, sub_groups=sub_groups, in_flight=in_flight, holding=leaving)
+        if ta.levels and ta.levels[-1] == c.HOSTNAME_LABEL:
+            releases = [r for r in releases if self._node_usable(r.node_selector[c.HOSTNAME_LABEL])]
+        return releases
 
     async def _release(
         self, wl: Workload, key: str, levels: tuple[str, ...], release: Release

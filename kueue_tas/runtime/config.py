@@ -28,6 +28,7 @@ from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource
 
 from kueue_tas.api.constants import CONTROLLER_NAME, DEFAULT_ANNOTATION_PREFIX, SCHEDULING_GATE
 
+NodeFailurePolicy = Literal["Wait", "Requeue"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 LogFormat = Literal["json", "console"]
 
@@ -105,6 +106,13 @@ class Settings(BaseSettings):
     # patch still being processed there is seen before we give up on it; much shorter than
     # client-go's 5 min because here a real pod waits gated while it runs.
     ungate_expectation_timeout_seconds: float = Field(default=90, gt=0, le=3600)
+    # Failed nodes under admitted workloads (``controllers/node_repair``): a node NotReady or
+    # Unknown this long counts as failed (Kueue's NodeFailureDelay); when no replacement fits,
+    # ``Wait`` keeps trying as capacity changes, ``Requeue`` sets our entry to Retry after
+    # ``node_failure_requeue_after_seconds`` so Kueue evicts and requeues the workload.
+    node_failure_grace_seconds: float = Field(default=30, ge=0, le=86400)
+    node_failure_policy: NodeFailurePolicy = "Wait"
+    node_failure_requeue_after_seconds: float = Field(default=300, ge=0, le=86400)
 
     # leader election (coordination.k8s.io/v1 Lease)
     leader_election: bool = True

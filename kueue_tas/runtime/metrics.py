@@ -27,6 +27,8 @@ _disable_created_metrics: Callable[[], None] = disable_created_metrics
 AdmissionOutcome = Literal["ready", "retry", "rejected", "error"]
 OUTCOMES: Final[tuple[AdmissionOutcome, ...]] = ("ready", "retry", "rejected", "error")
 
+RepairOutcome = Literal["done", "impossible"]
+REPAIR_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 DECISION_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 # (level, domain, resource) -> free amount
@@ -69,6 +71,31 @@ class Metrics:
         )
         self.ungate_errors_total = Counter(
             "kueue_tas_ungate_errors_total", "Failed attempts to ungate a pod.", registry=r
+        )
+        self.failed_nodes_seen_total = Counter(
+            "kueue_tas_failed_nodes_seen_total",
+            "Nodes found failed (NotReady past the grace, deleted, untolerated NoExecute taint, cordoned, "
+            "lost label) under an admitted workload; each failure counted once.",
+            registry=r,
+        )
+        self.node_repairs_total = Counter(
+            "kueue_tas_node_repairs_total",
+            "Workloads repaired after node failures (done: pods moved; impossible: requeued, no replacement fitted).",
+            ["outcome"],
+            registry=r,
+        )
+        for repair in ("done", "impossible"):
+            self.node_repairs_total.labels(repair)
+        self.node_repairs_pending = Gauge(
+            "kueue_tas_node_repairs_pending",
+            "Admitted workloads on failed nodes for which no replacement fits yet.",
+            registry=r,
+        )
+        self.node_repair_seconds = Histogram(
+            "kueue_tas_node_repair_seconds",
+            "From a node counted failed (after the grace) to the repaired assignment written.",
+            buckets=REPAIR_BUCKETS,
+            registry=r,
         )
         self._domain_series: dict[tuple[str, str], dict[tuple[str, str, str], float]] = {}
         self._collect_hooks: dict[str, Callable[[], None]] = {}

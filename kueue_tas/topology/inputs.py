@@ -7,7 +7,7 @@ from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.core_objects import Node
-from kueue_tas.api.object_base import TaintModel, TolerationModel
+from kueue_tas.api.object_base import TaintModel, TolerationModel, find_condition
 from kueue_tas.api.quantity import resource_list_to_ints
 from kueue_tas.api.resources import pod_requests
 from kueue_tas.api.workload import PodSetTopologyRequestModel
@@ -59,6 +59,7 @@ def tolerations(items: Sequence[TolerationModel | Mapping[str, Any]] | None) -> 
 def node_info(node: Node | Mapping[str, Any]) -> NodeInfo:
     """A Node as the engine sees it; allocatable converted to Kueue units (QuantityError if malformed)."""
     m = _as_node(node)
+    cond = find_condition(m.status.conditions, c.NODE_READY_CONDITION)
     return NodeInfo(
         name=m.metadata.name,
         labels=dict(m.metadata.labels),
@@ -66,6 +67,8 @@ def node_info(node: Node | Mapping[str, Any]) -> NodeInfo:
         taints=tuple(taint(t) for t in m.spec.taints),
         ready=m.ready,
         unschedulable=m.spec.unschedulable,
+        ready_status="" if cond is None else cond.status,
+        ready_since="" if cond is None else cond.last_transition_time or "",
     )
 
 

@@ -57,6 +57,10 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     ready: bool = True
     unschedulable: bool = False
+    # The Ready condition's status ("True", "False", "Unknown"; "" when the node has none) and
+    # lastTransitionTime (RFC 3339, "" when unknown): how long a node has been NotReady.
+    ready_status: str = "True"
+    ready_since: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,217 @@
+"""Issue 13 "Done when" (a), (b), (c) on the real local cluster: failed nodes under running TAS
+Jobs are repaired in place, or the nodeFailurePolicy decides.
+
+NOT RUN YET: written without a free cluster. The lead moves this file into ``e2e/tests/``
+when one is free (its helpers stay in ``e2e/pending/node_failure_helpers.py``, which the
+benchmark ``benchmarks/repair_latency.py`` imports too).
+
+The pool: 2 blocks x 3 racks x 2 hosts of 8 GPUs (a, b) or smaller pools (c). Jobs ask for
+one-GPU pods with a required level; pods run for ``RUN_FOR`` once bound (kwok), so a Job
+finishes by itself once every index has run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from e2e import jobs, workloads
+from e2e import stack as st
+from e2e.controller import ControllerGroup
+from e2e.kube import Kube, condition_true, eventually
+from e2e.nodes import BLOCK_LABEL, RACK_LABEL, NodePool
+from e2e.pending.node_failure_helpers import DomainMonitor, evict_pods_of, fail_node, force_delete
+from e2e.pods import is_gated, pods_raw
+from e2e.tests.admission_helpers import entry_of, events_of, hosts
+
+RUN_FOR = "40s"
+GRACE_S = 30  # the controller's default node_failure_grace_seconds
+
+
+def pool(unique: str, prefix: str, blocks: int, racks: int, hosts_per_rack: int) -> NodePool:
+    return NodePool(name=f"{prefix}{unique}", blocks=blocks, racks_per_block=racks, hosts_per_rack=hosts_per_rack)
+
+
+def block_of(node: str) -> str:
+    return node.rsplit("-", 2)[0].rsplit("-", 1)[-1]  # <pool>-b<i>-r<j>-h<k> -> b<i>
+
+
+async def repaired(kube: Kube, s: st.TasStack, job: str, timeout_s: float = GRACE_S + 60) -> dict[str, Any]:
+    """The Workload once a TopologyRepaired Event was written for it."""
+
+    async def done() -> dict[str, Any] | None:
+        wl = await workloads.workload_of(kube, s.namespace, job)
+        return wl if wl is not None and await events_of(kube, wl, "TopologyRepaired") else None
+
+    return await eventually(f"Job {job} repaired", done, timeout_s)
+
+
+async def job_finished(kube: Kube, namespace: str, job: str, timeout_s: float = 180) -> None:
+    async def complete() -> bool:
+        raw = await kube.batch.read_namespaced_job(job, namespace)
+        return condition_true(kube.api.sanitize_for_serialization(raw), "Complete")
+
+    await eventually(f"Job {job} Complete", complete, timeout_s)
+
+
+async def replacements_running_on(kube: Kube, namespace: str, job: str, nodes: set[str], count: int) -> None:
+    async def there() -> bool:
+        pods = await pods_raw(kube, namespace, f"job-name={job}")
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        on = Counter(p["spec"].get("nodeName") for p in live if (p.get("status") or {}).get("phase") == "Running")
+        return sum(on[n] for n in nodes) >= count
+
+    await eventually(f"{count} pods of {job} running on {sorted(nodes)}", there, 120)
+
+
+async def fail_and_evict(kube: Kube, namespace: str, nodes: list[str]) -> list[str]:
+    for node in nodes:
+        await fail_node(kube, node)
+    evicted: list[str] = []
+    for node in nodes:
+        evicted += await evict_pods_of(kube, namespace, node)
+    return evicted
+
+
+# --- (a) one node of a required-block Job fails ------------------------------------------------
+
+
+async def test_one_failed_node_moves_only_its_pods_inside_the_block(
+    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
+) -> None:
+    s = await st.tas_stack(kube, namespace, tas.controller_name, pool(unique, "nf", 2, 3, 2))
+    await jobs.create_job(kube, namespace, jobs.job("train", 36, required=BLOCK_LABEL, run_for=RUN_FOR))
+    wl = await workloads.wait_check(kube, s, "train", ("Ready",))
+    before = hosts(wl)
+    assert len({block_of(h) for h in before}) == 1
+    monitor = DomainMonitor(kube, namespace, "train")
+    async with monitor.running():
+        await eventually("pods of train running", lambda: _running(kube, namespace, "train", 36), 90)
+        victim = max(before, key=lambda h: before[h])
+        evicted = await fail_and_evict(kube, namespace, [victim])
+        wl = await repaired(kube, s, "train")
+        after = hosts(wl)
+        assert victim not in after
+        assert {h: n for h, n in after.items() if h in before} == {h: n for h, n in before.items() if h != victim}
+        assert sum(after.values()) == 36 and len({block_of(h) for h in after}) == 1  # still inside the block
+        moved = set(after) - set(before) | {h for h in after if after[h] > before.get(h, 0)}
+        message = entry_of(wl, s)["message"]
+        assert message.startswith(f"node {victim} NotReady for ")
+        assert f"pod(s) of PodSet main moved from {victim} to" in message
+        assert entry_of(wl, s)["state"] == "Ready"
+        await replacements_running_on(kube, namespace, "train", moved, before[victim])
+        await force_delete(kube, namespace, evicted)  # pod GC once the node is given up
+        await job_finished(kube, namespace, "train")
+    assert monitor.samples > 10 and monitor.violations == []
+
+
+async def _running(kube: Kube, namespace: str, job: str, count: int) -> bool:
+    pods = await pods_raw(kube, namespace, f"job-name={job}")
+    running: int = sum((p.get("status") or {}).get("phase") == "Running" for p in pods)
+    return running >= count
+
+
+# --- (b) two nodes of two racks fail at once --------------------------------------------------
+
+
+async def test_two_failed_nodes_of_two_racks_are_repaired_in_one_decision(
+    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
+) -> None:
+    s = await st.tas_stack(kube, namespace, tas.controller_name, pool(unique, "nt", 2, 3, 2))
+    racks = st.host_racks(s.pool)
+    await jobs.create_job(kube, namespace, jobs.job("train", 32, required=BLOCK_LABEL, run_for=RUN_FOR))
+    wl = await workloads.wait_check(kube, s, "train", ("Ready",))
+    before = hosts(wl)
+    monitor = DomainMonitor(kube, namespace, "train")
+    async with monitor.running():
+        await eventually("pods of train running", lambda: _running(kube, namespace, "train", 32), 90)
+        by_rack: dict[str, str] = {}
+        for h in sorted(before, key=lambda h: -before[h]):
+            by_rack.setdefault(racks[h], h)
+        victims = sorted(by_rack.values())[:2]
+        assert len({racks[v] for v in victims}) == 2
+        evicted = await fail_and_evict(kube, namespace, victims)
+        wl = await repaired(kube, s, "train")
+        events = await events_of(kube, wl, "TopologyRepaired")
+        assert len(events) == 1, [e.get("note") for e in events]  # one decision for both
+        note = events[0].get("note") or ""
+        assert note.startswith(f"nodes {victims[0]} NotReady for ") and f", {victims[1]} NotReady for " in note
+        after = hosts(wl)
+        assert not set(victims) & set(after) and sum(after.values()) == 32
+        assert len({block_of(h) for h in after}) == 1
+        await force_delete(kube, namespace, evicted)
+        await job_finished(kube, namespace, "train")
+    assert monitor.violations == []
+
+
+# --- (c) no room: Wait, then a node is added; Requeue evicts and re-admits --------------------
+
+
+async def test_wait_keeps_pods_gated_until_a_node_is_added(
+    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
+) -> None:
+    s = await st.tas_stack(kube, namespace, tas.controller_name, pool(unique, "nw", 1, 1, 2))
+    await jobs.create_job(kube, namespace, jobs.job("full", 16, required=RACK_LABEL, run_for="5m"))
+    wl = await workloads.wait_check(kube, s, "full", ("Ready",))
+    await eventually("pods of full running", lambda: _running(kube, namespace, "full", 16), 90)
+    victim = sorted(hosts(wl))[0]
+    await fail_and_evict(kube, namespace, [victim])
+    wl = await _event_appears(kube, s, "full", "TopologyRepairPending", GRACE_S + 30)
+    message = entry_of(wl, s)["message"]
+    assert entry_of(wl, s)["state"] == "Ready"
+    assert message.startswith(f"node {victim} NotReady for ")
+    assert "waiting for capacity (nodeFailurePolicy Wait)" in message
+
+    async def replacements_gated() -> bool:
+        pods = await pods_raw(kube, namespace, "job-name=full")
+        fresh = [p for p in pods if not p["metadata"].get("deletionTimestamp") and not p["spec"].get("nodeName")]
+        return len(fresh) == 8 and all(is_gated(p) for p in fresh)
+
+    await eventually("the 8 replacements stay gated", replacements_gated, 60)
+    new = await st.add_node(kube, s.pool, 1, 1, 3)
+    wl = await repaired(kube, s, "full", 60)
+    assert hosts(wl)[new] == 8
+    await replacements_running_on(kube, namespace, "full", {new}, 8)
+
+
+async def test_requeue_evicts_after_the_timeout_and_the_job_is_admitted_elsewhere(
+    kube: Kube, namespace: str, unique: str, tas_factory: Callable[..., Awaitable[ControllerGroup]]
+) -> None:
+    group = await tas_factory(
+        replicas=1,
+        KUEUE_TAS_NODE_FAILURE_POLICY="Requeue",
+        KUEUE_TAS_NODE_FAILURE_REQUEUE_AFTER_SECONDS="15",
+        KUEUE_TAS_NODE_FAILURE_GRACE_SECONDS="5",
+    )
+    s = await st.tas_stack(kube, namespace, group.controller_name, pool(unique, "nq", 1, 2, 2))
+    racks = st.host_racks(s.pool)
+    await jobs.create_job(kube, namespace, jobs.job("full", 16, required=RACK_LABEL, run_for="5m"))
+    wl = await workloads.wait_check(kube, s, "full", ("Ready",))
+    first_rack = {racks[h] for h in hosts(wl)}
+    assert len(first_rack) == 1
+    await eventually("pods of full running", lambda: _running(kube, namespace, "full", 16), 90)
+    victim = sorted(hosts(wl))[0]
+    evicted = await fail_and_evict(kube, namespace, [victim])
+    wl = await _event_appears(kube, s, "full", "TopologyRepairImpossible", 60)
+    await force_delete(kube, namespace, evicted)
+
+    async def readmitted() -> dict[str, Any] | None:
+        w = await workloads.workload_of(kube, namespace, "full")
+        if w is None:
+            return None
+        entry = workloads.check_entry(w, s.check)
+        placed = {racks.get(h) for h in hosts(w)} if workloads.assignment(w) else set()
+        return w if entry and entry.get("state") == "Ready" and placed and placed != first_rack else None
+
+    wl = await eventually("Job full re-admitted in the other rack", readmitted, 120)
+    assert victim not in hosts(wl)
+    await replacements_running_on(kube, namespace, "full", set(hosts(wl)), 16)
+
+
+async def _event_appears(kube: Kube, s: st.TasStack, job: str, reason: str, timeout_s: float) -> dict[str, Any]:
+    async def seen() -> dict[str, Any] | None:
+        wl = await workloads.workload_of(kube, s.namespace, job)
+        return wl if wl is not None and await events_of(kube, wl, reason) else None
+
+    return await eventually(f"{reason} Event for Job {job}", seen, timeout_s)

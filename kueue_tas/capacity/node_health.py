@@ -1,0 +1,151 @@
+"""Which nodes under an admitted workload have failed: the detection rule, pure.
+
+A node named by a PodSet's hostname-level assignment has failed for that workload when it is
+
+* deleted (no longer in the informer cache);
+* missing a label the placement relies on: a topology level, or one of the flavor's node labels
+  (it has left the domain, or the flavor, it was placed in);
+* unschedulable (cordoned: it is being drained, or taken out of service);
+* tainted ``NoExecute`` by a taint some PodSet on it does not tolerate (its pods are evicted); the
+  node lifecycle controller's own ``not-ready`` / ``unreachable`` taints are the NotReady signal
+  and are judged by the grace below, not here (pods tolerate them for 300 s by default);
+* NotReady or Unknown for at least ``grace`` seconds (Kueue's NodeFailureDelay, 30 s), or without
+  a Ready condition at all (Kueue marks such a node failed at once).
+
+Only hostname-level assignments are judged: a coarser leaf domain survives the loss of one of its
+nodes (the scheduler picks another node of the domain for the recreated pods), and Kueue too
+replaces nodes only when the lowest level is the hostname.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from kueue_tas.api import constants as c
+from kueue_tas.topology.filters import taint_string, tolerates
+from kueue_tas.topology.model import NodeInfo, Toleration
+
+LIFECYCLE_TAINTS: Final = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+NO_EXECUTE: Final = "NoExecute"
+
+
+class FailureKind(StrEnum):
+    DELETED = "Deleted"
+    LABEL_LOST = "LabelLost"
+    UNSCHEDULABLE = "Unschedulable"
+    TAINTED = "Tainted"
+    NOT_READY = "NotReady"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFailure:
+    node: str
+    kind: FailureKind
+    detail: str  # what a user reads after the node's name: "NotReady for 30s", "deleted", ...
+
+    def __str__(self) -> str:
+        return f"node {self.node} {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetHosts:
+    """What the rule needs of one PodSet of an admitted workload."""
+
+    podset: str
+    hosts: tuple[str, ...]  # the node names of its hostname-level assignment
+    levels: tuple[str, ...]  # its flavor's topology levels
+    flavor_labels: Mapping[str, str]
+    tolerations: tuple[Toleration, ...]  # the pod template's and the flavor's
+
+
+def _seconds(value: float) -> str:
+    return f"{math.floor(value):d}s"
+
+
+def node_failure(
+    name: str,
+    node: NodeInfo | None,
+    podsets: Iterable[PodSetHosts],
+    not_ready_for: float | None,
+    grace: float,
+) -> NodeFailure | None:
+    """The failure of node ``name`` for the PodSets placed on it, or None while it serves them.
+
+    ``not_ready_for``: seconds the node has been NotReady (None when Ready)."""
+    if node is None:
+        return NodeFailure(name, FailureKind.DELETED, "deleted")
+    podsets = list(podsets)
+    for ps in podsets:
+        for key in (*ps.levels, *ps.flavor_labels):
+            want = ps.flavor_labels.get(key)
+            if key not in node.labels or (want is not None and node.labels[key] != want):
+                return NodeFailure(name, FailureKind.LABEL_LOST, f"lost label {key}")
+    if node.unschedulable:
+        return NodeFailure(name, FailureKind.UNSCHEDULABLE, "unschedulable")
+    for taint in node.taints:
+        if taint.effect != NO_EXECUTE or taint.key in LIFECYCLE_TAINTS:
+            continue
+        if any(not any(tolerates(t, taint) for t in ps.tolerations) for ps in podsets):
+            return NodeFailure(name, FailureKind.TAINTED, f"tainted {taint_string(taint)}")
+    if not node.ready:
+        if not node.ready_status:
+            return NodeFailure(name, FailureKind.NOT_READY, "has no Ready condition")
+        waited = not_ready_for or 0.0
+        if waited >= grace:
+            state = "Unknown" if node.ready_status == "Unknown" else "NotReady"
+            return NodeFailure(name, FailureKind.NOT_READY, f"{state} for {_seconds(waited)}")
+    return None
+
+
+def grace_left(node: NodeInfo | None, not_ready_for: float | None, grace: float) -> float | None:
+    """Seconds until a NotReady node's grace runs out (None: nothing to wait for)."""
+    if node is None or node.ready or not node.ready_status:
+        return None
+    left = grace - (not_ready_for or 0.0)
+    return left if left > 0 else None
+
+
+def hostname_hosts(levels: tuple[str, ...], domains: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
+    """The node names of an assignment whose lowest level is the hostname (() otherwise)."""
+    if not levels or levels[-1] != c.HOSTNAME_LABEL:
+        return ()
+    return tuple(dict.fromkeys(values[-1] for values in domains))
+
+
+def failed_nodes(
+    podsets: Iterable[PodSetHosts],
+    node: Callable[[str], NodeInfo | None],
+    not_ready_for: Callable[[str], float | None],
+    grace: float,
+) -> tuple[dict[str, NodeFailure], float | None]:
+    """(node -> failure, seconds until the next NotReady grace runs out) for one workload: every
+    node of its PodSets at once."""
+    by_host: dict[str, list[PodSetHosts]] = {}
+    for ps in podsets:
+        for host in ps.hosts:
+            by_host.setdefault(host, []).append(ps)
+    failures: dict[str, NodeFailure] = {}
+    wait: float | None = None
+    for host, on_it in by_host.items():
+        info = node(host)
+        since = not_ready_for(host)
+        failure = node_failure(host, info, on_it, since, grace)
+        if failure is not None:
+            failures[host] = failure
+            continue
+        left = grace_left(info, since, grace)
+        if left is not None:
+            wait = left if wait is None else min(wait, left)
+    return failures, wait
+
+
+def describe_failures(failures: Iterable[NodeFailure]) -> str:
+    """``node x3 NotReady for 30s`` or ``nodes x3 NotReady for 30s, x5 deleted``."""
+    items = sorted(failures, key=lambda f: f.node)
+    if len(items) == 1:
+        return str(items[0])
+    return "nodes " + ", ".join(f"{f.node} {f.detail}" for f in items)

@@ -1,0 +1,370 @@
+"""Node repair: keep an admitted workload's shape when nodes under it fail.
+
+One pass (a single queue key) looks at every admitted workload whose assignment names nodes
+(hostname level), finds the failed ones by the rule in ``kueue_tas.capacity.node_health``, and
+repairs each affected workload in one decision covering all its failed nodes
+(``repair_plan``: the engine's node replacement; only the pods of those nodes move, the rest
+stays, the PodSet's required level and slice domains are honoured).
+
+The added slots are held (``LiveCapacity.hold_extra``) from the decision on, under the lock
+every admission decision holds, so no other decision can take them; the writes (annotation
+with a resourceVersion precondition, then our Ready entry with the same ``podSetUpdates`` and
+the new record, then an Event) and what each failure does are in ``repair_writes``.
+
+The ungater then sends the gated pods the Job controller recreates to the new domains.
+
+When nothing fits (or a PodSet is pinned to its one domain by nodeSelector), the policy
+decides: ``Wait`` notes it once (entry message + Warning Event ``TopologyRepairPending``) and
+tries again as nodes, pods and workloads change; ``Requeue`` does the same, then after
+``node_failure_requeue_after_seconds`` sets our entry to Retry with the reason, so Kueue
+evicts and requeues the workload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final, Literal
+
+import structlog
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.assignment_record import assignment_tampering
+from kueue_tas.capacity.feed import workload_key
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.node_health import NodeFailure, describe_failures, failed_nodes
+from kueue_tas.capacity.rules import UsageEntry, assignment_trusted
+from kueue_tas.controllers.admission import WRITE_RETRY_MAX_SECONDS
+from kueue_tas.controllers.admission_writes import AdmissionWriter, check_entry, merged_annotation
+from kueue_tas.controllers.assignment_guard import OurRewrites
+from kueue_tas.controllers.decide import Decision, Outcome, decide
+from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode
+from kueue_tas.controllers.repair_plan import (
+    added_assignment,
+    moved_summary,
+    our_entry,
+    pinned,
+    podset_hosts,
+    ready_entry,
+    with_old_record,
+)
+from kueue_tas.controllers.repair_writes import RepairWrites, error_text
+from kueue_tas.kube.errors import retry_after
+from kueue_tas.kube.events import EventSink
+from kueue_tas.kube.slim import SlimPod
+from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.runtime.workqueue import WorkQueue
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
+
+log = structlog.get_logger(__name__)
+
+SCAN: Final = "scan"
+# A pending repair is decided again at least this often, besides every relevant change.
+PENDING_RETRY_SECONDS: Final = 30.0
+
+
+@dataclass
+class _Episode:
+    """A workload on failed nodes, from detection until it is repaired or the nodes recover."""
+
+    detected: float
+    failures: dict[str, NodeFailure]
+    stuck_since: float | None = None
+    noted: str | None = None  # the pending note written on the entry
+    requeued: bool = False
+
+
+class NodeRepair:
+    def __init__(
+        self,
+        *,
+        informers: SharedInformers,
+        checks: OurChecks,
+        capacity: LiveCapacity,
+        flavors_of: Callable[[str], set[str]],
+        writer: AdmissionWriter,
+        events: EventSink,
+        metrics: Metrics,
+        settings: Settings,
+        lock: asyncio.Lock,
+        rewrites: OurRewrites,
+        gates: FeatureGates = DEFAULT_GATES,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        """``lock``: the admission decisions' lock; ``clock``: monotonic seconds; ``wall``: epoch
+        seconds (to read how long a node has been NotReady from its Ready condition)."""
+        self._workloads = informers.workloads.store
+        self._nodes = informers.nodes.store
+        self._checks = checks
+        self._capacity = capacity
+        self._flavors_of = flavors_of
+        self._writer = writer
+        self._events = events
+        self._metrics = metrics
+        self._settings = settings
+        self._lock = lock
+        self._rewrites = rewrites
+        self._gates = gates
+        self._clock = clock
+        self._wall = wall
+        self.queue: WorkQueue[str] = WorkQueue("node-repair")
+        self._not_ready_since: dict[str, float] = {}
+        self._counted: set[str] = set()  # failed nodes already counted in failed_nodes_seen_total
+        self._episodes: dict[str, _Episode] = {}
+        self._writes = RepairWrites(
+            checks=checks,
+            capacity=capacity,
+            writer=writer,
+            events=events,
+            metrics=metrics,
+            rewrites=rewrites,
+            clock=clock,
+        )
+        informers.nodes.add_handler(self._on_node, self._on_node_changed, self._on_node_deleted)
+        informers.workloads.add_handler(self._on_workload, self._on_workload_changed, self._on_workload_deleted)
+        informers.pods.add_handler(lambda _p: None, self._on_pod_changed, lambda _p: self._capacity_freed())
+
+    # --- events -------------------------------------------------------------------------------
+
+    def _on_node(self, node: SlimNode) -> None:
+        if node.ready:
+            self._not_ready_since.pop(node.name, None)
+        elif node.name not in self._not_ready_since:
+            self._not_ready_since[node.name] = self._since(node.ready_since)
+        self.queue.add(SCAN)
+
+    def _on_node_changed(self, old: SlimNode, new: SlimNode) -> None:
+        if old != new:
+            self._on_node(new)
+
+    def _on_node_deleted(self, node: SlimNode) -> None:
+        self._not_ready_since.pop(node.name, None)
+        self.queue.add(SCAN)
+
+    def _since(self, transition: str) -> float:
+        """The monotonic time a node turned NotReady: its condition's lastTransitionTime when it
+        parses (a restart keeps the grace already served), else now."""
+        now = self._clock()
+        try:
+            at = datetime.fromisoformat(transition.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return now
+        return now - min(max(self._wall() - at, 0.0), 86400.0)
+
+    def _on_workload(self, wl: Workload) -> None:
+        if assignment_trusted(wl, self._checks.names()):
+            self.queue.add(SCAN)
+
+    def _on_workload_changed(self, old: Workload, new: Workload) -> None:
+        key = workload_key(new)
+        ours = self._checks.names()
+        self._writes.observed(new)
+        trusted = assignment_trusted(new, ours)
+        if trusted != assignment_trusted(old, ours):
+            self._capacity_freed() if not trusted else self.queue.add(SCAN)
+        elif trusted and (
+            key in self._episodes
+            or old.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
+            != new.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
+        ):
+            self.queue.add(SCAN)
+
+    def _on_workload_deleted(self, wl: Workload) -> None:
+        key = workload_key(wl)
+        self._writes.drop(key)
+        self._episodes.pop(key, None)
+        self._capacity_freed()
+
+    def _on_pod_changed(self, old: SlimPod, new: SlimPod) -> None:
+        if new.is_terminal and not old.is_terminal:
+            self._capacity_freed()
+
+    def _capacity_freed(self) -> None:
+        if any(ep.stuck_since is not None for ep in self._episodes.values()):
+            self.queue.add(SCAN)
+
+    def _serves(self, name: str) -> bool:
+        node = self._nodes.get(name)
+        return node is not None and node.ready and not node.unschedulable
+
+    def _not_ready_for(self, name: str) -> float | None:
+        since = self._not_ready_since.get(name)
+        return None if since is None else self._clock() - since
+
+    # --- the pass -----------------------------------------------------------------------------
+
+    async def reconcile(self, _key: str) -> float | None:
+        now = self._clock()
+        ours = self._checks.names()
+        specs = self._capacity.flavors()
+        grace = self._settings.node_failure_grace_seconds
+        wakes: list[float] = []
+        affected: set[str] = set()
+        failed_now: set[str] = set()
+        for wl in self._workloads.values():
+            key = workload_key(wl)
+            if key in self._writes:
+                delay = await self._writes.advance(wl, key)
+                if delay is not None:
+                    wakes.append(delay)
+                continue
+            if not assignment_trusted(wl, ours) or wl.is_evicted or assignment_tampering(wl, ours) is not None:
+                continue
+            entry = our_entry(wl, ours)
+            if entry is None:
+                continue
+            try:
+                current = dict(decode_assignment_annotation(wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]))
+            except ValueError:
+                continue  # holds nothing; the assignment guard deals with it
+            failures, wait = failed_nodes(podset_hosts(wl, current, specs), self._nodes.get, self._not_ready_for, grace)
+            if wait is not None:
+                wakes.append(wait)
+            if not failures:
+                await self._recovered(wl, key)
+                continue
+            affected.add(key)
+            failed_now.update(failures)
+            episode = self._episodes.setdefault(key, _Episode(now, failures))
+            episode.failures = failures
+            if wait is not None or episode.requeued:
+                continue  # another node of it is still in its grace: one decision for all of them
+            delay = await self._repair(wl, key, current, failures, episode)
+            if delay is not None:
+                wakes.append(delay)
+        for key in set(self._episodes) - affected:
+            del self._episodes[key]
+        self._metrics.failed_nodes_seen_total.inc(len(failed_now - self._counted))
+        # A node stays counted until it serves again (its workloads may be repaired away meanwhile).
+        self._counted = failed_now | {n for n in self._counted if not self._serves(n)}
+        self._metrics.node_repairs_pending.set(sum(ep.stuck_since is not None for ep in self._episodes.values()))
+        return min(wakes) if wakes else None
+
+    async def _repair(
+        self,
+        wl: Workload,
+        key: str,
+        current: dict[str, TopologyAssignment],
+        failures: dict[str, NodeFailure],
+        ep: _Episode,
+    ) -> float | None:
+        entry = our_entry(wl, self._checks.names())
+        assert entry is not None
+        stuck = pinned(entry, current, failures)
+        if stuck:
+            return await self._stuck(
+                wl,
+                key,
+                ep,
+                f'PodSet "{stuck[0]}" runs in one domain, pinned there by the nodeSelector of the check\'s '
+                "podSetUpdates, which Kueue keeps unchanged while the workload is admitted",
+            )
+        async with self._lock:
+            with self._capacity.without(key):
+                decision = decide(
+                    wl,
+                    self._flavors_of(entry.name),
+                    self._capacity,
+                    self._settings.annotation_prefix,
+                    self._gates,
+                    current=current,
+                    unhealthy_nodes=tuple(sorted(failures)),
+                )
+            moved = [p for p in decision.placements if current.get(p.name) != p.assignment]
+            if decision.outcome is not Outcome.READY or not moved:
+                reason = decision.message if decision.outcome is not Outcome.READY else "nothing could be moved"
+                if not self._gates.failed_node_replacement:
+                    reason = "the TASFailedNodeReplacement feature gate is off"
+            else:
+                extra = tuple(
+                    UsageEntry(p.flavor, added_assignment(current[p.name], p.assignment), p.per_pod)
+                    for p in moved
+                    if p.name in current
+                )
+                self._capacity.hold_extra(key, extra)
+                reason = ""
+        if reason:
+            return await self._stuck(wl, key, ep, reason)
+        spec = self._capacity.flavors().get(moved[0].flavor)
+        parent = spec.levels[-2] if spec is not None and len(spec.levels) > 1 else None
+        labels = {n.name: n.labels for n in self._nodes.values()}
+        summary = moved_summary(failures, current, decision.placements, labels, parent)
+        text = merged_annotation(wl, decision)
+        self._writes.start(key, text, ready_entry(entry, wl, summary, decision.placements), summary, ep.detected)
+        log.info("node_repair_decided", workload=key, summary=summary)
+        self._episodes.pop(key, None)  # decided: what is left is writing it
+        return await self._writes.advance(wl, key)
+
+    async def _stuck(self, wl: Workload, key: str, ep: _Episode, reason: str) -> float | None:
+        """No repair fits now: note it once, and apply the policy."""
+        now = self._clock()
+        if ep.stuck_since is None:
+            ep.stuck_since = now
+        why = f"{describe_failures(ep.failures.values())}: no replacement fits: {reason}"
+        after = self._settings.node_failure_requeue_after_seconds
+        entry = our_entry(wl, self._checks.names())
+        if entry is None:
+            return None
+        if self._settings.node_failure_policy == "Requeue":
+            left = ep.stuck_since + after - now
+            if left <= 0:
+                message = f"{why}; requeued after {after:g}s without a replacement (nodeFailurePolicy Requeue)"
+                requeue = int(self._settings.retry_backoff_base_seconds)
+                try:
+                    await self._writer.write_check(
+                        wl, check_entry(entry.name, Decision(Outcome.RETRY, message), wl, requeue)
+                    )
+                except Exception as exc:
+                    log.warning("node_repair_requeue_failed", workload=key, error=error_text(exc))
+                    return retry_after(exc, 5.0, WRITE_RETRY_MAX_SECONDS)
+                ep.requeued = True
+                self._metrics.node_repairs_total.labels("impossible").inc()
+                await self._event(wl, "Warning", "TopologyRepairImpossible", message)
+                return None
+            note = f"{why}; requeued in {left:g}s unless a replacement fits (nodeFailurePolicy Requeue)"
+            wait = min(left, PENDING_RETRY_SECONDS)
+        else:
+            note = f"{why}; waiting for capacity (nodeFailurePolicy Wait)"
+            wait = PENDING_RETRY_SECONDS
+        if ep.noted is None:
+            ep.noted = note
+            await self._note(wl, entry.name, note)
+            await self._event(wl, "Warning", "TopologyRepairPending", note)
+        return wait
+
+    async def _recovered(self, wl: Workload, key: str) -> None:
+        """Its nodes serve again: a pending note on the entry says so."""
+        ep = self._episodes.pop(key, None)
+        if ep is None or ep.noted is None:
+            return
+        entry = our_entry(wl, self._checks.names())
+        if entry is not None:
+            await self._note(wl, entry.name, f"{', '.join(sorted(ep.failures))}: serving again; nothing moved")
+
+    async def _note(self, wl: Workload, check: str, message: str) -> None:
+        """Our Ready entry with ``message`` and the record it holds (moves no pod)."""
+        entry = our_entry(wl, {check})
+        if entry is None:
+            return
+        body = ready_entry(entry, wl, "", ())
+        body["message"] = with_old_record(entry, message)
+        try:
+            await self._writer.write_check(wl, body)
+        except Exception as exc:
+            log.warning("node_repair_note_failed", workload=workload_key(wl), error=error_text(exc))
+
+    async def _event(self, wl: Workload, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        await self._writes.event(wl, kind, reason, message)
+
+    async def run(self) -> None:
+        self.queue.add(SCAN)
+        log.info("node_repair_started", grace_seconds=self._settings.node_failure_grace_seconds)
+        await self.queue.run(1, self.reconcile)

@@ -1,0 +1,143 @@
+"""The node repair of one admitted workload, pure: what is on the failed nodes, whether it may
+move, what moved where, and the check entry that records it.
+
+The decision itself is the admission decision with the workload's assignments as ``current``
+and the failed nodes as ``unhealthy_nodes`` (``decide`` -> ``TopologySnapshot.place`` ->
+``topology.replacement``: the same replacement ``kueue-tas plan`` runs for Kueue's
+``status.unhealthyNodes``). Only the pods of the failed nodes move; every failed node of the
+workload is handled in that one decision.
+
+A PodSet placed in a single domain is pinned there by the nodeSelector of our entry's
+``podSetUpdates``, and Kueue refuses any change of ``podSetUpdates`` while the entry stays
+Ready: its pods cannot be moved without a new admission, so such a PodSet is never repaired
+in place (the policy decides: wait for the node, or requeue).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kueue_tas.api.workload import AdmissionCheckState, Workload
+from kueue_tas.capacity.assignment_record import record_suffix, record_text
+from kueue_tas.capacity.node_health import NodeFailure, PodSetHosts, describe_failures, hostname_hosts
+from kueue_tas.capacity.rules import FlavorSpec
+from kueue_tas.controllers.decide import CHECK_MESSAGE_LIMIT, PodSetPlacement
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.inputs import tolerations
+
+
+def podset_hosts(
+    wl: Workload, current: Mapping[str, TopologyAssignment], specs: Mapping[str, FlavorSpec]
+) -> list[PodSetHosts]:
+    """The hostname-level PodSets of ``current`` on a flavor of ``specs`` (their first such flavor)."""
+    out = []
+    for name, assignment in current.items():
+        ps, psa = wl.pod_set(name), wl.pod_set_assignment(name)
+        if ps is None or psa is None:
+            continue
+        spec = next((specs[f] for f in dict.fromkeys(psa.flavors.values()) if f in specs), None)
+        hosts = hostname_hosts(assignment.levels, (d.values for d in assignment.domains))
+        if spec is None or not hosts:
+            continue
+        template_spec = ps.template.get("spec") or {}
+        try:
+            own = tolerations(template_spec.get("tolerations"))
+        except ValueError:
+            own = ()  # a malformed toleration tolerates nothing
+        out.append(PodSetHosts(name, hosts, spec.levels, spec.node_labels, (*own, *spec.tolerations)))
+    return out
+
+
+def our_entry(wl: Workload, checks: Iterable[str]) -> AdmissionCheckState | None:
+    """Our Ready entry on ``wl`` (the first one, when several checks of ours are Ready)."""
+    ours = set(checks)
+    return next((st for st in wl.status.admission_checks if st.name in ours and st.state == "Ready"), None)
+
+
+def pinned(entry: AdmissionCheckState, current: Mapping[str, TopologyAssignment], failed: Iterable[str]) -> list[str]:
+    """PodSets on a failed node that our entry pins by nodeSelector (placed in one domain)."""
+    nodes = set(failed)
+    selectors = {u.name: bool(u.node_selector) for u in entry.pod_set_updates}
+    return [
+        name for name, a in current.items() if selectors.get(name) and any(d.values[-1] in nodes for d in a.domains)
+    ]
+
+
+def _level_name(key: str) -> str:
+    return key.rsplit("/", 1)[-1].removeprefix("topology-")
+
+
+def _added(old: TopologyAssignment, new: TopologyAssignment) -> Counter[tuple[str, ...]]:
+    before = Counter({d.values: d.count for d in old.domains})
+    return Counter({d.values: d.count - before[d.values] for d in new.domains if d.count > before[d.values]})
+
+
+def moved_summary(
+    failures: Mapping[str, NodeFailure],
+    current: Mapping[str, TopologyAssignment],
+    placements: Iterable[PodSetPlacement],
+    node_levels: Mapping[str, Mapping[str, str]],
+    parent_level: str | None,
+) -> str:
+    """``node x3 NotReady for 30s: 2 pod(s) of PodSet workers moved from x3 to x7 in rack r1``.
+
+    ``node_levels``: node name -> its labels (to name the domain the new nodes share);
+    ``parent_level``: the level named after "in" (the PodSet's required level, else the one
+    above the hostname)."""
+    parts = []
+    for p in placements:
+        old = current.get(p.name)
+        if old is None or old == p.assignment:
+            continue
+        moved_from = [d for d in old.domains if d.values[-1] in failures]
+        count = sum(d.count for d in moved_from)
+        if not count:
+            continue
+        to = sorted(v[-1] for v in _added(old, p.assignment))
+        text = (
+            f"{count} pod(s) of PodSet {p.name} moved from "
+            f"{', '.join(dict.fromkeys(d.values[-1] for d in moved_from))} to {', '.join(to)}"
+        )
+        if parent_level is not None:
+            where = sorted({node_levels.get(n, {}).get(parent_level, "?") for n in to})
+            name = _level_name(parent_level)
+            text += f" in {name} {where[0]}" if len(where) == 1 else f" in {name}s {', '.join(where)}"
+        parts.append(text)
+    return f"{describe_failures(failures.values())}: {'; '.join(parts) or 'nothing to move'}"
+
+
+def added_assignment(old: TopologyAssignment, new: TopologyAssignment) -> TopologyAssignment:
+    """The pods ``new`` puts where ``old`` did not: the slots a repair adds."""
+    added = _added(old, new)
+    return TopologyAssignment(new.levels, tuple(DomainAssignment(v, added[v]) for v in sorted(added)))
+
+
+def ready_entry(
+    entry: AdmissionCheckState, wl: Workload, message: str, record_from: Iterable[PodSetPlacement]
+) -> dict[str, Any]:
+    """Our Ready entry with a new message and record; ``podSetUpdates`` and the transition time
+    exactly as they are (Kueue refuses any change of ``podSetUpdates`` from Ready to Ready, and
+    a server-side apply that left them out would remove them)."""
+    record = record_suffix(wl.metadata.uid or "", ((p.name, p.assignment) for p in record_from))
+    room = CHECK_MESSAGE_LIMIT - len(record)
+    text = message if len(message) <= room else message[: room - 3] + "..."
+    out: dict[str, Any] = {
+        "name": entry.name,
+        "state": entry.state,
+        "message": text + record,
+        "lastTransitionTime": entry.last_transition_time,
+    }
+    if entry.pod_set_updates:
+        out["podSetUpdates"] = [u.model_dump(by_alias=True, exclude_defaults=True) for u in entry.pod_set_updates]
+    if out["lastTransitionTime"] is None:
+        del out["lastTransitionTime"]
+    return out
+
+
+def with_old_record(entry: AdmissionCheckState, message: str) -> str:
+    """``message`` followed by the record our entry holds now (a note that moves no pod)."""
+    record = record_text(entry.message)
+    room = CHECK_MESSAGE_LIMIT - len(record)
+    return (message if len(message) <= room else message[: room - 3] + "...") + record

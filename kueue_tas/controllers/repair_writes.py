@@ -1,0 +1,184 @@
+"""The writes of a node repair, and what each failure does to the capacity held for it.
+
+Order (``node_repair`` holds the added slots with ``LiveCapacity.hold_extra`` before step 1):
+
+1. The new assignment into our annotation, guarded by the Workload's resourceVersion. A
+   ``Conflict`` wrote nothing: the extra slots are released and the workload is decided again
+   from a fresh copy. Another refusal (4xx) likewise. An unknown outcome (no answer, 5xx) keeps
+   them; once the apiserver can no longer be applying it, the Workload is re-read: our text
+   there means it landed, anything else that it did not (released, decided again).
+2. Our Ready entry with the new record, same ``podSetUpdates``. Retried with backoff until it
+   lands (server-side apply is idempotent): the annotation already holds the new assignment,
+   so the slots stay held.
+3. A Normal Event ``TopologyRepaired``; the extra hold ends when the informer shows the new
+   annotation matching the new record (it is then the workload's trusted usage).
+
+While between steps 1 and 2 the annotation departs from our record; ``OurRewrites`` tells the
+assignment guard that this is us.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import structlog
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.assignment_record import assignment_tampering
+from kueue_tas.capacity.feed import workload_key
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
+from kueue_tas.controllers.admission_writes import AdmissionWriter
+from kueue_tas.controllers.assignment_guard import OurRewrites
+from kueue_tas.controllers.informers import OurChecks
+from kueue_tas.kube.errors import ApiError, Conflict, may_have_applied, retry_after
+from kueue_tas.kube.events import EventSink, ObjectRef
+from kueue_tas.runtime.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+CONFLICT_RETRY_SECONDS: Final = 0.5
+# A written repair not yet seen through the informer is looked at again this often.
+OBSERVE_POLL_SECONDS: Final = 1.0
+
+
+@dataclass
+class _Write:
+    text: str
+    entry: dict[str, Any]
+    summary: str
+    detected: float  # when its nodes were counted failed: the repair latency starts there
+    annotation: Literal["todo", "unknown", "written"] = "todo"
+    entry_written: bool = False
+    not_before: float = 0.0
+    failures: int = 0
+
+
+class RepairWrites:
+    def __init__(
+        self,
+        *,
+        checks: OurChecks,
+        capacity: LiveCapacity,
+        writer: AdmissionWriter,
+        events: EventSink,
+        metrics: Metrics,
+        rewrites: OurRewrites,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._checks = checks
+        self._capacity = capacity
+        self._writer = writer
+        self._events = events
+        self._metrics = metrics
+        self._rewrites = rewrites
+        self._clock = clock
+        self._writes: dict[str, _Write] = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._writes
+
+    def start(self, key: str, text: str, entry: dict[str, Any], summary: str, detected: float) -> None:
+        self._writes[key] = _Write(text, entry, summary, detected)
+        self._rewrites.expect(key, text)
+
+    def drop(self, key: str) -> None:
+        """Nothing of it will land (or the workload is gone): release what it held."""
+        if self._writes.pop(key, None) is not None:
+            self._rewrites.done(key)
+            self._capacity.release_extra(key)
+
+    def observed(self, wl: Workload) -> None:
+        """An informer event: a finished repair shown whole ends; an evicted workload ends it."""
+        key = workload_key(wl)
+        w = self._writes.get(key)
+        if w is None:
+            return
+        if wl.is_evicted or wl.is_finished:
+            self.drop(key)
+        elif w.entry_written and self._shows(wl, w):
+            self._end(key)
+
+    def _shows(self, wl: Workload, w: _Write) -> bool:
+        return (
+            wl.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) == w.text
+            and assignment_tampering(wl, self._checks.names()) is None
+        )
+
+    def _end(self, key: str) -> None:
+        del self._writes[key]
+        self._rewrites.done(key)
+        self._capacity.release_extra(key)  # now held as the trusted assignment itself
+
+    async def advance(self, wl: Workload, key: str) -> float | None:
+        """Take the writes as far as they go now; seconds until they should be looked at again."""
+        w = self._writes[key]
+        now = self._clock()
+        if w.entry_written:
+            if self._shows(wl, w):
+                self._end(key)
+                return None
+            return OBSERVE_POLL_SECONDS
+        if now < w.not_before:
+            return w.not_before - now
+        if w.annotation == "unknown":
+            try:
+                fresh = await self._writer.read_workload(wl)
+            except Exception as exc:
+                return self._later(w, exc)
+            if fresh is None or fresh.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) != w.text:
+                self.drop(key)
+                return CONFLICT_RETRY_SECONDS
+            w.annotation = "written"
+        if w.annotation == "todo":
+            try:
+                await self._writer.write_annotation(wl, w.text)
+            except Conflict:
+                self.drop(key)
+                return CONFLICT_RETRY_SECONDS
+            except Exception as exc:
+                await self.event(
+                    wl, "Warning", "TopologyRepairFailed", f"writing the repaired assignment failed: {error_text(exc)}"
+                )
+                if not may_have_applied(exc):
+                    self.drop(key)
+                    return retry_after(exc, 2.0, WRITE_RETRY_MAX_SECONDS)
+                w.annotation = "unknown"
+                w.not_before = now + UNKNOWN_WRITE_SETTLE_SECONDS
+                return UNKNOWN_WRITE_SETTLE_SECONDS
+            w.annotation = "written"
+        try:
+            await self._writer.write_check(wl, w.entry)
+        except Exception as exc:
+            if w.failures == 0:
+                message = f"recording the repaired assignment failed: {error_text(exc)}; retrying"
+                await self.event(wl, "Warning", "TopologyRepairFailed", message)
+            return self._later(w, exc)
+        w.entry_written = True
+        self._metrics.node_repairs_total.labels("done").inc()
+        self._metrics.node_repair_seconds.observe(max(self._clock() - w.detected, 0.0))
+        log.info("node_repaired", workload=key, summary=w.summary)
+        await self.event(wl, "Normal", "TopologyRepaired", w.summary)
+        return OBSERVE_POLL_SECONDS
+
+    def _later(self, w: _Write, exc: BaseException) -> float:
+        delay = retry_after(exc, min(2.0**w.failures, WRITE_RETRY_MAX_SECONDS), WRITE_RETRY_MAX_SECONDS)
+        w.failures += 1
+        w.not_before = self._clock() + delay
+        return delay
+
+    async def event(self, wl: Workload, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        """Best effort: an Event that cannot be written never undoes a write."""
+        ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
+        try:
+            await self._events.emit_event(ref, reason=reason, message=message, type=kind)
+        except Exception as exc:
+            log.warning("event_failed", workload=workload_key(wl), reason=reason, error=str(exc))
+
+
+def error_text(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}".rstrip(": ")

@@ -1,0 +1,367 @@
+"""Node repair (issue 13, deliverables 1-3): failed nodes under an admitted workload are found in
+one pass and repaired in one decision through the engine's node replacement, written with a
+resourceVersion precondition and our record; when nothing fits, the nodeFailurePolicy decides.
+
+The admission harness's cluster (hosts h1, h2 in rack r1, h3, h4 in rack r2, 8 GPUs each) plus
+h5 in rack r1 where a test needs it; the workload ns/wl asks for 12 one-GPU pods in one rack,
+so the admission puts 8 on one host and 4 on another (a multi-domain, gated PodSet). Time is a
+fake clock the test moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import builders as mk
+import pytest
+from admission_harness import ALLOCATABLE, CHECK, RACK, Harness, harness, workload
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.assignment_record import assignment_tampering
+from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
+from kueue_tas.controllers.node_repair import SCAN, NodeRepair
+from kueue_tas.kube.errors import Conflict, ServerError, TransportError
+from kueue_tas.runtime.config import Settings
+from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.free import domain_free
+
+ANN = c.TOPOLOGY_ASSIGNMENT_ANNOTATION
+GPU = "nvidia.com/gpu"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Rig:
+    """The admission harness plus a NodeRepair on the same informers, capacity and writes."""
+
+    def __init__(self, h: Harness, repair: NodeRepair, clock: Clock, rewrites: OurRewrites) -> None:
+        self.h, self.repair, self.clock, self.rewrites = h, repair, clock, rewrites
+        self.obj: dict[str, Any] = {}
+
+    def node(
+        self, name: str, rack: str, *, ready: bool = True, event: str = "MODIFIED", gpus: int = 8, **kw: Any
+    ) -> None:
+        labels = {RACK: rack, "pool": "gpu"}
+        allocatable = {**ALLOCATABLE, GPU: str(gpus)}
+        self.h.informers.nodes.handle_event(
+            event, mk.node(name, labels=labels, allocatable=allocatable, ready=ready, resource_version="2", **kw)
+        )
+
+    async def admit(self, count: int = 12, annotations: dict[str, str] | None = None) -> dict[str, int]:
+        """Admit ns/wl through the admission reconciler and show its writes through the informer;
+        the hosts and pod counts of its assignment."""
+        wanted = {**workload.args[2], **(annotations or {})}
+        self.obj = mk.workload("wl", count, wanted, **workload.keywords)
+        self.h.add_workload(self.obj)
+        await self.h.admission.reconcile("ns/wl")
+        self.observe()
+        return self.hosts()
+
+    def observe(self) -> None:
+        """Play the apiserver: the last annotation and entry written land on the Workload."""
+        obj = copy.deepcopy(self.obj)
+        if self.h.writes.annotations:
+            obj["metadata"].setdefault("annotations", {})[ANN] = self.h.writes.annotations[-1]
+        entry = self.h.writes.checks[-1]
+        obj["status"]["admissionChecks"] = [entry]
+        if entry["state"] == "Ready":
+            obj["status"]["conditions"].append(mk.condition("Admitted", time="2026-01-01T00:00:00Z"))
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+        self.obj = obj
+        self.h.modify_workload(obj)
+
+    def wl(self) -> Workload:
+        wl = self.h.informers.workloads.store.get("ns/wl")
+        assert wl is not None
+        return wl
+
+    def hosts(self) -> dict[str, int]:
+        ((_, a),) = decode_assignment_annotation(self.wl().metadata.annotations[ANN])
+        return {d.values[-1]: d.count for d in a.domains}
+
+    async def scan(self) -> float | None:
+        return await self.repair.reconcile(SCAN)
+
+    def free(self, host: str) -> int:
+        snap = self.h.capacity.snapshot("gpu")
+        assert snap is not None
+        return int(domain_free(snap).get((c.HOSTNAME_LABEL, host, GPU), 0))
+
+    def events(self, reason: str) -> list[str]:
+        return [m for _, _, r, m in self.h.events.seen if r == reason]
+
+
+def rig(**settings: Any) -> Rig:
+    h = harness()
+    clock = Clock()
+    rewrites = OurRewrites()
+    repair = NodeRepair(
+        informers=h.informers,
+        checks=h.admission._checks,
+        capacity=h.capacity,
+        flavors_of=lambda _check: {"gpu"},
+        writer=h.writes,
+        events=h.events,
+        metrics=h.metrics,
+        settings=Settings(leader_election=False, **settings),
+        lock=asyncio.Lock(),
+        rewrites=rewrites,
+        clock=clock,
+        wall=lambda: 0.0,
+    )
+    return Rig(h, repair, clock, rewrites)
+
+
+RACK_OF = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r2"}
+
+
+def roles(hosts: dict[str, int]) -> tuple[str, str, str]:
+    """(host with 4 pods, host with 8, its rack) of the 12-pod assignment."""
+    small = next(h for h, n in hosts.items() if n == 4)
+    big = next(h for h, n in hosts.items() if n == 8)
+    return small, big, RACK_OF[small]
+
+
+def metric(r: Rig, name: str, labels: dict[str, str] | None = None) -> float:
+    value = r.h.metrics.registry.get_sample_value(name, labels or {})
+    return 0.0 if value is None else value
+
+
+@pytest.fixture
+def r() -> Rig:
+    return rig()
+
+
+async def test_one_failed_node_moves_only_its_pods_inside_the_rack(r: Rig) -> None:
+    before = await r.admit()
+    small, big, rack = roles(before)
+    assert RACK_OF[big] == rack  # one rack, as required
+    spare = "h5"
+    r.node(spare, rack, event="ADDED")
+
+    r.node(small, rack, ready=False)
+    assert await r.scan() == pytest.approx(30.0)  # within the grace: nothing yet
+    assert len(r.h.writes.annotations) == 1
+    r.clock.now += 30
+    await r.scan()
+
+    assert len(r.h.writes.annotations) == 2
+    ((_, new),) = decode_assignment_annotation(r.h.writes.annotations[-1])
+    assert {d.values[-1]: d.count for d in new.domains} == {big: 8, spare: 4}
+    entry = r.h.writes.checks[-1]
+    expected = f"node {small} NotReady for 30s: 4 pod(s) of PodSet main moved from {small} to {spare} in rack {rack}"
+    assert entry["state"] == "Ready" and entry["message"].startswith(expected + " [record main=")
+    assert entry["podSetUpdates"] == r.h.writes.checks[0]["podSetUpdates"]  # Kueue keeps them immutable
+    assert r.events("TopologyRepaired") == [expected]
+    assert r.free(spare) == 4  # the new slots are held from the decision on
+
+    r.observe()
+    assert r.hosts() == {big: 8, spare: 4}
+    assert assignment_tampering(r.wl(), {CHECK}) is None
+    assert await r.scan() is None  # repaired: nothing left to do
+    assert r.free(spare) == 4  # held once, now as the trusted assignment
+    assert len(r.h.writes.annotations) == 2
+    assert metric(r, "kueue_tas_node_repairs_total", {"outcome": "done"}) == 1
+    assert metric(r, "kueue_tas_failed_nodes_seen_total") == 1
+    assert metric(r, "kueue_tas_node_repair_seconds_count") == 1
+
+
+async def test_two_failed_nodes_are_repaired_in_one_decision(r: Rig) -> None:
+    before = await r.admit()
+    small, big, rack = roles(before)
+    r.node(big, rack, ready=False)
+    r.h.informers.nodes.handle_event("DELETED", mk.node(small, labels={RACK: rack, "pool": "gpu"}))
+    r.clock.now += 31
+    await r.scan()
+    assert len(r.h.writes.annotations) == 2  # one decision, one write
+    assert r.hosts() == before  # not seen through the informer yet
+    r.observe()
+    others = {h for h, k in RACK_OF.items() if k != rack}
+    assert set(r.hosts()) == others and sorted(r.hosts().values()) == [4, 8]
+    message = r.events("TopologyRepaired")[0]
+    failed = ", ".join(sorted((f"{big} NotReady for 31s", f"{small} deleted")))
+    assert message.startswith(f"nodes {failed}: 12 pod(s) of PodSet main moved from ")
+    assert message.endswith(f"in rack {'r1' if rack == 'r2' else 'r2'}")
+    assert metric(r, "kueue_tas_failed_nodes_seen_total") == 2
+
+
+async def test_the_assignment_guard_leaves_our_rewrite_alone(r: Rig) -> None:
+    guard = AssignmentGuard(
+        informers=r.h.informers,
+        checks=r.h.admission._checks,
+        writer=r.h.writes,
+        events=r.h.events,
+        settings=Settings(leader_election=False),
+        rewrites=r.rewrites,
+    )
+    before = await r.admit()
+    small, _, rack = roles(before)
+    r.node("h5", rack, event="ADDED")
+    r.node(small, rack, ready=False)
+    r.clock.now += 30
+    r.h.writes.fail_check = ServerError(500)
+    await r.scan()
+    # The annotation landed, the entry did not: annotation and record disagree, and that is us.
+    obj = copy.deepcopy(r.obj)
+    obj["metadata"]["annotations"][ANN] = r.h.writes.annotations[-1]
+    obj["metadata"]["resourceVersion"] = "99"
+    r.h.modify_workload(obj)
+    assert assignment_tampering(r.wl(), {CHECK}) is not None
+    while len(guard.queue):
+        key = await guard.queue.get()
+        guard.queue.done(key)
+        await guard.reconcile(key)
+    assert len(r.h.writes.annotations) == 2  # nothing restored
+    assert r.events("TopologyAssignmentTampered") == []
+
+
+async def test_a_conflict_drops_the_held_slots_and_decides_again(r: Rig) -> None:
+    before = await r.admit()
+    small, _, rack = roles(before)
+    spare = "h5"
+    r.node(spare, rack, event="ADDED")
+    r.node(small, rack, ready=False)
+    r.clock.now += 30
+    r.h.writes.fail_annotation = Conflict(409)
+    assert await r.scan() == pytest.approx(0.5)
+    assert r.free(spare) == 8  # nothing held for a write that did not land
+    await r.scan()
+    assert len(r.h.writes.annotations) == 2  # the second decision was written
+
+
+async def test_wait_notes_once_then_repairs_when_a_node_is_added(r: Rig) -> None:
+    before = await r.admit()
+    small, _, rack = roles(before)
+    r.node(small, rack, ready=False)
+    r.clock.now += 40
+    assert await r.scan() == pytest.approx(30.0)
+    r.clock.now += 30
+    await r.scan()
+    pending = r.events("TopologyRepairPending")
+    assert len(pending) == 1  # once
+    assert pending[0].startswith(f"node {small} NotReady for 40s: no replacement fits: ")
+    assert pending[0].endswith("waiting for capacity (nodeFailurePolicy Wait)")
+    note = r.h.writes.checks[-1]
+    assert note["state"] == "Ready" and note["message"].startswith(pending[0] + " [record main=")
+    assert metric(r, "kueue_tas_node_repairs_pending") == 1
+    assert len(r.h.writes.annotations) == 1
+
+    r.node("h5", rack, event="ADDED")
+    await r.scan()
+    assert r.events("TopologyRepaired")[0].endswith(f"moved from {small} to h5 in rack {rack}")
+    assert metric(r, "kueue_tas_node_repairs_pending") == 0
+
+
+async def test_requeue_sets_retry_after_the_timeout() -> None:
+    r = rig(node_failure_policy="Requeue", node_failure_requeue_after_seconds=120)
+    before = await r.admit()
+    small, _, rack = roles(before)
+    r.node(small, rack, ready=False)
+    r.clock.now += 30
+    assert await r.scan() == pytest.approx(30.0)
+    assert r.events("TopologyRepairPending")[0].endswith(
+        "requeued in 120s unless a replacement fits (nodeFailurePolicy Requeue)"
+    )
+    r.clock.now += 119
+    await r.scan()
+    assert r.h.writes.checks[-1]["state"] == "Ready"
+    r.clock.now += 1
+    await r.scan()
+    entry = r.h.writes.checks[-1]
+    assert entry["state"] == "Retry"
+    assert entry["message"].startswith(f"node {small} NotReady for 150s: no replacement fits: ")
+    assert entry["message"].endswith("requeued after 120s without a replacement (nodeFailurePolicy Requeue)")
+    assert metric(r, "kueue_tas_node_repairs_total", {"outcome": "impossible"}) == 1
+    await r.scan()
+    assert [e["state"] for e in r.h.writes.checks].count("Retry") == 1  # written once
+
+
+async def test_a_podset_pinned_to_one_host_is_not_moved_in_place(r: Rig) -> None:
+    before = await r.admit(count=8)
+    assert len(before) == 1  # one host: pinned by the entry's nodeSelector, not gated
+    (host,) = before
+    r.node(host, RACK_OF[host], unschedulable=True)
+    await r.scan()
+    assert len(r.h.writes.annotations) == 1
+    assert r.events("TopologyRepairPending") == [
+        f'node {host} unschedulable: no replacement fits: PodSet "main" runs in one domain, pinned there by '
+        "the nodeSelector of the check's podSetUpdates, which Kueue keeps unchanged while the workload is "
+        "admitted; waiting for capacity (nodeFailurePolicy Wait)"
+    ]
+
+
+async def test_a_node_back_within_the_grace_changes_nothing(r: Rig) -> None:
+    before = await r.admit()
+    small, _, rack = roles(before)
+    r.node(small, rack, ready=False)
+    r.clock.now += 20
+    await r.scan()
+    r.node(small, rack, ready=True)
+    r.clock.now += 60
+    assert await r.scan() is None
+    assert len(r.h.writes.annotations) == 1 and r.h.events.seen[1:] == []
+    assert metric(r, "kueue_tas_failed_nodes_seen_total") == 0
+
+
+async def test_the_replacement_keeps_whole_slices(r: Rig) -> None:
+    slices = {"kueue-tas.io/podset-slice-required-topology": c.HOSTNAME_LABEL, "kueue-tas.io/podset-slice-size": "4"}
+    before = await r.admit(annotations=slices)
+    small, _, rack = roles(before)
+    r.node("h5", rack, event="ADDED", gpus=2)
+    r.node("h6", rack, event="ADDED", gpus=2)
+    r.node(small, rack, ready=False)
+    r.clock.now += 30
+    await r.scan()
+    # Four GPUs are free in the rack, but no host holds a whole slice of 4.
+    assert len(r.h.writes.annotations) == 1
+    assert r.events("TopologyRepairPending")[0].startswith(f"node {small} NotReady for 30s: no replacement fits: ")
+    r.node("h7", rack, event="ADDED")
+    await r.scan()
+    r.observe()
+    assert r.hosts()["h7"] == 4 and "h5" not in r.hosts() and "h6" not in r.hosts()
+
+
+async def test_held_slots_survive_failed_entry_writes_and_unrelated_events(r: Rig) -> None:
+    before = await r.admit()
+    small, _, rack = roles(before)
+    r.node("h5", rack, event="ADDED")
+    r.node(small, rack, ready=False)
+    r.clock.now += 30
+    r.h.writes.fail_check = ServerError(503)
+    assert await r.scan() == pytest.approx(1.0)  # the entry write is retried after 1 s
+    assert r.events("TopologyRepairFailed")[0].startswith("recording the repaired assignment failed")
+    # Kueue touches the Workload meanwhile (old annotation, old record): the new slots stay held.
+    r.obj["metadata"]["resourceVersion"] = "50"
+    r.h.modify_workload(r.obj)
+    assert r.free("h5") == 4
+    r.clock.now += 1
+    await r.scan()
+    assert r.h.writes.checks[-1]["message"].startswith(f"node {small} NotReady for 30s: 4 pod(s)")
+    r.observe()
+    assert r.free("h5") == 4 and r.hosts()["h5"] == 4
+
+
+async def test_an_annotation_write_with_no_answer_is_settled_by_a_reread(r: Rig) -> None:
+    before = await r.admit()
+    small, _, rack = roles(before)
+    r.node("h5", rack, event="ADDED")
+    r.node(small, rack, ready=False)
+    r.clock.now += 30
+    r.h.writes.fail_annotation = TransportError("connection reset")
+    assert await r.scan() == pytest.approx(65.0)  # the apiserver may still apply it: wait, holding the slots
+    assert r.free("h5") == 4
+    r.clock.now += 65
+    # The re-read shows the old annotation: it never landed; released and decided again.
+    await r.scan()
+    assert r.free("h5") == 8
+    await r.scan()
+    assert len(r.h.writes.annotations) == 2 and r.events("TopologyRepaired")
