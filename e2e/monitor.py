@@ -49,11 +49,11 @@ class Monitor:
     confirm_s: float = 2.0
     tick_s: float = 0.5
     checker: InvariantChecker = field(init=False)
-    errors: Counter[str] = field(default_factory=Counter)
-    events: Counter[str] = field(default_factory=Counter)
-    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    _synced: dict[str, asyncio.Event] = field(default_factory=dict)
-    _started: float = 0.0
+    errors: Counter[str] = field(init=False, default_factory=Counter)
+    events: Counter[str] = field(init=False, default_factory=Counter)
+    _tasks: list[asyncio.Task[None]] = field(init=False, default_factory=list)
+    _synced: dict[str, asyncio.Event] = field(init=False, default_factory=dict)
+    _started: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
         self.checker = InvariantChecker(set(self.checks), self.pending_bound_s, self.confirm_s)
