@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -37,6 +36,12 @@ Call = Callable[..., Awaitable[Any]]
 
 class _Gone(Exception):
     """The watch's resourceVersion is too old: list again."""
+
+
+def _raise_for_status(status: int, body: bytes) -> None:
+    if status == 410:
+        raise _Gone()
+    raise ApiException(status=status, reason=body[:200].decode(errors="replace"))
 
 
 @dataclass
@@ -65,6 +70,10 @@ class Monitor:
         return time.monotonic() - self._started
 
     @property
+    def running(self) -> bool:
+        return bool(self._tasks)
+
+    @property
     def violations(self) -> list[Violation]:
         return self.checker.violations
 
@@ -83,7 +92,7 @@ class Monitor:
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks.clear()
         self.checker.finish(self.now())
@@ -131,7 +140,7 @@ class Monitor:
                 raise
             except _Gone:
                 self.errors[f"{resource}: 410 Gone"] += 1
-            except (ApiException, aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
+            except Exception as e:  # the monitor must outlive every fault; counted in errors
                 self.errors[f"{resource}: {type(e).__name__}"] += 1
                 await asyncio.sleep(0.5)
 
@@ -139,7 +148,10 @@ class Monitor:
         fn, args, kw = self._call(resource)
         resp = await fn(*args, **kw, _preload_content=False, _request_timeout=(5, 60))
         try:
-            doc = json.loads(await resp.read())
+            body = await resp.read()
+            if resp.status != 200:
+                _raise_for_status(resp.status, body)
+            doc = json.loads(body)
         finally:
             resp.release()
         self.checker.resync(resource, doc.get("items") or [], self.now())
@@ -158,6 +170,8 @@ class Monitor:
             _request_timeout=(5, WATCH_SECONDS + 15),
         )
         try:
+            if resp.status != 200:
+                _raise_for_status(resp.status, await resp.read())
             while True:
                 line = await resp.content.readline(max_line_length=1 << 26)
                 if not line:
