@@ -72,7 +72,7 @@ async def supervise(rig: Rig, backoff_s: float = 1.0) -> None:
                 why = (
                     "after a kill"
                     if p.identity_prefix in rig.hold_until
-                    else f"exit code {p.proc.poll() if p.proc else None}"
+                    else f"exited with code {p.proc.poll() if p.proc else None}"
                 )
                 rig.hold_until.pop(p.identity_prefix, None)
                 rig.restarts[why] += 1
