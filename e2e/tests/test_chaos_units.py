@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from e2e import jobs
 from e2e.chaos import submit
 from e2e.chaos.relay import Relay
 from e2e.chaos.run import EventLog, read_plan
@@ -89,9 +90,9 @@ def test_manifests_carry_the_planned_topology_request() -> None:
         "run_for": "2s",
     }
     ann = submit.manifest(spec, POOL)["spec"]["template"]["metadata"]["annotations"]
-    assert ann[submit.jobs.REQUIRED] == POOL.block_label
-    assert ann[submit.jobs.SLICE_REQUIRED] == POOL.rack_label
-    assert ann[submit.jobs.SLICE_SIZE] == "4"
+    assert ann[jobs.REQUIRED] == POOL.block_label
+    assert ann[jobs.SLICE_REQUIRED] == POOL.rack_label
+    assert ann[jobs.SLICE_SIZE] == "4"
     group = {
         "name": "g",
         "workload": "jobset",
@@ -106,7 +107,7 @@ def test_manifests_carry_the_planned_topology_request() -> None:
     assert [rj["template"]["spec"]["backoffLimit"] for rj in rjs] == [6, 6]
     for rj in rjs:
         tmpl_ann = rj["template"]["spec"]["template"]["metadata"]["annotations"]
-        assert tmpl_ann[submit.GROUP] == "g" and tmpl_ann[submit.jobs.REQUIRED] == POOL.rack_label
+        assert tmpl_ann[submit.GROUP] == "g" and tmpl_ann[jobs.REQUIRED] == POOL.rack_label
     assert submit.pods_of(group) == 7
 
 
@@ -167,8 +168,8 @@ def wl(name: str, kind: str, conds: dict[str, str], entry: tuple[str, str] | Non
 
 
 def test_verdict_accepts_finished_or_pending_with_a_message_only() -> None:
-    job = {"workload": "job"}
-    submitted = {n: job for n in ("done", "waiting", "running", "silent", "missing")}
+    job: dict[str, Any] = {"workload": "job"}
+    submitted: dict[str, dict[str, Any]] = {n: job for n in ("done", "waiting", "running", "silent", "missing")}
     submitted["js"] = {"workload": "jobset"}
     submitted["huge"] = {"workload": "job", "never_fits": True}
     workloads = [
