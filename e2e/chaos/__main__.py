@@ -2,8 +2,8 @@
 
 Run i uses seed S+i (so campaigns in parts use distinct seeds: ``--seed 1 --runs 50`` then
 ``--seed 51 --runs 50``). Each run is planned from its seed (``e2e/chaos/scenario.py``) and
-executed on the chaos cluster (``$KUEUE_TAS_RUN_DIR``, by default ``~/.cache/kueue-tas/chaos-run``,
-so its apiserver restarts never disturb the e2e suite's cluster); it is started here unless a
+executed on the chaos cluster (``--run-dir``, by default ``~/.cache/kueue-tas/chaos-run``, so
+its apiserver restarts never disturb the e2e suite's cluster); it is started here unless a
 healthy one runs, and stopped at the end if started here. A failing run prints its seed and its
 event log, which ``--replay`` re-executes. The figures (runs, faults by type, invariant checks,
 violations, wall time per run) are printed and written to ``<out>/summary.json``.
@@ -33,7 +33,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m e2e.chaos", description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=1, help="number of runs (default 1)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the first run; run i uses seed+i")
-    ap.add_argument("--duration", type=float, default=55.0, help="seconds of faults per run (default 55)")
+    ap.add_argument("--duration", type=float, default=50.0, help="seconds of faults per run (default 50)")
     ap.add_argument("--settle", type=float, default=90.0, help="bound on the end-of-run wait (default 90 s)")
     ap.add_argument("--pending-bound", type=float, default=45.0, help="silent-pending bound (default 45 s)")
     ap.add_argument(
@@ -43,6 +43,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--replay", type=Path, help="re-execute the plan of a run's event log")
     ap.add_argument("--out", type=Path, help="where event logs and summary.json go")
+    ap.add_argument(
+        "--run-dir",
+        type=Path,
+        default=Path(os.environ.get("KUEUE_TAS_CHAOS_RUN_DIR") or cache_dir() / "chaos-run"),
+        help="the chaos cluster's run directory (default $KUEUE_TAS_CHAOS_RUN_DIR or ~/.cache/kueue-tas/chaos-run)",
+    )
     ap.add_argument("--keep-cluster", action="store_true", help="leave a cluster started here running")
     return ap.parse_args(argv)
 
@@ -140,7 +146,8 @@ async def campaign(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
-    os.environ.setdefault("KUEUE_TAS_RUN_DIR", str(cache_dir() / "chaos-run"))
+    # Never the e2e suite's cluster: apiserver and Kueue restarts would break its tests.
+    os.environ["KUEUE_TAS_RUN_DIR"] = str(args.run_dir.expanduser())
     from kueue_tas.kube.client import ensure_no_proxy
 
     ensure_no_proxy()
