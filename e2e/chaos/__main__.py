@@ -33,7 +33,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m e2e.chaos", description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=1, help="number of runs (default 1)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the first run; run i uses seed+i")
-    ap.add_argument("--duration", type=float, default=50.0, help="seconds of faults per run (default 50)")
+    ap.add_argument("--duration", type=float, default=45.0, help="seconds of planned faults per run (default 45)")
     ap.add_argument("--settle", type=float, default=90.0, help="bound on the end-of-run wait (default 90 s)")
     ap.add_argument("--pending-bound", type=float, default=45.0, help="silent-pending bound (default 45 s)")
     ap.add_argument(

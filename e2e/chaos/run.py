@@ -39,7 +39,7 @@ from e2e.rbac import service_account_kubeconfig
 
 @dataclass
 class Options:
-    duration_s: float = 50.0
+    duration_s: float = 45.0
     settle_s: float = 90.0
     pending_bound_s: float = 45.0
     burst_concurrency: int = 25
