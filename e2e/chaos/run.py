@@ -135,6 +135,9 @@ class ChaosRun:
             run_dir = Path(self.state.run_dir)
             kubeconfig = await _relay_kubeconfig(api, self.state, relay.port, run_dir / f"chaos-{self.rid}.kubeconfig")
             group = ControllerGroup(kubeconfig, run_dir / "logs" / "kueue-tas-chaos", replicas=2)
+            while len(group.processes) < group.replicas:
+                group.add_process()
+            self.log.write({"type": "controllers", "logs": [str(p.log_path) for p in group.processes]})
             await group.start()
             await kube.core.create_namespace(as_body({"metadata": {"name": self.namespace}}))
             stack = await st.tas_stack(kube, self.namespace, group.controller_name, self.pool)
@@ -179,6 +182,8 @@ class ChaosRun:
                 group.kill_all()
             await relay.stop()
             await self._teardown(kube, group)
+            if group is not None:
+                Path(group.kubeconfig).unlink(missing_ok=True)  # it holds a bearer token
             await api.close()
             self.result.wall_s = round(time.monotonic() - t0, 1)
             self.log.write(
