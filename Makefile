@@ -7,7 +7,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test unit e2e demo down bench clean
+.PHONY: install lint test unit e2e chaos chaos-smoke demo down bench clean
+
+# The chaos campaign (e2e/chaos): RUNS runs from seed SEED on its own local cluster.
+RUNS ?= 100
+SEED ?= 1
+CHAOS_ARGS ?=
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +36,15 @@ unit: $(STAMP)
 e2e: $(STAMP)
 	$(PY) -m pytest -q e2e/tests
 
-test: lint unit e2e
+# Runs on its own cluster (~/.cache/kueue-tas/chaos-run), started and stopped by the campaign.
+chaos: $(STAMP)
+	$(PY) -m e2e.chaos --runs $(RUNS) --seed $(SEED) $(CHAOS_ARGS)
+
+# Three short runs (25 s of faults each, ~3 min with the cluster's start and stop): part of `make test`.
+chaos-smoke: $(STAMP)
+	$(PY) -m e2e.chaos --runs 3 --seed $(SEED) --duration 25 $(CHAOS_ARGS)
+
+test: lint unit e2e chaos-smoke
 
 demo: $(STAMP)
 	$(PY) -m e2e.demo

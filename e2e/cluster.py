@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import shutil
+import ssl
 import sys
 import time
 from pathlib import Path
@@ -66,13 +68,33 @@ def _wait_component(state: State, name: str, check: Any, timeout: float, what: s
 # ------------------------------------------------------------------ up / down
 
 
+def _valid_pair(crt: Path, key: Path) -> bool:
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(str(crt), str(key))
+    except (OSError, ssl.SSLError):
+        return False
+    return True
+
+
 def _write_kueue_metrics_certs(p: pki.Pki) -> None:
-    """Kueue (certs managed outside) insists on /etc/kueue/metrics/certs/tls.{crt,key}."""
+    """Kueue (certs managed outside) insists on /etc/kueue/metrics/certs/tls.{crt,key}.
+
+    The path is shared by every local cluster (the chaos campaign runs its own beside the e2e
+    one), and each Kueue watches it. Its metrics server is off, so any matching pair will do:
+    a valid pair already there is kept, so a second cluster's start never swaps files under a
+    running Kueue; a missing or broken pair is replaced under a lock, by renames.
+    """
     d = components.KUEUE_METRICS_CERT_DIR
     try:
         d.mkdir(parents=True, exist_ok=True)
-        for f in ("tls.crt", "tls.key"):
-            shutil.copyfile(p.serving_dir("kueue") / f, d / f)
+        with (d.parent / ".certs.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if _valid_pair(d / "tls.crt", d / "tls.key"):
+                return
+            for f in ("tls.key", "tls.crt"):
+                tmp = d / f".{f}.tmp"
+                shutil.copyfile(p.serving_dir("kueue") / f, tmp)
+                tmp.replace(d / f)
     except PermissionError as e:
         raise RuntimeError(
             f"Kueue needs a cert pair in {d} (hard-coded upstream); run as root or make {d} writable"

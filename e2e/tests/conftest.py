@@ -24,6 +24,7 @@ from e2e.cluster_health import is_healthy
 from e2e.cluster_state import State, load_state
 from e2e.controller import ControllerGroup
 from e2e.kube import Kube, as_body, eventually, new_api_client
+from e2e.monitor import Monitor
 from kueue_tas.kube.client import ensure_no_proxy
 
 ensure_no_proxy()
@@ -99,6 +100,29 @@ async def namespace(kube: Kube) -> AsyncIterator[str]:
             await eventually(f"pods of namespace {name} deleted", no_pods, NAMESPACE_DRAIN_S)
         except TimeoutError as e:
             warnings.warn(str(e), stacklevel=1)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def invariant_monitor(
+    api_client: client.ApiClient, namespace: str
+) -> AsyncIterator[Callable[..., Awaitable[Monitor]]]:
+    """Start an invariant monitor (``e2e/monitor.py``) on the test's namespace:
+    ``await invariant_monitor([stack.check], node_selector=...)``. The test fails at teardown
+    when the monitor recorded a violation (set up after ``namespace``, so it stops before the
+    namespace's pods are deleted)."""
+    monitors: list[Monitor] = []
+
+    async def start(checks: list[str], node_selector: str | None = None, **options: float) -> Monitor:
+        m = Monitor(api_client, checks=checks, namespace=namespace, node_selector=node_selector, **options)
+        monitors.append(await m.start())
+        return m
+
+    yield start
+    reports = []
+    for m in monitors:
+        if await m.stop():
+            reports.append(m.report())
+    assert not reports, "invariant violations:\n" + "\n".join(reports)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from e2e import jobs, workloads
 from e2e import stack as st
 from e2e.controller import ControllerGroup
 from e2e.kube import Kube, consistently, eventually
+from e2e.monitor import Monitor
 from e2e.nodes import BLOCK_LABEL, POOL_LABEL, RACK_LABEL, NodePool, default_allocatable
 from e2e.pods import GATE, PODSET_LABEL, is_gated, is_live, pods_raw, selector_domain
 from kueue_tas.api.constants import HOSTNAME_LABEL
@@ -31,6 +32,7 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 REFUSED_REASON = "TopologyUngateFailed"
+StartMonitor = Callable[..., Awaitable[Monitor]]
 
 
 async def node_labels(kube: Kube, pool: NodePool) -> dict[str, dict[str, str]]:
@@ -66,11 +68,12 @@ def completion_index(pod: Pod) -> int:
 
 
 async def test_job_spanning_three_racks_lands_exactly(
-    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
+    kube: Kube, namespace: str, unique: str, tas: ControllerGroup, invariant_monitor: StartMonitor
 ) -> None:
     """Greedy mode (non-indexed Job): 40 one-GPU pods in one block of 3 racks x 2 hosts x 8 GPUs."""
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=3, hosts_per_rack=2)
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool)
+    monitor = await invariant_monitor([s.check], node_selector=f"{POOL_LABEL}={pool.name}")
     body = jobs.job("j", 40, required=BLOCK_LABEL, indexed=False)
     body["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/os": "linux"}  # the user's own key
     await jobs.create_job(kube, namespace, body)
@@ -88,6 +91,8 @@ async def test_job_spanning_three_racks_lands_exactly(
     assert workloads.podset_levels(wl, "main") == (HOSTNAME_LABEL,)
     assert_exact(pods, wl, "main", nodes)
     assert Counter(nodes[p["spec"]["nodeName"]][RACK_LABEL] for p in pods) == racks
+    await asyncio.sleep(monitor.confirm_s + monitor.tick_s)  # let the monitor confirm what it saw
+    assert monitor.checker.checks["domain-overfill"] and monitor.checker.checks["bad-ungate"] >= 40
     for p in pods:
         sel = p["spec"]["nodeSelector"]
         # The patch added the domain and kept what the user and Kueue (flavor labels) had set.
@@ -95,10 +100,13 @@ async def test_job_spanning_three_racks_lands_exactly(
         assert not p["spec"].get("schedulingGates"), p["spec"].get("schedulingGates")
 
 
-async def test_indexed_job_follows_rank_order(kube: Kube, namespace: str, unique: str, tas: ControllerGroup) -> None:
+async def test_indexed_job_follows_rank_order(
+    kube: Kube, namespace: str, unique: str, tas: ControllerGroup, invariant_monitor: StartMonitor
+) -> None:
     """Completion index i goes to slot i of the assignment expanded in order (8 + 8 + 4 over 3 hosts)."""
     pool = NodePool(name=f"p{unique}", blocks=1, racks_per_block=1, hosts_per_rack=3)
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool)
+    await invariant_monitor([s.check], node_selector=f"{POOL_LABEL}={pool.name}")
     await jobs.create_job(kube, namespace, jobs.job("j", 20, required=RACK_LABEL))
     wl = await workloads.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
     entry = workloads.require_entry(wl, s.check)

@@ -1,0 +1,293 @@
+"""The faults a chaos run injects, each undone by itself (a killed replica restarts, a paused
+one resumes, a deleted node comes back), so a run ends with the cluster whole again.
+
+``Rig`` holds what a fault acts on: the cluster's processes, the controller group behind its
+TCP relay, the run's node pool and namespace. Faults on cluster processes (apiserver, Kueue)
+take ``proc_lock``: one restart at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from e2e import components, pki, procs
+from e2e.chaos.relay import Relay
+from e2e.cluster_health import health_urls, http_ok
+from e2e.cluster_state import State, child_env, rest_client
+from e2e.components import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
+from e2e.controller import LEASE_NAMESPACE, ControllerGroup, ControllerProcess
+from e2e.kube import Kube, as_body, content_type
+from e2e.nodes import NodePool
+from e2e.pods import pods_raw
+
+STRATEGIC = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+T_COMPONENT = 90.0
+# The API may be down while a fault is undone (an apiserver restart running beside it).
+API_ERRORS = (ApiException, aiohttp.ClientError, OSError, TimeoutError)
+
+
+@dataclass
+class Rig:
+    state: State
+    kube: Kube
+    group: ControllerGroup
+    relay: Relay
+    pool: NodePool
+    namespace: str
+    rng: random.Random
+    proc_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    paused: set[int] = field(default_factory=set)  # pids under SIGSTOP
+    hold_until: dict[str, float] = field(default_factory=dict)  # replica -> no restart before (monotonic)
+    restarts: Counter[str] = field(default_factory=Counter)  # replica restarts by why
+
+
+async def supervise(rig: Rig, backoff_s: float = 1.0) -> None:
+    """Play the kubelet for the controller replicas: restart one that exited (a replica exits
+    when it loses its Lease, as the manager is designed to) or was killed, after ``backoff_s``
+    (or the hold a fault set). Runs until cancelled."""
+    dead_since: dict[str, float] = {}
+    while True:
+        now = time.monotonic()
+        for p in rig.group.processes:
+            if p.alive:
+                dead_since.pop(p.identity_prefix, None)
+                continue
+            since = dead_since.setdefault(p.identity_prefix, now)
+            if now - since >= backoff_s and now >= rig.hold_until.get(p.identity_prefix, 0.0):
+                why = (
+                    "after a kill"
+                    if p.identity_prefix in rig.hold_until
+                    else f"exited with code {p.proc.poll() if p.proc else None}"
+                )
+                rig.hold_until.pop(p.identity_prefix, None)
+                rig.restarts[why] += 1
+                p.start()
+                dead_since.pop(p.identity_prefix, None)
+        await asyncio.sleep(0.25)
+
+
+async def _retry(what: str, fn: Callable[[], Awaitable[Any]], timeout_s: float = 60) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return await fn()
+        except API_ERRORS as e:
+            if isinstance(e, ApiException) and e.status == 404:
+                raise
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what}: {e}") from e
+            await asyncio.sleep(0.5)
+
+
+async def leader(rig: Rig) -> ControllerProcess | None:
+    """The live replica holding the Lease now (None while nobody does)."""
+    coord = client.CoordinationV1Api(rig.kube.api)
+    try:
+        lease = await _retry("read lease", lambda: coord.read_namespaced_lease(rig.group.lease_name, LEASE_NAMESPACE))
+    except ApiException:
+        return None
+    holder = str(lease.spec.holder_identity or "")
+    for p in rig.group.processes:
+        if p.alive and holder.startswith(p.identity_prefix + "_"):
+            return p
+    return None
+
+
+async def leader_kill(rig: Rig, args: dict[str, Any]) -> str:
+    p = await leader(rig)
+    if p is None:
+        return "no live leader"
+    rig.hold_until[p.identity_prefix] = time.monotonic() + float(args.get("restart_after", 2))
+    p.kill()  # ``supervise`` restarts it once the hold is over
+    return f"killed {p.identity_prefix}"
+
+
+async def leader_pause(rig: Rig, args: dict[str, Any]) -> str:
+    p = await leader(rig)
+    if p is None or p.proc is None:
+        return "no live leader"
+    pid = p.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    rig.paused.add(pid)
+    try:
+        await asyncio.sleep(float(args.get("seconds", 8)))
+    finally:
+        rig.paused.discard(pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    return f"paused {p.identity_prefix} for {args.get('seconds')}s"
+
+
+def resume_all(rig: Rig) -> None:
+    for pid in list(rig.paused):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    rig.paused.clear()
+
+
+async def _restart_component(
+    rig: Rig, name: str, argv: list[str], healthy: Callable[[], bool], grace_s: float = 3.0
+) -> str:
+    async with rig.proc_lock:
+        state, layout = rig.state, rig.state.layout
+        info = state.proc(name)
+        t0 = time.monotonic()
+        if info is not None:
+            await asyncio.to_thread(procs.stop, info, grace_s)
+        new = procs.start(name, argv, layout.logs, env=child_env(state, layout), cwd=layout.run)
+        state.procs = [p for p in state.procs if p.name != name] + [new]
+        state.save()
+        deadline = time.monotonic() + T_COMPONENT
+        while not await asyncio.to_thread(healthy):
+            if not procs.is_alive(new) or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not come back; log tail:\n{procs.tail(new.log)}")
+            await asyncio.sleep(0.3)
+        return f"{name} restarted in {time.monotonic() - t0:.1f}s"
+
+
+async def apiserver_restart(rig: Rig, args: dict[str, Any]) -> str:
+    p = pki.Pki(rig.state.layout.pki_dir)
+    rest = rest_client(rig.state)
+    return await _restart_component(
+        rig,
+        "kube-apiserver",
+        components.apiserver_argv(p, rig.state.ports),
+        lambda: rest.raw_status("/readyz")[0] == 200,
+    )
+
+
+async def kueue_restart(rig: Rig, args: dict[str, Any]) -> str:
+    p = pki.Pki(rig.state.layout.pki_dir)
+    url = health_urls(rig.state.ports)["kueue"]
+    argv = components.kueue_argv(rig.state.layout, p, rig.state.ports)
+    return await _restart_component(rig, "kueue", argv, lambda: http_ok(url))
+
+
+async def watch_cut(rig: Rig, args: dict[str, Any]) -> str:
+    n = rig.relay.sever(float(args.get("block_s", 0.0)))
+    return f"severed {n} connection(s) ({rig.relay.connections} accepted so far)"
+
+
+async def pod_delete(rig: Rig, args: dict[str, Any]) -> str:
+    pods = await _retry("list pods", lambda: pods_raw(rig.kube, rig.namespace))
+    running = sorted(
+        p["metadata"]["name"]
+        for p in pods
+        if p["spec"].get("nodeName")
+        and not p["metadata"].get("deletionTimestamp")
+        and (p.get("status") or {}).get("phase") in ("Pending", "Running")
+    )
+    pick = random.Random(int(args.get("pick", 0)))
+    victims = pick.sample(running, min(len(running), int(args.get("count", 1))))
+    for name in victims:
+        with contextlib.suppress(ApiException):
+            await rig.kube.core.delete_namespaced_pod(name, rig.namespace)
+    return f"deleted {victims}"
+
+
+def _node(rig: Rig, index: int) -> dict[str, Any]:
+    nodes = rig.pool.node_objects()
+    return nodes[index % len(nodes)]
+
+
+async def node_flap(rig: Rig, args: dict[str, Any]) -> str:
+    """NotReady (as the node lifecycle controller shows it: condition + not-ready taint) and back.
+
+    kwok marks every node it manages Ready again at once, so the node leaves kwok's hands for
+    the flap (its selector annotation changed) and returns to be initialised afresh."""
+    name = str(_node(rig, int(args.get("node", 0)))["metadata"]["name"])
+    core = rig.kube.core
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        await _retry(
+            "unmanage node",
+            lambda: core.patch_node(
+                name,
+                as_body({"metadata": {"annotations": {KWOK_NODE_ANNOTATION: "chaos-not-ready"}}}),
+                **content_type(MERGE),
+            ),
+        )
+        cond = {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "chaos: node flap"}
+        cond.update(lastHeartbeatTime=now, lastTransitionTime=now)
+        await _retry(
+            "node NotReady",
+            lambda: core.patch_node_status(
+                name, as_body({"status": {"conditions": [cond]}}), **content_type(STRATEGIC)
+            ),
+        )
+        await _retry("taint node", lambda: _set_taint(rig, name, present=True))
+    except ApiException as e:
+        if e.status == 404:
+            return f"node {name} is gone"
+        raise
+    await asyncio.sleep(float(args.get("seconds", 5)))
+    with contextlib.suppress(ApiException):  # deleted meanwhile: nothing to restore
+        await _retry("untaint node", lambda: _set_taint(rig, name, present=False))
+        await _retry(
+            "manage node",
+            lambda: core.patch_node(
+                name,
+                as_body({"metadata": {"annotations": {KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE}}}),
+                **content_type(MERGE),
+            ),
+        )
+    return f"node {name} NotReady for {args.get('seconds')}s"
+
+
+async def _set_taint(rig: Rig, name: str, *, present: bool) -> None:
+    node = rig.kube.api.sanitize_for_serialization(await rig.kube.core.read_node(name))
+    taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != NOT_READY_TAINT["key"]]
+    if present:
+        taints.append(NOT_READY_TAINT)
+    body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}, "spec": {"taints": taints}}
+    await rig.kube.core.patch_node(name, as_body(body), **content_type(MERGE))
+
+
+async def node_delete(rig: Rig, args: dict[str, Any]) -> str:
+    body = _node(rig, int(args.get("node", 0)))
+    name = str(body["metadata"]["name"])
+    try:
+        await _retry("delete node", lambda: rig.kube.core.delete_node(name))
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        return f"node {name} already gone"
+    await asyncio.sleep(float(args.get("recreate_after", 5)))
+
+    async def recreate() -> None:
+        try:
+            await rig.kube.core.create_node(as_body(body))
+        except ApiException as e:
+            if e.status != 409:
+                raise
+
+    await _retry("recreate node", recreate)
+    return f"node {name} deleted, back after {args.get('recreate_after')}s"
+
+
+FaultFn = Callable[[Rig, dict[str, Any]], Awaitable[str]]
+INJECTORS: dict[str, FaultFn] = {
+    "leader_kill": leader_kill,
+    "leader_pause": leader_pause,
+    "apiserver_restart": apiserver_restart,
+    "watch_cut": watch_cut,
+    "pod_delete": pod_delete,
+    "node_flap": node_flap,
+    "node_delete": node_delete,
+    "kueue_restart": kueue_restart,
+}

@@ -1,0 +1,282 @@
+"""One chaos run: a clean namespace, node pool and TAS stack; two controller replicas behind a
+severable relay; the planned submissions and faults; the invariant monitor throughout; then a
+bounded wait for every workload to finish or wait with a message, and a teardown.
+
+Everything that happens is appended to the run's event log (JSON lines): the plan first (what
+``--replay`` re-executes), then each action's outcome, the violations and the verdict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import yaml
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from e2e import stack as st
+from e2e.chaos import faults, submit
+from e2e.chaos.relay import Relay
+from e2e.chaos.scenario import BURST, POOL_SHAPE, Action
+from e2e.chaos.verdict import Verdict, judge
+from e2e.cluster_health import component_health
+from e2e.cluster_state import State
+from e2e.controller import LEASE_NAMESPACE, ControllerGroup
+from e2e.kube import Kube, as_body, eventually, new_api_client
+from e2e.monitor import Monitor
+from e2e.nodes import POOL_LABEL, NodePool
+from e2e.rbac import service_account_kubeconfig
+
+
+@dataclass
+class Options:
+    duration_s: float = 45.0
+    settle_s: float = 90.0
+    pending_bound_s: float = 45.0
+    burst_concurrency: int = 25
+
+
+@dataclass
+class RunResult:
+    seed: int
+    log: str
+    problems: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    checks: Counter[str] = field(default_factory=Counter)
+    faults: Counter[str] = field(default_factory=Counter)
+    submissions: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    restarts: Counter[str] = field(default_factory=Counter)  # controller replicas restarted, by why
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and not self.violations
+
+
+class EventLog:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._f: TextIO = path.open("w", encoding="utf-8")
+        self._t0 = time.monotonic()
+
+    def start_clock(self) -> None:
+        self._t0 = time.monotonic()
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._f.write(json.dumps({"at": round(time.monotonic() - self._t0, 2), **record}) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def read_plan(path: Path) -> tuple[dict[str, Any], list[Action]]:
+    """The run header and the planned actions of an event log (outcomes are ignored)."""
+    header: dict[str, Any] = {}
+    actions = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        d = json.loads(line)
+        if d.get("type") == "run":
+            header = d
+        elif d.get("type") == "action":
+            actions.append(Action.from_json(d))
+    if not header:
+        raise ValueError(f"{path}: no run header line")
+    return header, sorted(actions, key=lambda a: a.t)
+
+
+async def _relay_kubeconfig(api: client.ApiClient, state: State, relay_port: int, out: Path) -> str:
+    path = await service_account_kubeconfig(api, state.kubeconfig, out)
+    cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+    cfg["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay_port}"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
+class ChaosRun:
+    def __init__(self, state: State, seed: int, plan: list[Action], opts: Options, log_path: Path) -> None:
+        self.state, self.seed, self.plan, self.opts = state, seed, plan, opts
+        self.log = EventLog(log_path)
+        self.result = RunResult(seed, str(log_path))
+        self.rid = f"{seed % 100000}-{uuid.uuid4().hex[:4]}"
+        self.namespace = f"chaos-{self.rid}"
+        b, r, h = POOL_SHAPE
+        self.pool = NodePool(name=f"c{self.rid}", blocks=b, racks_per_block=r, hosts_per_rack=h)
+        self.submitted: dict[str, dict[str, Any]] = {}
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def execute(self) -> RunResult:
+        t0 = time.monotonic()
+        self.log.write({"type": "run", "seed": self.seed, "duration_s": self.opts.duration_s, "pool": POOL_SHAPE})
+        for a in self.plan:
+            self.log.write(a.to_json())
+        api = await new_api_client(self.state.kubeconfig)
+        kube = Kube(api)
+        relay = Relay("127.0.0.1", self.state.ports["apiserver"])
+        group: ControllerGroup | None = None
+        monitor: Monitor | None = None
+        rig: faults.Rig | None = None
+        supervisor: asyncio.Task[None] | None = None
+        try:
+            await relay.start()
+            run_dir = Path(self.state.run_dir)
+            kubeconfig = await _relay_kubeconfig(api, self.state, relay.port, run_dir / f"chaos-{self.rid}.kubeconfig")
+            group = ControllerGroup(kubeconfig, run_dir / "logs" / "kueue-tas-chaos", replicas=2)
+            while len(group.processes) < group.replicas:
+                group.add_process()
+            self.log.write({"type": "controllers", "logs": [str(p.log_path) for p in group.processes]})
+            await group.start()
+            await kube.core.create_namespace(as_body({"metadata": {"name": self.namespace}}))
+            stack = await st.tas_stack(kube, self.namespace, group.controller_name, self.pool)
+            monitor = Monitor(
+                api,
+                checks=[stack.check],
+                namespace=self.namespace,
+                node_selector=f"{POOL_LABEL}={self.pool.name}",
+                pending_bound_s=self.opts.pending_bound_s,
+            )
+            await monitor.start()
+            rig = faults.Rig(self.state, kube, group, relay, self.pool, self.namespace, random.Random(self.seed))
+            supervisor = asyncio.create_task(faults.supervise(rig))
+            self.log.write({"type": "phase", "phase": "faults", "controllers": group.controller_name})
+            self.log.start_clock()
+            await self._play(rig)
+            self.log.write({"type": "phase", "phase": "settle"})
+            verdict = await self._settle(kube, stack.check)
+            self.result.problems += verdict.problems
+            self.result.outcomes = verdict.outcomes
+            await monitor.stop()
+            self.result.violations = [v.line() for v in monitor.violations]
+            self.result.checks = Counter(monitor.checker.checks)
+            for v in monitor.violations:
+                self.log.write({"type": "violation", "kind": v.kind, "subject": v.subject, "detail": v.detail})
+            self.log.write({"type": "monitor", "events": dict(monitor.events), "errors": dict(monitor.errors)})
+            unhealthy = {k: v for k, v in component_health(self.state).items() if v != "ok"}
+            if unhealthy:
+                self.result.problems.append(f"cluster components not healthy after the run: {unhealthy}")
+        except Exception as e:  # a harness failure fails the run, with its reason in the log
+            self.result.problems.append(f"harness error: {type(e).__name__}: {e}")
+        finally:
+            for t in [*self.tasks, *([supervisor] if supervisor else [])]:
+                t.cancel()
+            if rig is not None:
+                self.result.restarts = Counter(rig.restarts)
+            if monitor is not None and monitor.running:
+                await monitor.stop()
+            if rig is not None:
+                faults.resume_all(rig)
+            if group is not None:
+                group.kill_all()
+            await relay.stop()
+            await self._teardown(kube, group)
+            if group is not None:
+                Path(group.kubeconfig).unlink(missing_ok=True)  # it holds a bearer token
+            await api.close()
+            self.result.wall_s = round(time.monotonic() - t0, 1)
+            self.log.write(
+                {
+                    "type": "result",
+                    "ok": self.result.ok,
+                    "problems": self.result.problems,
+                    "violations": self.result.violations,
+                    "faults": dict(self.result.faults),
+                    "checks": dict(self.result.checks),
+                    "outcomes": dict(self.result.outcomes),
+                    "replica_restarts": dict(self.result.restarts),
+                    "wall_s": self.result.wall_s,
+                }
+            )
+            self.log.close()
+        return self.result
+
+    # ------------------------------------------------------------------ the fault phase
+
+    async def _play(self, rig: faults.Rig) -> None:
+        start = time.monotonic()
+        for a in self.plan:
+            delay = start + a.t - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self.tasks.append(asyncio.create_task(self._act(rig, a)))
+        _, pending = await asyncio.wait(self.tasks, timeout=120)
+        for t in pending:
+            t.cancel()
+        if pending:
+            self.result.problems.append(f"{len(pending)} action(s) still running 120s after the last one started")
+
+    async def _act(self, rig: faults.Rig, a: Action) -> None:
+        try:
+            if a.kind == "submit":
+                outcome = await self._submit(rig, a.args)
+            elif a.kind == BURST:
+                sem = asyncio.Semaphore(self.opts.burst_concurrency)
+
+                async def one(spec: dict[str, Any]) -> str:
+                    async with sem:
+                        return await self._submit(rig, spec)
+
+                results = await asyncio.gather(*(one(s) for s in a.args["submissions"]))
+                self.result.faults[BURST] += 1
+                outcome = f"{len(results)} submissions"
+            else:
+                self.result.faults[a.kind] += 1
+                outcome = await faults.INJECTORS[a.kind](rig, a.args)
+            self.log.write({"type": "outcome", "t": a.t, "kind": a.kind, "result": outcome})
+        except Exception as e:
+            self.log.write({"type": "outcome", "t": a.t, "kind": a.kind, "error": f"{type(e).__name__}: {e}"})
+            self.result.problems.append(f"{a.kind} at t={a.t}: {type(e).__name__}: {e}")
+
+    async def _submit(self, rig: faults.Rig, spec: dict[str, Any]) -> str:
+        outcome = await submit.create(rig.kube, self.namespace, spec, self.pool)
+        self.submitted[spec["name"]] = spec
+        self.result.submissions += 1
+        return f"{spec['workload']} {spec['name']}: {outcome}"
+
+    # ------------------------------------------------------------------ the end
+
+    async def _settle(self, kube: Kube, check: str) -> Verdict:
+        deadline = time.monotonic() + self.opts.settle_s
+        next_note = time.monotonic() + 5
+        while True:
+            try:
+                verdict = judge(await kube.workloads(self.namespace), self.submitted, check)
+            except ApiException as e:
+                verdict = Verdict(problems=[f"cannot list Workloads: {e.status} {e.reason}"])
+            if verdict.ok or time.monotonic() > deadline:
+                self.log.write({"type": "verdict", "outcomes": dict(verdict.outcomes), "problems": verdict.problems})
+                return verdict
+            if time.monotonic() > next_note:  # what the run still waits for, in the log
+                next_note = time.monotonic() + 5
+                self.log.write({"type": "settling", "waiting": len(verdict.problems), "first": verdict.problems[:3]})
+            await asyncio.sleep(1.0)
+
+    async def _teardown(self, kube: Kube, group: ControllerGroup | None) -> None:
+        core = kube.core
+        with contextlib.suppress(ApiException):
+            await core.delete_namespace(self.namespace, propagation_policy="Background")
+        with contextlib.suppress(ApiException):
+            await core.delete_collection_namespaced_pod(self.namespace, grace_period_seconds=0)
+
+        async def no_pods() -> bool:
+            return not (await core.list_namespaced_pod(self.namespace)).items
+
+        with contextlib.suppress(TimeoutError):
+            await eventually(f"pods of {self.namespace} deleted", no_pods, 30)
+        with contextlib.suppress(Exception):
+            await kube.cleanup()
+        if group is not None:
+            with contextlib.suppress(ApiException):
+                await client.CoordinationV1Api(kube.api).delete_namespaced_lease(group.lease_name, LEASE_NAMESPACE)

@@ -1,0 +1,309 @@
+"""The invariants kueue-tas promises, checked over a history of cluster objects (pure: no I/O).
+
+``InvariantChecker`` is fed what a watch sees (nodes, pods, Workloads as plain JSON dicts, each
+with the caller's clock) and records a ``Violation`` when:
+
+(a) ``domain-overfill``: a domain at any level of a trusted assignment holds more live,
+    ungated pods of that PodSet than the assignment gives it;
+(b) ``node-overcommit``: the bound, non-terminal pods of a node request more than its
+    allocatable (``pods`` included);
+(c) ``double-booking``: when an assignment becomes trusted, the trusted assignments inside one
+    of its domains together need more than that domain's nodes have;
+(d) ``bad-ungate``: a pod loses our gate twice, or into a domain its Workload's assignment does
+    not list;
+(e) ``silent-pending``: our check entry stays Pending or Retry with no message for longer than
+    ``pending_bound_s``.
+
+Watches of different resources are separate streams, so (a) and (b) are re-evaluated on
+``tick`` and recorded only when still true ``confirm_s`` later; (d) waits up to ``confirm_s``
+for the Workload's assignment to arrive. ``checks`` counts each comparison made, per invariant.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from e2e.observed import Obj, PodView, WorkloadView, object_labels, object_uid, pod_view, workload_view
+from kueue_tas.api import constants as kc
+from kueue_tas.api.quantity import QuantityError, resource_list_to_ints
+from kueue_tas.topology.assignment import TopologyAssignment
+
+Domain = tuple[str, ...]
+KINDS = ("domain-overfill", "node-overcommit", "double-booking", "bad-ungate", "silent-pending")
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    at: float
+    subject: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.kind} at t={self.at:.1f}s on {self.subject}: {self.detail}"
+
+
+@dataclass
+class _Candidate:
+    first: float
+    detail: str
+
+
+@dataclass
+class _PendingUngate:
+    pod: PodView
+    at: float
+
+
+@dataclass
+class InvariantChecker:
+    check_names: Collection[str]
+    pending_bound_s: float = 60.0
+    confirm_s: float = 2.0
+    nodes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # name -> labels (kept after deletion)
+    allocatable: dict[str, Mapping[str, int]] = field(default_factory=dict)  # existing nodes only
+    pods: dict[str, PodView] = field(default_factory=dict)  # by uid
+    workloads: dict[str, WorkloadView] = field(default_factory=dict)  # by uid
+    last_assignment: dict[str, Mapping[str, TopologyAssignment]] = field(default_factory=dict)
+    checks: Counter[str] = field(default_factory=Counter)
+    violations: list[Violation] = field(default_factory=list)
+    _candidates: dict[tuple[str, str], _Candidate] = field(default_factory=dict)
+    _recorded: set[tuple[str, str]] = field(default_factory=set)
+    _ungates: Counter[str] = field(default_factory=Counter)
+    _pending_ungates: list[_PendingUngate] = field(default_factory=list)
+    _silent_since: dict[str, float] = field(default_factory=dict)
+    _dirty: bool = False
+
+    # ------------------------------------------------------------------ feeding
+
+    def node_event(self, kind: str, obj: Obj, now: float) -> None:
+        name = str((obj.get("metadata") or {}).get("name"))
+        self.nodes[name] = dict(object_labels(obj))
+        if kind == "DELETED":
+            self.allocatable.pop(name, None)
+        else:
+            try:
+                self.allocatable[name] = resource_list_to_ints((obj.get("status") or {}).get("allocatable"))
+            except QuantityError:
+                self.allocatable[name] = {}
+        self._dirty = True
+
+    def pod_event(self, kind: str, obj: Obj, now: float) -> None:
+        uid = object_uid(obj)
+        if kind == "DELETED":
+            self.pods.pop(uid, None)
+            self._dirty = True
+            return
+        new = pod_view(obj)
+        old = self.pods.get(uid)
+        self.pods[uid] = new
+        self._dirty = True
+        if old is not None and old.gated and not new.gated:
+            self._ungates[uid] += 1
+            if self._ungates[uid] > 1:
+                self._record("bad-ungate", now, f"pod {new.key}", f"ungated {self._ungates[uid]} times")
+            self._pending_ungates.append(_PendingUngate(new, now))
+            self._resolve_ungates(now)
+
+    def workload_event(self, kind: str, obj: Obj, now: float) -> None:
+        uid = object_uid(obj)
+        old = self.workloads.get(uid)
+        if kind == "DELETED":
+            self.workloads.pop(uid, None)
+            self._silent_since.pop(uid, None)
+            self._dirty = True
+            return
+        new = workload_view(obj, self.check_names)
+        self.workloads[uid] = new
+        if new.assignments:
+            self.last_assignment[uid] = new.assignments
+        self._dirty = True
+        if new.trusted and (old is None or not old.trusted or old.annotation != new.annotation):
+            self._check_booking(new, now)
+        self._resolve_ungates(now)
+
+    def resync(self, resource: str, objs: Iterable[Obj], now: float) -> None:
+        """A fresh list replaces what a broken watch may have missed (deletions included)."""
+        items = list(objs)
+        handler = {"nodes": self.node_event, "pods": self.pod_event, "workloads": self.workload_event}[resource]
+        if resource == "nodes":
+            seen = {str((o.get("metadata") or {}).get("name")) for o in items}
+            for name in [n for n in self.allocatable if n not in seen]:
+                self.node_event("DELETED", {"metadata": {"name": name, "labels": self.nodes.get(name, {})}}, now)
+        else:
+            store: Mapping[str, object] = self.pods if resource == "pods" else self.workloads
+            seen = {object_uid(o) for o in items}
+            for uid in [u for u in store if u not in seen]:
+                handler("DELETED", {"metadata": {"uid": uid}}, now)
+        for o in items:
+            handler("MODIFIED", o, now)
+
+    # ------------------------------------------------------------------ evaluation
+
+    def tick(self, now: float) -> None:
+        """Re-evaluate the state-based invariants; call it every fraction of a second."""
+        if self._dirty or self._candidates:
+            found = {**self._overfills(), **self._overcommits()}
+            self._dirty = False
+            for k in [k for k in self._candidates if k not in found]:
+                del self._candidates[k]
+            for k, detail in found.items():
+                cand = self._candidates.setdefault(k, _Candidate(now, detail))
+                if now - cand.first >= self.confirm_s:
+                    self._record(k[0], now, k[1], detail)
+        self._resolve_ungates(now, final=False)
+        self._silent_pending(now)
+
+    def _record(self, kind: str, now: float, subject: str, detail: str) -> None:
+        if (kind, subject) in self._recorded:
+            return
+        self._recorded.add((kind, subject))
+        self.violations.append(Violation(kind, now, subject, detail))
+
+    def _pod_domain(self, pod: PodView, levels: tuple[str, ...]) -> Domain | None:
+        """Where a pod is (its node's labels) or is pinned (its nodeSelector)."""
+        labels = self.nodes.get(pod.node) if pod.node else None
+        source = labels if labels is not None else pod.selector
+        if all(k in source for k in levels):
+            return tuple(source[k] for k in levels)
+        return None
+
+    def _overfills(self) -> dict[tuple[str, str], str]:
+        by_podset: dict[tuple[str, str], list[PodView]] = {}
+        for pod in self.pods.values():
+            if pod.live and not pod.gated and pod.workload and pod.podset:
+                by_podset.setdefault((pod.workload, pod.podset), []).append(pod)
+        out: dict[tuple[str, str], str] = {}
+        for (wuid, podset), pods in by_podset.items():
+            wl = self.workloads.get(wuid)
+            if wl is None or not wl.trusted or podset not in wl.assignments:
+                continue
+            a = wl.assignments[podset]
+            allowed: Counter[Domain] = Counter()
+            for d in a.domains:
+                for k in range(len(a.levels) + 1):
+                    allowed[d.values[:k]] += d.count
+            have: Counter[Domain] = Counter()
+            for pod in pods:
+                dom = self._pod_domain(pod, a.levels)
+                for k in range(len(a.levels) + 1) if dom is not None else (0,):
+                    have[dom[:k] if dom is not None else ()] += 1
+            for dom, n in have.items():
+                self.checks["domain-overfill"] += 1
+                if n > allowed[dom]:
+                    where = "/".join(dom) or "(whole topology)"
+                    out[("domain-overfill", f"{wl.key}[{podset}] {where}")] = (
+                        f"{n} live pods in domain {where}, the assignment gives it {allowed[dom]}"
+                    )
+        return out
+
+    def _overcommits(self) -> dict[tuple[str, str], str]:
+        used: dict[str, Counter[str]] = {}
+        for pod in self.pods.values():
+            if pod.node and not pod.terminal and pod.node in self.allocatable:
+                used.setdefault(pod.node, Counter()).update(pod.requests)
+        out: dict[tuple[str, str], str] = {}
+        for node, use in used.items():
+            self.checks["node-overcommit"] += 1
+            alloc = self.allocatable[node]
+            over = {r: (v, alloc.get(r, 0)) for r, v in use.items() if v > alloc.get(r, 0)}
+            if over:
+                text = ", ".join(f"{r} {v} > {cap}" for r, (v, cap) in sorted(over.items()))
+                out[("node-overcommit", f"node {node}")] = f"bound pods request more than allocatable: {text}"
+        return out
+
+    def _nodes_in(self, levels: tuple[str, ...], values: Domain) -> frozenset[str]:
+        return frozenset(
+            n
+            for n in self.allocatable
+            if all(self.nodes.get(n, {}).get(lv) == v for lv, v in zip(levels, values, strict=True))
+        )
+
+    def _check_booking(self, wl: WorkloadView, now: float) -> None:
+        """(c): every domain of the newly trusted assignment against all trusted assignments in it."""
+        memo: dict[tuple[tuple[str, ...], Domain], frozenset[str]] = {}
+
+        def nodes_in(levels: tuple[str, ...], values: Domain) -> frozenset[str]:
+            if (levels, values) not in memo:
+                memo[levels, values] = self._nodes_in(levels, values)
+            return memo[levels, values]
+
+        held: list[tuple[frozenset[str], int, Mapping[str, int]]] = []
+        for other in self.workloads.values():
+            if not other.trusted:
+                continue
+            for podset, a in other.assignments.items():
+                per_pod = other.per_pod.get(podset, {"pods": 1})
+                held += [(nodes_in(a.levels, d.values), d.count, per_pod) for d in a.domains]
+        for podset, a in wl.assignments.items():
+            for d in a.domains:
+                nodes = nodes_in(a.levels, d.values)
+                if not nodes:
+                    continue  # its nodes are gone (deleted since the decision): nothing to compare with
+                self.checks["double-booking"] += 1
+                need: Counter[str] = Counter()
+                for inner, count, per_pod in held:
+                    if inner and inner <= nodes:
+                        for r, v in per_pod.items():
+                            need[r] += v * count
+                cap: Counter[str] = Counter()
+                for n in nodes:
+                    cap.update(self.allocatable[n])
+                over = {r: (v, cap[r]) for r, v in need.items() if v > cap[r]}
+                if over:
+                    where = "/".join(d.values)
+                    text = ", ".join(f"{r} {v} > {c}" for r, (v, c) in sorted(over.items()))
+                    self._record(
+                        "double-booking",
+                        now,
+                        f"{wl.key}[{podset}] {where}",
+                        f"trusted assignments in domain {where} need more than its nodes have: {text}",
+                    )
+
+    def _resolve_ungates(self, now: float, final: bool = False) -> None:
+        keep: list[_PendingUngate] = []
+        for p in self._pending_ungates:
+            assignments = self.last_assignment.get(p.pod.workload or "") or {}
+            a = assignments.get(p.pod.podset or "")
+            subject = f"pod {p.pod.key}"
+            if a is None:
+                if final or now - p.at >= self.confirm_s:
+                    self.checks["bad-ungate"] += 1
+                    self._record("bad-ungate", now, subject, "ungated, but its Workload has no assignment of ours")
+                else:
+                    keep.append(p)
+                continue
+            self.checks["bad-ungate"] += 1
+            dom = tuple(p.pod.selector.get(k, "") for k in a.levels)
+            if dom not in {d.values for d in a.domains if d.count > 0}:
+                where = "/".join(dom)
+                self._record("bad-ungate", now, subject, f"ungated into {where}, not a domain of its assignment")
+        self._pending_ungates = keep
+
+    def _silent_pending(self, now: float) -> None:
+        for uid, wl in self.workloads.items():
+            silent = (
+                wl.entry_state in (kc.CHECK_STATE_PENDING, kc.CHECK_STATE_RETRY)
+                and not wl.entry_message
+                and not wl.finished
+                and not wl.admitted
+            )
+            if not silent:
+                self._silent_since.pop(uid, None)
+                continue
+            since = self._silent_since.setdefault(uid, now)
+            self.checks["silent-pending"] += 1
+            if now - since > self.pending_bound_s:
+                self._record(
+                    "silent-pending",
+                    now,
+                    f"workload {wl.key}",
+                    f"check entry {wl.entry_state} with no message for {now - since:.0f}s",
+                )
+
+    def finish(self, now: float) -> None:
+        """Settle what is still open at the end of a history."""
+        self.tick(now)
+        self._resolve_ungates(now, final=True)

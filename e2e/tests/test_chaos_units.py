@@ -1,0 +1,190 @@
+"""The chaos campaign's pieces that need no cluster: plans, their log round trip, the manifests
+they submit, the TCP relay's sever, and the end-of-run verdict."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e import jobs
+from e2e.chaos import submit
+from e2e.chaos.relay import Relay
+from e2e.chaos.run import EventLog, read_plan
+from e2e.chaos.scenario import BURST, BURST_SIZE, FAULTS, GPUS_PER_HOST, POOL_SHAPE, plan_run
+from e2e.chaos.verdict import judge
+from e2e.nodes import NodePool
+
+POOL = NodePool(name="p", blocks=POOL_SHAPE[0], racks_per_block=POOL_SHAPE[1], hosts_per_rack=POOL_SHAPE[2])
+CAPACITY = {"host": GPUS_PER_HOST, "rack": GPUS_PER_HOST * POOL_SHAPE[2]}
+CAPACITY["block"] = CAPACITY["rack"] * POOL_SHAPE[1]
+
+
+def submissions(seed: int) -> list[dict[str, Any]]:
+    out = []
+    for a in plan_run(seed, 55):
+        if a.kind == "submit":
+            out.append(a.args)
+        elif a.kind == BURST:
+            out += a.args["submissions"]
+    return out
+
+
+def test_a_seed_gives_one_plan_and_seeds_differ() -> None:
+    assert plan_run(7, 55) == plan_run(7, 55)
+    assert plan_run(7, 55) != plan_run(8, 55)
+    plan = plan_run(7, 55)
+    assert [a.t for a in plan] == sorted(a.t for a in plan)
+    assert all(0 <= a.t < 55 for a in plan)
+
+
+def test_every_fault_type_is_drawn_and_one_burst_per_run() -> None:
+    kinds: Counter[str] = Counter()
+    for seed in range(20):
+        plan = plan_run(seed, 55)
+        kinds.update(a.kind for a in plan)
+        bursts = [a for a in plan if a.kind == BURST]
+        assert len(bursts) == 1 and len(bursts[0].args["submissions"]) == BURST_SIZE
+    assert set(FAULTS) <= set(kinds), kinds
+    only = plan_run(3, 55, faults=("watch_cut",))
+    assert {a.kind for a in only} == {"submit", "watch_cut"}
+
+
+def test_submissions_fit_their_domain_unless_planned_not_to() -> None:
+    seen_modes: Counter[str] = Counter()
+    for seed in range(10):
+        for spec in submissions(seed):
+            seen_modes[f"{spec['workload']}:{spec['mode']}"] += 1
+            gpus = spec["gpu"] * submit.pods_of(spec)
+            bounded = spec["mode"] in ("required", "slices", "group")
+            limit = CAPACITY[spec["level"]] if bounded else CAPACITY["block"] * 2
+            if spec.get("never_fits"):
+                assert gpus > CAPACITY[spec["level"]], spec
+            else:
+                assert gpus <= limit, spec
+            if spec["mode"] == "slices":
+                assert spec["pods"] % spec["slice_size"] == 0, spec
+            if spec["mode"] == "group":
+                assert spec["replicated"][0][1:] == [1, 1], spec  # the single-pod leader a group needs
+    for mode in ("required", "preferred", "unconstrained", "implied", "slices"):
+        assert seen_modes[f"job:{mode}"], seen_modes
+    for mode in ("required", "preferred", "group", "unconstrained"):
+        assert seen_modes[f"jobset:{mode}"], seen_modes
+
+
+def test_manifests_carry_the_planned_topology_request() -> None:
+    spec = {
+        "name": "s",
+        "workload": "job",
+        "mode": "slices",
+        "level": "block",
+        "slice_level": "rack",
+        "slice_size": 4,
+        "pods": 8,
+        "gpu": 1,
+        "indexed": True,
+        "run_for": "2s",
+    }
+    ann = submit.manifest(spec, POOL)["spec"]["template"]["metadata"]["annotations"]
+    assert ann[jobs.REQUIRED] == POOL.block_label
+    assert ann[jobs.SLICE_REQUIRED] == POOL.rack_label
+    assert ann[jobs.SLICE_SIZE] == "4"
+    group = {
+        "name": "g",
+        "workload": "jobset",
+        "mode": "group",
+        "level": "rack",
+        "gpu": 1,
+        "run_for": "2s",
+        "replicated": [["a", 1, 1], ["b", 2, 3]],
+    }
+    body = submit.manifest(group, POOL)
+    rjs = body["spec"]["replicatedJobs"]
+    assert [rj["template"]["spec"]["backoffLimit"] for rj in rjs] == [6, 6]
+    for rj in rjs:
+        tmpl_ann = rj["template"]["spec"]["template"]["metadata"]["annotations"]
+        assert tmpl_ann[submit.GROUP] == "g" and tmpl_ann[jobs.REQUIRED] == POOL.rack_label
+    assert submit.pods_of(group) == 7
+
+
+def test_event_log_round_trips_the_plan(tmp_path: Path) -> None:
+    plan = plan_run(11, 30)
+    log = EventLog(tmp_path / "run.jsonl")
+    log.write({"type": "run", "seed": 11, "duration_s": 30})
+    for a in plan:
+        log.write(a.to_json())
+    log.write({"type": "outcome", "t": 1.0, "kind": "submit", "result": "x"})
+    log.close()
+    header, actions = read_plan(tmp_path / "run.jsonl")
+    assert header["seed"] == 11 and actions == plan
+    (tmp_path / "bad.jsonl").write_text(json.dumps(plan[0].to_json()) + "\n")
+    with pytest.raises(ValueError, match="no run header"):
+        read_plan(tmp_path / "bad.jsonl")
+
+
+async def test_relay_forwards_and_sever_cuts_open_connections() -> None:
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(1024):
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(echo, "127.0.0.1", 0)
+    relay = Relay("127.0.0.1", int(server.sockets[0].getsockname()[1]))
+    port = await relay.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"ping")
+        assert await asyncio.wait_for(reader.read(4), 5) == b"ping"
+        assert relay.sever(block_s=0.5) == 1
+        assert await asyncio.wait_for(reader.read(4), 5) == b""  # the client sees its connection end
+        writer.close()
+        r2, w2 = await asyncio.open_connection("127.0.0.1", port)  # refused while blocked
+        assert await asyncio.wait_for(r2.read(4), 5) == b""
+        w2.close()
+        await asyncio.sleep(0.6)
+        r3, w3 = await asyncio.open_connection("127.0.0.1", port)
+        w3.write(b"pong")
+        assert await asyncio.wait_for(r3.read(4), 5) == b"pong"
+        w3.close()
+    finally:
+        await relay.stop()
+        server.close()
+        await server.wait_closed()
+    assert relay.severed >= 1 and relay.connections == 3
+
+
+def wl(name: str, kind: str, conds: dict[str, str], entry: tuple[str, str] | None) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "conditions": [{"type": t, "status": "True", "reason": r} for t, r in conds.items()],
+    }
+    if entry:
+        status["admissionChecks"] = [{"name": "ac", "state": entry[0], "message": entry[1]}]
+    return {"metadata": {"name": f"wl-{name}", "ownerReferences": [{"kind": kind, "name": name}]}, "status": status}
+
+
+def test_verdict_accepts_finished_or_pending_with_a_message_only() -> None:
+    job: dict[str, Any] = {"workload": "job"}
+    submitted: dict[str, dict[str, Any]] = {n: job for n in ("done", "waiting", "running", "silent", "missing")}
+    submitted["js"] = {"workload": "jobset"}
+    submitted["huge"] = {"workload": "job", "never_fits": True}
+    workloads = [
+        wl("done", "Job", {"Admitted": "Admitted", "Finished": "Succeeded"}, ("Ready", "ok")),
+        wl("waiting", "Job", {"QuotaReserved": "QuotaReserved"}, ("Retry", "does not fit")),
+        wl("running", "Job", {"Admitted": "Admitted"}, ("Ready", "assigned")),
+        wl("silent", "Job", {"QuotaReserved": "QuotaReserved"}, ("Pending", "")),
+        wl("js", "JobSet", {"Finished": "Succeeded"}, ("Ready", "ok")),
+        wl("huge", "Job", {"Finished": "Succeeded"}, ("Ready", "ok")),
+    ]
+    v = judge(workloads, submitted, "ac")
+    assert v.outcomes == Counter({"finished (Succeeded)": 3, "pending with a message (Retry)": 1})
+    assert [p.split(":")[0] for p in v.problems] == [
+        "Job huge can never fit, yet it ran and finished",
+        "Job missing",
+        "Job running",
+        "Job silent",
+    ]

@@ -1,0 +1,277 @@
+"""The invariant checker's logic on crafted histories (no cluster): each invariant passes a clean
+history and catches a crafted violation; stream-ordering noise shorter than the confirmation
+window is not a violation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from e2e.invariants import InvariantChecker
+from kueue_tas.api import constants as kc
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.codec import encode_assignment_annotation
+
+CHECK = "ac"
+HOST = kc.HOSTNAME_LABEL
+RACK = "rack"
+
+
+def node(name: str, rack: str = "r1", gpu: int = 8) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {HOST: name, RACK: rack}},
+        "status": {"allocatable": {"cpu": "32", "nvidia.com/gpu": str(gpu), "pods": "110"}},
+    }
+
+
+def workload(
+    uid: str,
+    hosts: dict[str, int] | None,
+    *,
+    state: str = "Ready",
+    message: str = "",
+    gpu: int = 1,
+    finished: bool = False,
+) -> dict[str, Any]:
+    ann = {}
+    if hosts is not None:
+        a = TopologyAssignment((HOST,), tuple(DomainAssignment((h,), n) for h, n in hosts.items()))
+        ann[kc.TOPOLOGY_ASSIGNMENT_ANNOTATION] = encode_assignment_annotation([("main", a)])
+    conds = [{"type": "Finished", "status": "True"}] if finished else []
+    container = {"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpu)}}}
+    return {
+        "metadata": {"name": f"wl-{uid}", "namespace": "ns", "uid": uid, "annotations": ann},
+        "spec": {"podSets": [{"name": "main", "count": 4, "template": {"spec": {"containers": [container]}}}]},
+        "status": {
+            "conditions": conds,
+            "admissionChecks": [{"name": CHECK, "state": state, "message": message}],
+        },
+    }
+
+
+def pod(
+    uid: str,
+    wl: str,
+    *,
+    gated: bool = False,
+    host: str | None = None,
+    node_name: str | None = None,
+    phase: str = "Pending",
+    gpu: int = 1,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": f"p-{uid}",
+        "namespace": "ns",
+        "uid": uid,
+        "labels": {kc.WORKLOAD_LABEL: wl, kc.PODSET_LABEL: "main"},
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": str(gpu)}}}]}
+    if gated:
+        spec["schedulingGates"] = [{"name": kc.SCHEDULING_GATE}]
+    if host:
+        spec["nodeSelector"] = {HOST: host}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def checker(*hosts: str) -> InvariantChecker:
+    c = InvariantChecker({CHECK}, pending_bound_s=30, confirm_s=2)
+    for h in hosts:
+        c.node_event("ADDED", node(h), 0)
+    return c
+
+
+def kinds(c: InvariantChecker) -> list[str]:
+    return [v.kind for v in c.violations]
+
+
+def test_clean_history_passes_every_check() -> None:
+    c = checker("h1", "h2")
+    c.workload_event("ADDED", workload("w", None, state="Pending", message=""), 0)
+    c.tick(0.5)  # Kueue added our entry; we answer within the bound
+    c.workload_event("MODIFIED", workload("w", {"h1": 2, "h2": 2}), 1)
+    for i in range(4):
+        c.pod_event("ADDED", pod(f"p{i}", "w", gated=True), 1)
+    for i in range(4):
+        h = "h1" if i < 2 else "h2"
+        c.pod_event("MODIFIED", pod(f"p{i}", "w", host=h), 2)
+        c.pod_event("MODIFIED", pod(f"p{i}", "w", host=h, node_name=h, phase="Running"), 3)
+    for t in range(3, 10):
+        c.tick(float(t))
+    for i in range(4):
+        h = "h1" if i < 2 else "h2"
+        c.pod_event("MODIFIED", pod(f"p{i}", "w", host=h, node_name=h, phase="Succeeded"), 10)
+    c.workload_event("MODIFIED", workload("w", {"h1": 2, "h2": 2}, finished=True), 11)
+    c.finish(50)
+    assert c.violations == []
+    assert {k for k, n in c.checks.items() if n} == {
+        "domain-overfill",
+        "node-overcommit",
+        "double-booking",
+        "bad-ungate",
+        "silent-pending",
+    }
+
+
+def test_domain_overfill_caught_after_confirmation() -> None:
+    c = checker("h1", "h2")
+    c.workload_event("ADDED", workload("w", {"h1": 2, "h2": 2}), 0)
+    for i in range(3):
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="h1", node_name="h1", phase="Running"), 0)
+    c.tick(0.5)
+    assert c.violations == []  # not yet confirmed
+    c.tick(3)
+    assert kinds(c) == ["domain-overfill"]
+    assert "3 live pods in domain h1, the assignment gives it 2" in c.violations[0].detail
+
+
+def test_overfill_at_a_higher_level_via_node_labels() -> None:
+    """Pods counted by the node they are bound to: 3 pods in rack r1 whose hosts get 1 + 1 (and h3 0)."""
+    c = checker("h1", "h2", "h3")
+    a = TopologyAssignment((RACK, HOST), (DomainAssignment(("r1", "h1"), 1), DomainAssignment(("r1", "h2"), 1)))
+    wl = workload("w", None)
+    wl["metadata"]["annotations"][kc.TOPOLOGY_ASSIGNMENT_ANNOTATION] = encode_assignment_annotation([("main", a)])
+    c.workload_event("ADDED", wl, 0)
+    for i, h in enumerate(("h1", "h2", "h3")):
+        c.pod_event("ADDED", pod(f"p{i}", "w", node_name=h, phase="Running"), 0)
+    c.tick(0)
+    c.tick(3)
+    subjects = sorted(v.subject for v in c.violations)
+    assert subjects == ["ns/wl-w[main] (whole topology)", "ns/wl-w[main] r1", "ns/wl-w[main] r1/h3"], subjects
+
+
+def test_transient_overfill_from_stream_lag_is_not_a_violation() -> None:
+    c = checker("h1")
+    c.workload_event("ADDED", workload("w", {"h1": 2}), 0)
+    for i in range(2):
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="h1", node_name="h1", phase="Running"), 0)
+    # A replacement shows up before the deletion of the pod it replaces.
+    c.pod_event("ADDED", pod("p2", "w", host="h1", node_name="h1", phase="Running"), 1)
+    c.tick(1)
+    c.pod_event("MODIFIED", pod("p0", "w", host="h1", node_name="h1", phase="Running", deleting=True), 1.5)
+    c.tick(4)
+    assert c.violations == []
+
+
+def test_node_overcommit_caught() -> None:
+    c = checker("h1")
+    c.pod_event("ADDED", pod("a", "x", node_name="h1", phase="Running", gpu=5), 0)
+    c.pod_event("ADDED", pod("b", "y", node_name="h1", phase="Running", gpu=5), 0)
+    c.tick(0)
+    c.tick(2.5)
+    assert kinds(c) == ["node-overcommit"]
+    assert "nvidia.com/gpu 10 > 8" in c.violations[0].detail
+
+
+def test_terminal_pods_do_not_hold_their_node() -> None:
+    c = checker("h1")
+    c.pod_event("ADDED", pod("a", "x", node_name="h1", phase="Succeeded", gpu=5), 0)
+    c.pod_event("ADDED", pod("b", "y", node_name="h1", phase="Running", gpu=5), 0)
+    c.tick(0)
+    c.tick(3)
+    assert c.violations == []
+
+
+def test_double_booking_caught_when_the_second_becomes_trusted() -> None:
+    c = checker("h1")
+    c.workload_event("ADDED", workload("a", {"h1": 6}), 0)
+    c.workload_event("ADDED", workload("b", {"h1": 6}, state="Pending", message="waiting"), 1)
+    assert c.violations == []
+    c.workload_event("MODIFIED", workload("b", {"h1": 6}), 2)
+    assert kinds(c) == ["double-booking"]
+    assert "nvidia.com/gpu 12 > 8" in c.violations[0].detail
+
+
+def test_capacity_released_by_a_finished_workload_can_be_reused() -> None:
+    c = checker("h1")
+    c.workload_event("ADDED", workload("a", {"h1": 6}), 0)
+    c.workload_event("MODIFIED", workload("a", {"h1": 6}, finished=True), 1)
+    c.workload_event("ADDED", workload("b", {"h1": 6}), 2)
+    c.workload_event("DELETED", workload("a", {"h1": 6}, finished=True), 3)
+    c.workload_event("ADDED", workload("c", {"h1": 2}), 4)
+    assert c.violations == []
+    assert c.checks["double-booking"] == 3  # a, b and c each checked once, when trusted
+
+
+def test_ungate_into_a_domain_outside_the_assignment() -> None:
+    c = checker("h1", "h2")
+    c.workload_event("ADDED", workload("w", {"h1": 2}), 0)
+    c.pod_event("ADDED", pod("p", "w", gated=True), 0)
+    c.pod_event("MODIFIED", pod("p", "w", host="h2"), 1)
+    assert kinds(c) == ["bad-ungate"]
+    assert "ungated into h2" in c.violations[0].detail
+
+
+def test_ungate_seen_before_its_workload_update_is_judged_when_that_arrives() -> None:
+    c = checker("h1")
+    c.workload_event("ADDED", workload("w", None, state="Pending", message="x"), 0)
+    c.pod_event("ADDED", pod("p", "w", gated=True), 0)
+    c.pod_event("MODIFIED", pod("p", "w", host="h1"), 1)
+    c.tick(1.5)
+    c.workload_event("MODIFIED", workload("w", {"h1": 1}), 2)
+    c.finish(10)
+    assert c.violations == []
+    assert c.checks["bad-ungate"] == 1
+
+
+def test_ungate_of_a_workload_without_assignment() -> None:
+    c = checker("h1")
+    c.pod_event("ADDED", pod("p", "w", gated=True), 0)
+    c.pod_event("MODIFIED", pod("p", "w", host="h1"), 1)
+    c.tick(2)
+    assert c.violations == []
+    c.tick(3.5)
+    assert kinds(c) == ["bad-ungate"]
+    assert "no assignment of ours" in c.violations[0].detail
+
+
+def test_pod_ungated_twice() -> None:
+    c = checker("h1")
+    c.workload_event("ADDED", workload("w", {"h1": 2}), 0)
+    c.pod_event("ADDED", pod("p", "w", gated=True), 0)
+    c.pod_event("MODIFIED", pod("p", "w", host="h1"), 1)
+    c.pod_event("MODIFIED", pod("p", "w", gated=True, host="h1"), 2)
+    c.pod_event("MODIFIED", pod("p", "w", host="h1"), 3)
+    assert kinds(c) == ["bad-ungate"]
+    assert "ungated 2 times" in c.violations[0].detail
+
+
+def test_silent_pending_beyond_the_bound() -> None:
+    c = checker()
+    c.workload_event("ADDED", workload("w", None, state="Pending", message=""), 0)
+    c.workload_event("ADDED", workload("v", None, state="Retry", message="does not fit"), 0)
+    c.tick(0)
+    c.tick(29)
+    assert c.violations == []
+    c.tick(31)
+    assert kinds(c) == ["silent-pending"]
+    assert c.violations[0].subject == "workload ns/wl-w"
+
+
+def test_a_message_before_the_bound_clears_silent_pending() -> None:
+    c = checker()
+    c.workload_event("ADDED", workload("w", None, state="Pending", message=""), 0)
+    c.tick(0)
+    c.workload_event("MODIFIED", workload("w", None, state="Retry", message="no fit"), 20)
+    c.tick(20)
+    c.workload_event("MODIFIED", workload("w", None, state="Pending", message=""), 25)
+    c.tick(25)
+    c.tick(50)
+    assert c.violations == []
+    c.tick(56)
+    assert kinds(c) == ["silent-pending"]
+
+
+def test_resync_drops_objects_a_broken_watch_missed_deleting() -> None:
+    c = checker("h1")
+    c.workload_event("ADDED", workload("w", {"h1": 2}), 0)
+    for i in range(3):
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="h1", node_name="h1", phase="Running"), 0)
+    c.tick(0)
+    c.resync("pods", [pod(f"p{i}", "w", host="h1", node_name="h1", phase="Running") for i in range(2)], 1)
+    c.tick(3)
+    assert c.violations == []
+    assert len(c.pods) == 2
