@@ -1,7 +1,8 @@
 """The admission reconciler wired to hand-fed shared informers, recording fakes for its writes
-and Events, and a cluster of four 8-GPU hosts in two racks under check ``tas`` (Topology
-``topo``, flavor ``gpu``, ClusterQueue ``cq``). Shared by the defect regression tests and the
-live hostile-input table."""
+and Events, time from a clock the test moves (``Harness.now``), and a cluster of four 8-GPU
+hosts in two racks under check ``tas`` (Topology ``topo``, flavor ``gpu``, ClusterQueue ``cq``).
+Every admission test without a cluster uses it; ``wire`` alone gives the reconciler over empty
+informers, for tests that bring their own nodes or configuration."""
 
 from __future__ import annotations
 
@@ -21,13 +22,16 @@ from kueue_tas.kube.events import ObjectRef
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.snapshot import TopologySnapshot
 
 RACK = "example.com/rack"
 HOST = c.HOSTNAME_LABEL
+GPU = "nvidia.com/gpu"
 CHECK = "tas"
 HOSTS = ("h1", "h2", "h3", "h4")
-ALLOCATABLE = {"cpu": "16", "pods": "110", "nvidia.com/gpu": "8"}
+ALLOCATABLE = {"cpu": "16", "pods": "110", GPU: "8"}
 T0 = "2026-01-01T00:00:00Z"
 
 # Workload ns/wl: 8 one-GPU pods requiring a rack, quota reserved on ``gpu``, our check Pending.
@@ -84,6 +88,10 @@ class Events:
         self.seen.append((f"{regarding.kind}/{regarding.name}", type, reason, message))
         return True
 
+    def reasons(self) -> list[tuple[str, str, str]]:
+        """(object, type, reason) of every Event, for tests that do not match on the message."""
+        return [(obj, kind, reason) for obj, kind, reason, _ in self.seen]
+
 
 @dataclass
 class Harness:
@@ -93,6 +101,8 @@ class Harness:
     writes: Writes
     events: Events
     metrics: Metrics
+    now: list[float]  # what the reconciler's clock reads; tests move it
+    decided: list[int]  # how many decisions the reconciler reported
 
     def free_gpus(self) -> int:
         """Free GPUs over every host of ``gpu`` (0 when the flavor has no snapshot)."""
@@ -100,7 +110,7 @@ class Harness:
         if snap is None:
             return 0
         free = domain_free(snap)
-        return sum(int(free[(HOST, h, "nvidia.com/gpu")]) for h in HOSTS)
+        return sum(int(free[(HOST, h, GPU)]) for h in HOSTS)
 
     def add_workload(self, obj: dict[str, Any]) -> None:
         self.informers.workloads.handle_event("ADDED", obj)
@@ -109,14 +119,16 @@ class Harness:
         self.informers.workloads.handle_event("MODIFIED", obj)
 
 
-def harness(*, topology: bool = True) -> Harness:
+def wire(gates: FeatureGates = DEFAULT_GATES, *, snapshot_class: type[TopologySnapshot] = TopologySnapshot) -> Harness:
+    """The reconciler over empty informers (no nodes, Topology, flavor, check or queue yet), its
+    capacity model building ``snapshot_class`` snapshots."""
     settings = Settings(leader_election=False)
     metrics = Metrics()
     informers = SharedInformers.register(Manager(None, settings, metrics), settings.annotation_prefix)
     checks = OurChecks(informers.checks.store, settings.controller_name)
-    capacity = LiveCapacity()
+    capacity = LiveCapacity(gates, snapshot_class=snapshot_class)
     cache = CapacityCache(capacity, informers, checks)
-    writes, events = Writes(), Events()
+    writes, events, now, decided = Writes(), Events(), [1000.0], [0]
     admission = WorkloadAdmission(
         informers=informers,
         checks=checks,
@@ -126,21 +138,32 @@ def harness(*, topology: bool = True) -> Harness:
         events=events,
         metrics=metrics,
         settings=settings,
-        clock=lambda: 1000.0,
+        decided=lambda: decided.__setitem__(0, decided[0] + 1),
+        clock=lambda: now[0],
+        gates=gates,
     )
-    for n, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")):
-        informers.nodes.handle_event(
-            "ADDED", mk.node(n, labels={RACK: rack, "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1")
-        )
+    return Harness(informers, capacity, admission, writes, events, metrics, now, decided)
+
+
+def configure(informers: SharedInformers, *, topology: bool = True) -> None:
+    """Kueue's side: Topology ``topo`` (rack, host; left out without ``topology``), flavor ``gpu``
+    on nodes labelled ``pool: gpu``, check ``tas`` on it, ClusterQueue ``cq`` with 100 GPUs."""
     if topology:
         informers.topologies.handle_event("ADDED", mk.topology("topo", (RACK, HOST), resource_version="1"))
     informers.flavors.handle_event("ADDED", mk.flavor("gpu", {"pool": "gpu"}, resource_version="1"))
     informers.checks.handle_event("ADDED", mk.admission_check(CHECK, "topo", c.CONTROLLER_NAME, resource_version="1"))
-    cq = mk.cluster_queue(
-        "cq", ("gpu",), {CHECK: ["gpu"]}, covered=("nvidia.com/gpu",), quota="100", resource_version="1"
-    )
+    cq = mk.cluster_queue("cq", ("gpu",), {CHECK: ["gpu"]}, covered=(GPU,), quota="100", resource_version="1")
     informers.queues.handle_event("ADDED", cq)
-    return Harness(informers, capacity, admission, writes, events, metrics)
+
+
+def harness(*, topology: bool = True) -> Harness:
+    h = wire()
+    for n, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")):
+        h.informers.nodes.handle_event(
+            "ADDED", mk.node(n, labels={RACK: rack, "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1")
+        )
+    configure(h.informers, topology=topology)
+    return h
 
 
 async def drain(h: Harness) -> list[str]:

@@ -1,5 +1,5 @@
-"""Elastic workload slices in the live admission controller, without a cluster: shared informers
-fed by hand, writes and Events recorded by fakes, the engine's ``place`` calls recorded through
+"""Elastic workload slices in the live admission controller, without a cluster
+(``admission_harness``), the engine's ``place`` calls recorded through
 ``LiveCapacity.snapshot_class``.
 
 The controller follows ``plan``'s rule (``kueue_tas.topology.slice_replacement``): with both
@@ -11,22 +11,14 @@ holds the union of their assignments, once.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import builders as mk
 import pytest
+from admission_harness import CHECK, GPU, HOST, RACK, Harness, configure, wire
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.workload import Workload
-from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.controllers.admission import WorkloadAdmission
-from kueue_tas.controllers.capacity_cache import CapacityCache
-from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.kube.errors import Conflict
-from kueue_tas.kube.events import ObjectRef
-from kueue_tas.runtime.config import Settings
-from kueue_tas.runtime.manager import Manager
-from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 from kueue_tas.topology.features import FeatureGates
@@ -34,9 +26,8 @@ from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.snapshot import TopologySnapshot
 
-RACK, HOST, GPU = "example.com/rack", c.HOSTNAME_LABEL, "nvidia.com/gpu"
-CHECK = "tas"
 HOSTS = ("h1", "h2")  # one rack, 4 GPUs each
+ALLOCATABLE = {"cpu": "16", "pods": "110", GPU: "4"}
 ELASTIC_ON = FeatureGates({"ElasticJobsViaWorkloadSlicesWithTAS": True})
 UNCONSTRAINED = {"kueue-tas.io/podset-unconstrained-topology": "true"}
 
@@ -101,122 +92,40 @@ def workload(
     }
 
 
-@dataclass
-class Writes:
-    checks: list[tuple[str, str]] = field(default_factory=list)  # (workload, state)
-    annotations: dict[str, str] = field(default_factory=dict)
-    fail: Exception | None = None
-
-    async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
-        pass
-
-    async def read_workload(self, workload: Workload) -> Workload | None:
-        return workload
-
-    async def write_annotation(self, workload: Workload, text: str) -> None:
-        self.annotations[workload.name] = text
-
-    async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
-        if self.fail is not None:
-            exc, self.fail = self.fail, None
-            raise exc
-        self.checks.append((workload.name, entry["state"]))
-
-
-class Events:
-    async def emit_event(self, regarding: ObjectRef, *, reason: str, message: str, type: str = "Normal") -> bool:
-        return True
-
-
-@dataclass
-class Cluster:
-    informers: SharedInformers
-    capacity: LiveCapacity
-    admission: WorkloadAdmission
-    writes: Writes
-
-    def add(self, obj: dict[str, Any], event: str = "ADDED") -> None:
-        self.informers.workloads.handle_event(event, obj)
-
-    async def decide(self, name: str) -> tuple[str, TopologyAssignment | None]:
-        """Decide ``ns/name``: (check state written, its assignment)."""
-        RecordingSnapshot.calls.clear()
-        self.admission._awaiting_write.clear()  # each test step stands for a fresh look
-        await self.admission.reconcile(f"ns/{name}")
-        state = self.writes.checks[-1]
-        assert state[0] == name
-        text = self.writes.annotations.pop(name, None)
-        return state[1], None if text is None else dict(decode_assignment_annotation(text))["main"]
-
-    def used(self) -> dict[str, int]:
-        """GPUs charged per host, over-commitment included (free capacity would floor at zero)."""
-        snap = self.capacity.snapshot("gpu")
-        assert snap is not None
-        col = snap.capacity.columns[GPU]
-        taken = {h: int(snap.capacity.tas[snap.tree.leaf_index_of((h,)), col]) for h in HOSTS}
-        return {h: n for h, n in taken.items() if n}
-
-
-def cluster(gates: FeatureGates) -> Cluster:
-    settings = Settings(leader_election=False)
-    metrics = Metrics()
-    informers = SharedInformers.register(Manager(None, settings, metrics), settings.annotation_prefix)
-    checks = OurChecks(informers.checks.store, settings.controller_name)
-    capacity = LiveCapacity(gates, snapshot_class=RecordingSnapshot)
-    cache = CapacityCache(capacity, informers, checks)
-    writes = Writes()
-    admission = WorkloadAdmission(
-        informers=informers,
-        checks=checks,
-        capacity=capacity,
-        flavors_of=cache.flavors_of,
-        writer=writes,
-        events=Events(),
-        metrics=metrics,
-        settings=settings,
-        gates=gates,
-    )
-    for h in HOSTS:
-        labels = {RACK: "r1", HOST: h}
-        informers.nodes.handle_event(
+def cluster(gates: FeatureGates) -> Harness:
+    """Two 4-GPU hosts in one rack under the harness's Kueue configuration."""
+    h = wire(gates, snapshot_class=RecordingSnapshot)
+    for host in HOSTS:
+        h.informers.nodes.handle_event(
             "ADDED",
-            {
-                "metadata": {"name": h, "resourceVersion": "1", "labels": labels},
-                "spec": {},
-                "status": {
-                    "allocatable": {"cpu": "16", "pods": "110", GPU: "4"},
-                    "conditions": [{"type": "Ready", "status": "True"}],
-                },
-            },
+            mk.node(host, labels={RACK: "r1", "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1"),
         )
-    config = [
-        (informers.topologies, "topo", {"levels": [{"nodeLabel": RACK}, {"nodeLabel": HOST}]}),
-        (informers.flavors, "gpu", {}),
-        (
-            informers.checks,
-            CHECK,
-            {
-                "controllerName": c.CONTROLLER_NAME,
-                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
-            },
-        ),
-        (
-            informers.queues,
-            "cq",
-            {
-                "resourceGroups": [
-                    {
-                        "coveredResources": [GPU],
-                        "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": "100"}]}],
-                    }
-                ],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": CHECK, "onFlavors": ["gpu"]}]},
-            },
-        ),
-    ]
-    for informer, name, spec in config:
-        informer.handle_event("ADDED", {"metadata": {"name": name, "resourceVersion": "1"}, "spec": spec})
-    return Cluster(informers, capacity, admission, writes)
+    configure(h.informers)
+    return h
+
+
+def add(h: Harness, obj: dict[str, Any], event: str = "ADDED") -> None:
+    h.informers.workloads.handle_event(event, obj)
+
+
+async def decide(h: Harness, name: str) -> tuple[str, TopologyAssignment | None]:
+    """Decide ``ns/name``: (check state written, its assignment)."""
+    RecordingSnapshot.calls.clear()
+    h.admission._awaiting_write.clear()  # each test step stands for a fresh look
+    checks, annotations = len(h.writes.checks), len(h.writes.annotations)
+    await h.admission.reconcile(f"ns/{name}")
+    [entry] = h.writes.checks[checks:]  # this decision's entry, and only it
+    written = h.writes.annotations[annotations:]
+    return entry["state"], dict(decode_assignment_annotation(written[-1]))["main"] if written else None
+
+
+def used(h: Harness) -> dict[str, int]:
+    """GPUs charged per host, over-commitment included (free capacity would floor at zero)."""
+    snap = h.capacity.snapshot("gpu")
+    assert snap is not None
+    col = snap.capacity.columns[GPU]
+    taken = {host: int(snap.capacity.tas[snap.tree.leaf_index_of((host,)), col]) for host in HOSTS}
+    return {host: n for host, n in taken.items() if n}
 
 
 OLD_ON_H1 = on(("h1", 4))
@@ -232,14 +141,14 @@ async def test_with_an_elastic_gate_off_the_new_slice_is_placed_afresh_and_both_
     gates: FeatureGates,
 ) -> None:
     k = cluster(gates)
-    k.add(workload("slice-1", 4, "Ready", assignment=OLD_ON_H1))
-    k.add(workload("slice-2", 6, replaces="ns/slice-1"))
-    assert await k.decide("slice-2") == ("Retry", None)  # 4 + 6 > 8: the old slice still counts
+    add(k, workload("slice-1", 4, "Ready", assignment=OLD_ON_H1))
+    add(k, workload("slice-2", 6, replaces="ns/slice-1"))
+    assert await decide(k, "slice-2") == ("Retry", None)  # 4 + 6 > 8: the old slice still counts
     assert all("current" not in kw for kw in RecordingSnapshot.calls)
-    k.add(workload("slice-2", 4, replaces="ns/slice-1", rv="2"), "MODIFIED")
-    assert await k.decide("slice-2") == ("Ready", on(("h2", 4)))
-    k.add(workload("slice-2", 4, "Ready", assignment=on(("h2", 4)), replaces="ns/slice-1", rv="3"), "MODIFIED")
-    assert k.used() == {"h1": 4, "h2": 4}
+    add(k, workload("slice-2", 4, replaces="ns/slice-1", rv="2"), "MODIFIED")
+    assert await decide(k, "slice-2") == ("Ready", on(("h2", 4)))
+    add(k, workload("slice-2", 4, "Ready", assignment=on(("h2", 4)), replaces="ns/slice-1", rv="3"), "MODIFIED")
+    assert used(k) == {"h1": 4, "h2": 4}
 
 
 # --- gates on: what plan does ------------------------------------------------------------------------
@@ -247,49 +156,49 @@ async def test_with_an_elastic_gate_off_the_new_slice_is_placed_afresh_and_both_
 
 async def test_scale_up_keeps_the_old_domains_adds_the_delta_and_charges_the_union_once() -> None:
     k = cluster(ELASTIC_ON)
-    k.add(workload("slice-1", 4, "Ready", assignment=OLD_ON_H1))
-    k.add(workload("big", 5))
-    k.add(workload("other", 3))
-    k.add(workload("slice-2", 6, replaces="ns/slice-1"))
-    assert await k.decide("big") == ("Retry", None)  # other decisions see the old slice
+    add(k, workload("slice-1", 4, "Ready", assignment=OLD_ON_H1))
+    add(k, workload("big", 5))
+    add(k, workload("other", 3))
+    add(k, workload("slice-2", 6, replaces="ns/slice-1"))
+    assert await decide(k, "big") == ("Retry", None)  # other decisions see the old slice
 
-    state, assignment = await k.decide("slice-2")
+    state, assignment = await decide(k, "slice-2")
     assert (state, assignment) == ("Ready", on(("h1", 4), ("h2", 2)))  # the old pods stay on h1
     assert RecordingSnapshot.calls[-1]["current"] == {"main": OLD_ON_H1}
     assert RecordingSnapshot.calls[-1]["elastic"] is True
-    assert k.used() == {"h1": 4, "h2": 2}, "the kept pods are charged once"
-    assert await k.decide("other") == ("Retry", None)  # 3 > the 2 GPUs left
+    assert used(k) == {"h1": 4, "h2": 2}, "the kept pods are charged once"
+    assert await decide(k, "other") == ("Retry", None)  # 3 > the 2 GPUs left
     # Our Ready comes back: committed, still the union; Kueue then finishes the old slice.
-    k.add(workload("slice-2", 6, "Ready", assignment=assignment, replaces="ns/slice-1", rv="2"), "MODIFIED")
-    assert k.used() == {"h1": 4, "h2": 2}
-    k.add(workload("slice-1", 4, "Ready", assignment=OLD_ON_H1, finished=True, rv="2"), "MODIFIED")
-    assert k.used() == {"h1": 4, "h2": 2}
+    add(k, workload("slice-2", 6, "Ready", assignment=assignment, replaces="ns/slice-1", rv="2"), "MODIFIED")
+    assert used(k) == {"h1": 4, "h2": 2}
+    add(k, workload("slice-1", 4, "Ready", assignment=OLD_ON_H1, finished=True, rv="2"), "MODIFIED")
+    assert used(k) == {"h1": 4, "h2": 2}
     k.informers.workloads.handle_event("DELETED", workload("slice-1", 4, "Ready", assignment=OLD_ON_H1, rv="3"))
-    assert k.used() == {"h1": 4, "h2": 2}
+    assert used(k) == {"h1": 4, "h2": 2}
 
 
 async def test_scale_down_truncates_and_the_old_slice_holds_its_pods_until_it_is_finished() -> None:
     k = cluster(ELASTIC_ON)
     old = on(("h1", 4), ("h2", 2))
-    k.add(workload("slice-1", 6, "Ready", assignment=old))
-    k.add(workload("slice-2", 3, replaces="ns/slice-1"))
-    state, assignment = await k.decide("slice-2")
+    add(k, workload("slice-1", 6, "Ready", assignment=old))
+    add(k, workload("slice-2", 3, replaces="ns/slice-1"))
+    state, assignment = await decide(k, "slice-2")
     assert (state, assignment) == ("Ready", on(("h1", 3)))
     assert RecordingSnapshot.calls[-1]["current"] == {"main": old}
-    assert k.used() == {"h1": 4, "h2": 2}  # the old pods run until Kueue finishes the old slice
-    k.add(workload("slice-2", 3, "Ready", assignment=assignment, replaces="ns/slice-1", rv="2"), "MODIFIED")
-    assert k.used() == {"h1": 4, "h2": 2}
-    k.add(workload("slice-1", 6, "Ready", assignment=old, finished=True, rv="2"), "MODIFIED")
-    assert k.used() == {"h1": 3}, "only the new slice is charged"
+    assert used(k) == {"h1": 4, "h2": 2}  # the old pods run until Kueue finishes the old slice
+    add(k, workload("slice-2", 3, "Ready", assignment=assignment, replaces="ns/slice-1", rv="2"), "MODIFIED")
+    assert used(k) == {"h1": 4, "h2": 2}
+    add(k, workload("slice-1", 6, "Ready", assignment=old, finished=True, rv="2"), "MODIFIED")
+    assert used(k) == {"h1": 3}, "only the new slice is charged"
 
 
 async def test_a_dropped_decision_for_the_new_slice_gives_the_old_one_its_whole_charge() -> None:
     k = cluster(ELASTIC_ON)
-    k.add(workload("slice-1", 4, "Ready", assignment=OLD_ON_H1))
-    k.add(workload("slice-2", 3, replaces="ns/slice-1"))
-    k.writes.fail = Conflict(409, "Conflict", "modified")
+    add(k, workload("slice-1", 4, "Ready", assignment=OLD_ON_H1))
+    add(k, workload("slice-2", 3, replaces="ns/slice-1"))
+    k.writes.fail_check = Conflict(409, "Conflict", "modified")
     assert await k.admission.reconcile("ns/slice-2") == 0.5
-    assert k.used() == {"h1": 4} and not k.capacity.holds("ns/slice-2")
+    assert used(k) == {"h1": 4} and not k.capacity.holds("ns/slice-2")
 
 
 @pytest.mark.parametrize(
@@ -304,17 +213,17 @@ async def test_a_dropped_decision_for_the_new_slice_gives_the_old_one_its_whole_
 )
 async def test_naming_a_slice_our_check_does_not_hold_is_an_ordinary_placement(old: dict[str, Any]) -> None:
     k = cluster(ELASTIC_ON)
-    k.add(old)
-    k.add(workload("slice-2", 4, replaces="ns/slice-1"))
-    state, _ = await k.decide("slice-2")
+    add(k, old)
+    add(k, workload("slice-2", 4, replaces="ns/slice-1"))
+    state, _ = await decide(k, "slice-2")
     assert state == "Ready"
     assert all("current" not in kw for kw in RecordingSnapshot.calls)
 
 
 async def test_the_decision_does_not_see_the_old_slice_only_what_the_engine_keeps_of_it() -> None:
     k = cluster(ELASTIC_ON)
-    k.add(workload("slice-1", 2, "Ready", assignment=on(("h1", 2))))
-    k.add(workload("slice-2", 4, replaces="ns/slice-1"))
+    add(k, workload("slice-1", 2, "Ready", assignment=on(("h1", 2))))
+    add(k, workload("slice-2", 4, replaces="ns/slice-1"))
     # The 2 added pods fit beside the kept ones on h1 only if those are not charged twice.
-    assert await k.decide("slice-2") == ("Ready", on(("h1", 4)))
-    assert k.used() == {"h1": 4}
+    assert await decide(k, "slice-2") == ("Ready", on(("h1", 4)))
+    assert used(k) == {"h1": 4}

@@ -12,7 +12,7 @@ from typing import Any
 
 import builders as mk
 import pytest
-from test_admission_controller import CHECK, RACK, T0, Harness, Writes, free_gpus, make_harness
+from admission_harness import CHECK, RACK, T0, Harness, Writes, harness
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -84,10 +84,10 @@ class FailingWrites(Writes):
 
 @pytest.fixture
 def h() -> Harness:
-    harness = make_harness()
-    harness.writes = FailingWrites()
-    harness.admission._writer = harness.writes
-    return harness
+    h = harness()
+    h.writes = FailingWrites()
+    h.admission._writer = h.writes
+    return h
 
 
 def writes(h: Harness) -> FailingWrites:
@@ -105,10 +105,6 @@ def add(h: Harness, name: str, count: int = 12, event: str = "ADDED", **kw: Any)
 
 def states(h: Harness) -> list[str]:
     return [e["state"] for e in h.writes.checks]
-
-
-def total_free(h: Harness) -> int:
-    return sum(free_gpus(h, host) for host in ("h1", "h2", "h3", "h4"))
 
 
 UNKNOWN = [
@@ -129,8 +125,8 @@ async def test_an_entry_write_with_no_answer_is_counted_evented_and_keeps_its_ca
     writes(h).fail_at["check"] = error
     assert await h.admission.reconcile("ns/a") == UNKNOWN_WRITE_SETTLE_SECONDS
     assert errors(h) == 1
-    assert h.events.seen == [("Workload", "Warning", "TopologyAssignmentFailed")]
-    assert h.capacity.holds("ns/a") and total_free(h) == 32 - 12
+    assert h.events.reasons() == [("Workload/a", "Warning", "TopologyAssignmentFailed")]
+    assert h.capacity.holds("ns/a") and h.free_gpus() == 32 - 12
 
 
 @pytest.mark.parametrize("error", UNKNOWN, ids=UNKNOWN_IDS)
@@ -169,7 +165,7 @@ async def test_after_the_settle_time_a_reread_showing_pending_decides_again(h: H
     writes(h).read = fresh
     assert await h.admission.reconcile("ns/a") is None
     assert states(h) == ["Ready"] and writes(h).reads == 1
-    assert h.capacity.holds("ns/a") and total_free(h) == 32 - 12, "held once, not twice"
+    assert h.capacity.holds("ns/a") and h.free_gpus() == 32 - 12, "held once, not twice"
     assert errors(h) == 1 and float(h.metrics.admissions_total.labels("ready")._value.get()) == 1
 
 
@@ -191,7 +187,7 @@ async def test_a_reread_finding_the_workload_deleted_releases_the_capacity(h: Ha
     h.now[0] += UNKNOWN_WRITE_SETTLE_SECONDS
     writes(h).read = None
     assert await h.admission.reconcile("ns/a") is None
-    assert not h.capacity.holds("ns/a") and total_free(h) == 32
+    assert not h.capacity.holds("ns/a") and h.free_gpus() == 32
 
 
 @pytest.mark.parametrize(
@@ -215,8 +211,8 @@ async def test_a_failure_that_cannot_make_the_workload_ready_drops_the_capacity(
     add(h, "a")
     writes(h).fail_at[kind] = error
     assert await h.admission.reconcile("ns/a") == 1.0
-    assert errors(h) == 1 and h.events.seen == [("Workload", "Warning", "TopologyAssignmentFailed")]
-    assert not h.capacity.holds("ns/a") and total_free(h) == 32
+    assert errors(h) == 1 and h.events.reasons() == [("Workload/a", "Warning", "TopologyAssignmentFailed")]
+    assert not h.capacity.holds("ns/a") and h.free_gpus() == 32
     assert await h.admission.reconcile("ns/a") is None, "tried again and written"
     assert states(h)[-1] == "Ready"
 

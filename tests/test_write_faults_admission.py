@@ -17,9 +17,9 @@ from typing import Any
 
 import builders as mk
 import pytest
+from admission_harness import Harness, harness
 from faults import ALL_FAULTS, FakeApiServer, Fault, faulty_client
-from test_admission_controller import Harness, make_harness
-from test_admission_write_failures import total_free, wl
+from test_admission_write_failures import wl
 
 from kueue_tas.api import constants as c
 from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
@@ -65,7 +65,7 @@ async def settle(h: Harness, server: FakeApiServer, steps: int = 20) -> list[flo
 
 @pytest.fixture
 async def cluster() -> tuple[Harness, FakeApiServer, Any]:
-    h = make_harness()
+    h = harness()
     server = FakeApiServer()
     job = server.put(JOB, mk.job("job", 12, namespace="ns", uid="job-uid"))
     server.put(WORKLOAD, wl("wl", 12, owner=job))
@@ -105,7 +105,7 @@ async def test_every_fault_on_every_admission_write_ends_admitted_once(
         assert errors(h) == 0  # a stale object: decided again from fresh state, not an error
     else:
         assert errors(h) == 1
-        assert ("Workload", "Warning", "TopologyAssignmentFailed") in h.events.seen
+        assert ("Workload/wl", "Warning", "TopologyAssignmentFailed") in h.events.reasons()
     if kind == 429:
         assert delays[0] == retry_after, "Retry-After honoured"
     assert_admitted_once(h, server)
@@ -121,4 +121,4 @@ def assert_admitted_once(h: Harness, server: FakeApiServer) -> None:
     assert sum(ta.total for _, ta in decoded) == 12
     gates = job["spec"]["template"]["spec"].get("schedulingGates")
     assert gates == [{"name": c.SCHEDULING_GATE}], "one gate, never two"
-    assert h.capacity.holds("ns/wl") and total_free(h) == 32 - 12, "its usage, held once"
+    assert h.capacity.holds("ns/wl") and h.free_gpus() == 32 - 12, "its usage, held once"
