@@ -16,9 +16,11 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission import WorkloadAdmission
+from kueue_tas.controllers.admission_writes import AdmissionWriter
 from kueue_tas.controllers.capacity_cache import CapacityCache
+from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
-from kueue_tas.kube.events import ObjectRef
+from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
@@ -95,14 +97,28 @@ class Events:
 
 @dataclass
 class Harness:
-    informers: SharedInformers
-    capacity: LiveCapacity
+    ctx: DecisionContext
     admission: WorkloadAdmission
     writes: Writes
     events: Events
-    metrics: Metrics
     now: list[float]  # what the reconciler's clock reads; tests move it
     decided: list[int]  # how many decisions the reconciler reported
+
+    @property
+    def informers(self) -> SharedInformers:
+        return self.ctx.informers
+
+    @property
+    def checks(self) -> OurChecks:
+        return self.ctx.checks
+
+    @property
+    def capacity(self) -> LiveCapacity:
+        return self.ctx.capacity
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.ctx.metrics
 
     def free_gpus(self) -> int:
         """Free GPUs over every host of ``gpu`` (0 when the flavor has no snapshot)."""
@@ -119,30 +135,39 @@ class Harness:
         self.informers.workloads.handle_event("MODIFIED", obj)
 
 
-def wire(gates: FeatureGates = DEFAULT_GATES, *, snapshot_class: type[TopologySnapshot] = TopologySnapshot) -> Harness:
+def wire(
+    gates: FeatureGates = DEFAULT_GATES,
+    *,
+    snapshot_class: type[TopologySnapshot] = TopologySnapshot,
+    writer: AdmissionWriter | None = None,
+    events: EventSink | None = None,
+) -> Harness:
     """The reconciler over empty informers (no nodes, Topology, flavor, check or queue yet), its
-    capacity model building ``snapshot_class`` snapshots."""
+    capacity model building ``snapshot_class`` snapshots. ``writer`` / ``events``: what it
+    writes through instead of the recording fakes (``Harness.writes`` is ``writer`` when that is
+    a :class:`Writes`)."""
     settings = Settings(leader_election=False)
     metrics = Metrics()
     informers = SharedInformers.register(Manager(None, settings, metrics), settings.annotation_prefix)
     checks = OurChecks(informers.checks.store, settings.controller_name)
     capacity = LiveCapacity(gates, snapshot_class=snapshot_class)
     cache = CapacityCache(capacity, informers, checks)
-    writes, events, now, decided = Writes(), Events(), [1000.0], [0]
-    admission = WorkloadAdmission(
+    writes = writer if isinstance(writer, Writes) else Writes()
+    recorded, now, decided = Events(), [1000.0], [0]
+    ctx = DecisionContext(
         informers=informers,
         checks=checks,
         capacity=capacity,
         flavors_of=cache.flavors_of,
-        writer=writes,
-        events=events,
+        writer=writes if writer is None else writer,
+        events=recorded if events is None else events,
         metrics=metrics,
         settings=settings,
-        decided=lambda: decided.__setitem__(0, decided[0] + 1),
-        clock=lambda: now[0],
         gates=gates,
+        clock=lambda: now[0],
     )
-    return Harness(informers, capacity, admission, writes, events, metrics, now, decided)
+    admission = WorkloadAdmission(ctx, decided=lambda: decided.__setitem__(0, decided[0] + 1))
+    return Harness(ctx, admission, writes, recorded, now, decided)
 
 
 def configure(informers: SharedInformers, *, topology: bool = True) -> None:
@@ -156,8 +181,11 @@ def configure(informers: SharedInformers, *, topology: bool = True) -> None:
     informers.queues.handle_event("ADDED", cq)
 
 
-def harness(*, topology: bool = True) -> Harness:
-    h = wire()
+def harness(
+    *, topology: bool = True, writer: AdmissionWriter | None = None, events: EventSink | None = None
+) -> Harness:
+    """``wire`` over the four hosts and ``configure``."""
+    h = wire(writer=writer, events=events)
     for n, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")):
         h.informers.nodes.handle_event(
             "ADDED", mk.node(n, labels={RACK: rack, "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1")

@@ -84,10 +84,7 @@ class FailingWrites(Writes):
 
 @pytest.fixture
 def h() -> Harness:
-    h = harness()
-    h.writes = FailingWrites()
-    h.admission._writer = h.writes
-    return h
+    return harness(writer=FailingWrites())
 
 
 def writes(h: Harness) -> FailingWrites:
@@ -245,12 +242,12 @@ async def test_a_retry_entry_with_no_answer_holds_nothing(h: Harness) -> None:
     assert not h.capacity.holds("ns/big") and errors(h) == 1
 
 
-async def test_an_event_that_cannot_be_written_does_not_undo_a_ready_decision(h: Harness) -> None:
+async def test_an_event_that_cannot_be_written_does_not_undo_a_ready_decision() -> None:
     class BrokenEvents:
         async def emit_event(self, regarding: ObjectRef, *, reason: str, message: str, type: str = "Normal") -> bool:
             raise TransportError("events endpoint unreachable")
 
-    h.admission._events = BrokenEvents()
+    h = harness(writer=FailingWrites(), events=BrokenEvents())
     add(h, "a")
     assert await h.admission.reconcile("ns/a") is None
     assert states(h) == ["Ready"] and h.capacity.holds("ns/a")

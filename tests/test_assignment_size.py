@@ -113,9 +113,8 @@ class LimitedWrites(Writes):
 
 
 async def test_live_workload_too_large_to_record_is_rejected_and_holds_nothing() -> None:
-    h = harness()
     writes = LimitedWrites()
-    h.admission._writer = writes
+    h = harness(writer=writes)
     names = hostnames("random")
     for n in names:
         h.informers.nodes.handle_event(

@@ -41,7 +41,7 @@ def per_host(h: Harness) -> dict[str, int]:
 def guard(h: Harness) -> AssignmentGuard:
     return AssignmentGuard(
         informers=h.informers,
-        checks=h.admission._checks,
+        checks=h.checks,
         writer=h.writes,
         events=h.events,
         settings=Settings(leader_election=False),
@@ -118,7 +118,7 @@ async def test_valid_but_different_edit_is_not_followed() -> None:
 
     ungater = Ungater(
         informers=h.informers,
-        checks=h.admission._checks,
+        checks=h.checks,
         patcher=Patcher(),
         events=h.events,
         metrics=h.metrics,

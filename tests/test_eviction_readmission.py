@@ -140,11 +140,8 @@ def pod(name: str, *, node: str | None = None, deleting: bool = False, rv: str =
 
 async def test_an_evicted_workload_lets_go_of_capacity_its_unanswered_entry_held() -> None:
     """Fails before this fix: the assumption stayed as long as the workload stayed evicted."""
-    h = harness()
-    now = [1000.0]
-    h.admission._clock = lambda: now[0]
     writes = UnansweredWrites()
-    h.admission._writer = h.writes = writes
+    h = harness(writer=writes)
     h.add_workload(workload())
     assert await h.admission.reconcile(KEY) == UNKNOWN_WRITE_SETTLE_SECONDS
     assert h.capacity.holds(KEY) and h.free_gpus() == 32 - 8
@@ -156,7 +153,7 @@ async def test_an_evicted_workload_lets_go_of_capacity_its_unanswered_entry_held
     # The write may still land until the apiserver's own timeout: held meanwhile, no read yet.
     assert await h.admission.reconcile(KEY) == pytest.approx(UNKNOWN_WRITE_SETTLE_SECONDS)
     assert h.capacity.holds(KEY) and writes.reads == 0
-    now[0] += UNKNOWN_WRITE_SETTLE_SECONDS
+    h.now[0] += UNKNOWN_WRITE_SETTLE_SECONDS
     assert await h.admission.reconcile(KEY) is None
     assert writes.reads == 1
     assert not h.capacity.holds(KEY) and h.free_gpus() == 32
@@ -168,15 +165,12 @@ async def test_an_evicted_workload_lets_go_of_capacity_its_unanswered_entry_held
 
 
 async def test_an_unanswered_entry_that_did_land_keeps_its_capacity() -> None:
-    h = harness()
-    now = [1000.0]
-    h.admission._clock = lambda: now[0]
     writes = UnansweredWrites()
-    h.admission._writer = h.writes = writes
+    h = harness(writer=writes)
     h.add_workload(workload())
     await h.admission.reconcile(KEY)
     h.modify_workload(evicted(workload()))
-    now[0] += UNKNOWN_WRITE_SETTLE_SECONDS
+    h.now[0] += UNKNOWN_WRITE_SETTLE_SECONDS
     # The re-read shows our Ready landed after Kueue's reset: the capacity model will trust it.
     writes.fresh = Workload.model_validate(workload(check_state="Ready", resource_version="9"))
     assert await h.admission.reconcile(KEY) is None
@@ -187,7 +181,7 @@ async def test_readmission_is_placed_afresh_and_nothing_of_the_old_admission_lin
     h = harness()
     patches = Patches()
     settings = Settings(leader_election=False, ungate_batch_period_seconds=0)
-    checks = h.admission._checks
+    checks = h.checks
     ungater = Ungater(
         informers=h.informers, checks=checks, patcher=patches, events=patches, metrics=h.metrics, settings=settings
     )

@@ -10,8 +10,8 @@ fake clock the test moves.
 
 from __future__ import annotations
 
-import asyncio
 import copy
+import dataclasses
 from typing import Any
 
 import builders as mk
@@ -104,20 +104,10 @@ def rig(**settings: Any) -> Rig:
     h = harness()
     clock = Clock()
     rewrites = OurRewrites()
-    repair = NodeRepair(
-        informers=h.informers,
-        checks=h.admission._checks,
-        capacity=h.capacity,
-        flavors_of=lambda _check: {"gpu"},
-        writer=h.writes,
-        events=h.events,
-        metrics=h.metrics,
-        settings=Settings(leader_election=False, **settings),
-        lock=asyncio.Lock(),
-        rewrites=rewrites,
-        clock=clock,
-        wall=lambda: 0.0,
+    ctx = dataclasses.replace(
+        h.ctx, flavors_of=lambda _check: {"gpu"}, settings=Settings(leader_election=False, **settings), clock=clock
     )
+    repair = NodeRepair(ctx, rewrites=rewrites, wall=lambda: 0.0)
     return Rig(h, repair, clock, rewrites)
 
 
@@ -197,7 +187,7 @@ async def test_two_failed_nodes_are_repaired_in_one_decision(r: Rig) -> None:
 async def test_the_assignment_guard_leaves_our_rewrite_alone(r: Rig) -> None:
     guard = AssignmentGuard(
         informers=r.h.informers,
-        checks=r.h.admission._checks,
+        checks=r.h.checks,
         writer=r.h.writes,
         events=r.h.events,
         settings=Settings(leader_election=False),

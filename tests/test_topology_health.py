@@ -90,7 +90,7 @@ async def cluster() -> Cluster:
     writes = EntryWrites()
     health = TopologyHealth(
         informers=h.informers,
-        checks=h.admission._checks,
+        checks=h.checks,
         writer=writes,
         events=h.events,
         settings=Settings(leader_election=False),
@@ -142,7 +142,7 @@ async def test_lost_rack_level_is_said_once_and_the_entry_stays_ready(cluster: C
     # The assignment guard sees nothing to restore.
     guard = AssignmentGuard(
         informers=cluster.h.informers,
-        checks=cluster.h.admission._checks,
+        checks=cluster.h.checks,
         writer=cluster.h.writes,
         events=cluster.h.events,
         settings=Settings(leader_election=False),
@@ -229,7 +229,7 @@ async def test_restart_does_not_repeat_the_warning(cluster: Cluster) -> None:
     writes = EntryWrites()
     restarted = TopologyHealth(
         informers=cluster.h.informers,
-        checks=cluster.h.admission._checks,
+        checks=cluster.h.checks,
         writer=writes,
         events=cluster.h.events,
         settings=Settings(leader_election=False),

@@ -65,12 +65,11 @@ async def settle(h: Harness, server: FakeApiServer, steps: int = 20) -> list[flo
 
 @pytest.fixture
 async def cluster() -> tuple[Harness, FakeApiServer, Any]:
-    h = harness()
     server = FakeApiServer()
     job = server.put(JOB, mk.job("job", 12, namespace="ns", uid="job-uid"))
     server.put(WORKLOAD, wl("wl", 12, owner=job))
     api, session = await faulty_client(server)
-    h.admission._writer = KubeAdmissionWriter(api)
+    h = harness(writer=KubeAdmissionWriter(api))
     h.informers.workloads.handle_event("ADDED", server.get(WORKLOAD))
     return h, server, session
 

@@ -20,6 +20,7 @@ from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus, KubeCheck
 from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
 from kueue_tas.controllers.capacity_cache import CapacityCache
 from kueue_tas.controllers.capacity_gauges import CapacityGauges
+from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.controllers.node_repair import NodeRepair
 from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
@@ -43,43 +44,28 @@ def register(manager: Manager, settings: Settings) -> None:
     capacity = LiveCapacity(gates)
     cache = CapacityCache(capacity, informers, checks)
     gauges = CapacityGauges(manager.metrics, capacity, max_levels=settings.metrics_domain_levels)
-    writer = KubeAdmissionWriter(manager.api)
-    decisions = asyncio.Lock()  # admission and node repair decide one at a time, on one capacity
     rewrites = OurRewrites()
-    admission = WorkloadAdmission(
+    decisions = DecisionContext(
         informers=informers,
         checks=checks,
         capacity=capacity,
         flavors_of=cache.flavors_of,
-        writer=writer,
+        writer=KubeAdmissionWriter(manager.api),
         events=manager.event_recorder,
         metrics=manager.metrics,
         settings=settings,
         gates=gates,
-        decided=gauges.touch,
-        lock=decisions,
     )
+    admission = WorkloadAdmission(decisions, decided=gauges.touch)
     guard = AssignmentGuard(
         informers=informers,
         checks=checks,
-        writer=writer,
+        writer=decisions.writer,
         events=manager.event_recorder,
         settings=settings,
         rewrites=rewrites,
     )
-    repair = NodeRepair(
-        informers=informers,
-        checks=checks,
-        capacity=capacity,
-        flavors_of=cache.flavors_of,
-        writer=writer,
-        events=manager.event_recorder,
-        metrics=manager.metrics,
-        settings=settings,
-        lock=decisions,
-        rewrites=rewrites,
-        gates=gates,
-    )
+    repair = NodeRepair(decisions, rewrites=rewrites)
 
     def node_usable(name: str) -> bool:
         node = informers.nodes.store.get(name)

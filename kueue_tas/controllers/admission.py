@@ -20,7 +20,6 @@ charges the pair's union) until Kueue finishes the old one.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import Any, Final, Literal
@@ -30,25 +29,21 @@ import structlog
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.admission_writes import (
-    AdmissionWriter,
     EntryWriteUnknown,
     check_entry,
     merged_annotation,
 )
 from kueue_tas.controllers.check_flavors import unusable_flavors
 from kueue_tas.controllers.decide import Decision, Outcome, decide
-from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
+from kueue_tas.controllers.decision_context import DecisionContext
+from kueue_tas.controllers.informers import on_any_change
 from kueue_tas.kube.errors import ApiError, Conflict, may_have_applied, retry_after
-from kueue_tas.kube.events import EventSink, ObjectRef
-from kueue_tas.runtime.config import Settings
-from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.kube.events import ObjectRef
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import AssignmentFormatError
-from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.slice_replacement import SliceRef, replaced_slice, slice_current
 
 log = structlog.get_logger(__name__)
@@ -81,44 +76,17 @@ _OUTCOME_REASON: Final = {
 
 
 class WorkloadAdmission:
-    def __init__(
-        self,
-        *,
-        informers: SharedInformers,
-        checks: OurChecks,
-        capacity: LiveCapacity,
-        flavors_of: Callable[[str], set[str]],
-        writer: AdmissionWriter,
-        events: EventSink,
-        metrics: Metrics,
-        settings: Settings,
-        gates: FeatureGates = DEFAULT_GATES,
-        decided: Callable[[], None] = lambda: None,
-        clock: Callable[[], float] = time.monotonic,
-        lock: asyncio.Lock | None = None,
-    ) -> None:
-        """``flavors_of(check)``: the flavors our check governs; ``decided()`` is called after
-        every decision (the capacity gauges' cue); ``clock``: monotonic seconds; ``lock``: the
-        lock every decision holds (shared with the node repair, so decisions stay serialised)."""
-        self._workloads = informers.workloads.store
-        self._informers = informers
-        self._checks = checks
-        self._capacity = capacity
-        self._flavors_of = flavors_of
-        self._writer = writer
-        self._events = events
-        self._metrics = metrics
-        self._settings = settings
-        self._gates = gates
+    def __init__(self, ctx: DecisionContext, *, decided: Callable[[], None] = lambda: None) -> None:
+        """``decided()`` is called after every decision (the capacity gauges' cue)."""
+        self._ctx = ctx
+        self._workloads = ctx.informers.workloads.store
         self._decided = decided
-        self._clock = clock
         self.queue: WorkQueue[str] = WorkQueue("workloads")
-        self._lock = lock or asyncio.Lock()
         self._retries: dict[str, int] = {}
         self._awaiting_write: dict[str, float] = {}  # workload -> deadline to observe our entry write
         self._write_failures: dict[str, int] = {}  # workload -> failed writes in a row (backoff)
-        informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
-        for config in informers.configuration():
+        ctx.informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
+        for config in ctx.informers.configuration():
             on_any_change(config, self.enqueue_all, spec_only=True)
 
     # --- events -------------------------------------------------------------------------------
@@ -133,7 +101,7 @@ class WorkloadAdmission:
             del self._awaiting_write[key]
         if self._pending_check(wl) is not None:
             self.queue.add(key)
-        elif not_admitting(wl) and (key in self._awaiting_write or self._capacity.assumes(key)):
+        elif not_admitting(wl) and (key in self._awaiting_write or self._ctx.capacity.assumes(key)):
             self.queue.add(key)  # evicted (or its quota withdrawn) mid-decision: let go of what it holds
 
     def _on_deleted(self, wl: Workload) -> None:
@@ -144,13 +112,13 @@ class WorkloadAdmission:
 
     def _entry_written(self, wl: Workload) -> bool:
         """Our entry is no longer Pending: the informer has caught up with our last write."""
-        ours = self._checks.names()
+        ours = self._ctx.checks.names()
         return any(st.name in ours and st.state != c.CHECK_STATE_PENDING for st in wl.status.admission_checks)
 
     def _pending_check(self, wl: Workload) -> str | None:
         if not wl.has_quota_reservation or wl.status.admission is None or wl.is_finished or wl.is_evicted:
             return None
-        ours = self._checks.names()
+        ours = self._ctx.checks.names()
         for st in wl.status.admission_checks:
             if st.name in ours and st.state == c.CHECK_STATE_PENDING:
                 return st.name
@@ -167,59 +135,59 @@ class WorkloadAdmission:
             return await self._let_go(wl) if not_admitting(wl) else None
         # Our last write has not come back through the informer yet: the Pending we see is
         # stale, and deciding again would count this workload's own assumption against it.
-        wait = self._awaiting_write.get(key, 0.0) - self._clock()
+        wait = self._awaiting_write.get(key, 0.0) - self._ctx.clock()
         if wait > 0:
             return wait
         if key in self._awaiting_write:
             # Still not seen: ask the apiserver before giving the capacity to anyone else.
             try:
-                fresh = await self._writer.read_workload(wl)
+                fresh = await self._ctx.writer.read_workload(wl)
             except Exception as exc:
                 log.warning("workload_reread_failed", workload=key, error=str(exc))
                 return self._backoff(key, exc)
             if fresh is None:  # deleted; the informer will say so too
                 self._on_deleted(wl)
-                self._capacity.forget(key)
+                self._ctx.capacity.forget(key)
                 return None
             if self._pending_check(fresh) is None:
                 log.info("entry_write_confirmed", workload=key)
-                self._awaiting_write[key] = self._clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
+                self._awaiting_write[key] = self._ctx.clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
                 return WRITE_OBSERVE_TIMEOUT_SECONDS
             wl = fresh
         self._awaiting_write.pop(key, None)
-        async with self._lock:
+        async with self._ctx.lock:
             # Pending means we hold nothing for it (an earlier assumption is stale).
-            self._capacity.forget(key)
+            self._ctx.capacity.forget(key)
             replaced, current = self._replaced_slice(wl)
             started = time.perf_counter()
-            governed = self._flavors_of(check)
-            with self._capacity.without(replaced):
+            governed = self._ctx.flavors_of(check)
+            with self._ctx.capacity.without(replaced):
                 decision = decide(
                     wl,
                     governed,
-                    self._capacity,
-                    self._settings.annotation_prefix,
-                    self._gates,
+                    self._ctx.capacity,
+                    self._ctx.settings.annotation_prefix,
+                    self._ctx.gates,
                     current=current,
                     unusable=self._unusable(check, governed),
                 )
-            self._metrics.decision_seconds.observe(time.perf_counter() - started)
+            self._ctx.metrics.decision_seconds.observe(time.perf_counter() - started)
             self._decided()
             if decision.outcome is Outcome.PENDING and _entry_says(wl, check_entry(check, decision, wl)):
                 return None  # already written; a configuration change decides it again
             try:
                 await self._commit(wl, check, decision, replaced)
             except Conflict:
-                self._capacity.forget(key)
+                self._ctx.capacity.forget(key)
                 log.info("workload_changed_while_deciding", workload=key)
                 return 0.5
             except EntryWriteUnknown as unknown:
                 # Our Ready entry may be on the Workload: keep holding its capacity.
-                self._awaiting_write[key] = self._clock() + UNKNOWN_WRITE_SETTLE_SECONDS
+                self._awaiting_write[key] = self._ctx.clock() + UNKNOWN_WRITE_SETTLE_SECONDS
                 await self._write_failed(wl, unknown.__cause__ or unknown, held=True)
                 return UNKNOWN_WRITE_SETTLE_SECONDS
             except Exception as exc:
-                self._capacity.forget(key)
+                self._ctx.capacity.forget(key)
                 await self._write_failed(wl, exc, held=False)
                 return self._backoff(key, exc)
         self._write_failures.pop(key, None)
@@ -232,11 +200,11 @@ class WorkloadAdmission:
         capacity stays held; then the Workload is re-read, as for any unseen write."""
         key = workload_key(wl)
         if key in self._awaiting_write:
-            wait = self._awaiting_write[key] - self._clock()
+            wait = self._awaiting_write[key] - self._ctx.clock()
             if wait > 0:
                 return wait
             try:
-                fresh = await self._writer.read_workload(wl)
+                fresh = await self._ctx.writer.read_workload(wl)
             except Exception as exc:
                 log.warning("workload_reread_failed", workload=key, error=str(exc))
                 return self._backoff(key, exc)
@@ -246,8 +214,8 @@ class WorkloadAdmission:
                 log.info("entry_write_confirmed", workload=key)
                 return None
         self._write_failures.pop(key, None)
-        if self._capacity.assumes(key):
-            self._capacity.forget(key)
+        if self._ctx.capacity.assumes(key):
+            self._ctx.capacity.forget(key)
             self._decided()
             log.info("assumed_capacity_released", workload=key, why="the workload is no longer being admitted")
         return None
@@ -258,7 +226,7 @@ class WorkloadAdmission:
         return retry_after(exc, min(2.0**n, WRITE_RETRY_MAX_SECONDS), WRITE_RETRY_MAX_SECONDS)
 
     async def _write_failed(self, wl: Workload, exc: BaseException, *, held: bool) -> None:
-        self._metrics.record_admission("error")
+        self._ctx.metrics.record_admission("error")
         error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}".rstrip(": ")
         log.warning("admission_write_failed", workload=workload_key(wl), error=error, capacity_held=held)
         message = f"writing the topology assignment failed: {error}"
@@ -269,22 +237,22 @@ class WorkloadAdmission:
     def _unusable(self, check: str, governed: set[str]) -> dict[str, str]:
         return unusable_flavors(
             check,
-            self._checks.by_name(),
-            self._informers.queues.store.values(),
-            self._informers.topologies.store.get,
-            self._informers.flavors.store.get,
+            self._ctx.checks.by_name(),
+            self._ctx.informers.queues.store.values(),
+            self._ctx.informers.topologies.store.get,
+            self._ctx.informers.flavors.store.get,
             governed,
-            self._checks.controller_name,
+            self._ctx.checks.controller_name,
         )
 
     def _replaced_slice(self, wl: Workload) -> tuple[str | None, dict[str, TopologyAssignment] | None]:
         """(key, assignments) of the slice ``wl`` replaces; (None, None) for an ordinary placement."""
-        checks = self._checks.names()
+        checks = self._ctx.checks.names()
 
         def find(ref: SliceRef) -> Workload | None:
             return self._workloads.get(f"{ref[0]}/{ref[1]}")
 
-        old = replaced_slice(wl, find, lambda w: assignment_trusted(w, checks), self._gates)
+        old = replaced_slice(wl, find, lambda w: assignment_trusted(w, checks), self._ctx.gates)
         if old is None:
             return None, None
         try:
@@ -298,19 +266,19 @@ class WorkloadAdmission:
         requeue: int | None = None
         decision, text = with_annotation(wl, decision)
         if decision.outcome is Outcome.READY:
-            self._capacity.assume(key, decision.usage(), replaces=replaced)
+            self._ctx.capacity.assume(key, decision.usage(), replaces=replaced)
             gated = {p.name for p in decision.placements if p.multi_domain}
-            await self._writer.inject_gates(wl, gated, self._settings.scheduling_gate)
+            await self._ctx.writer.inject_gates(wl, gated, self._ctx.settings.scheduling_gate)
             if text is not None:
-                await self._writer.write_annotation(wl, text)
+                await self._ctx.writer.write_annotation(wl, text)
             self._retries.pop(key, None)
         elif decision.outcome is Outcome.RETRY:
             n = self._retries.get(key, 0)
             self._retries[key] = n + 1
-            base, cap = self._settings.retry_backoff_base_seconds, self._settings.retry_backoff_max_seconds
+            base, cap = self._ctx.settings.retry_backoff_base_seconds, self._ctx.settings.retry_backoff_max_seconds
             requeue = int(min(base * 2**n, cap))
         try:
-            await self._writer.write_check(wl, check_entry(check, decision, wl, requeue))
+            await self._ctx.writer.write_check(wl, check_entry(check, decision, wl, requeue))
         except Exception as exc:
             if decision.outcome is Outcome.READY and may_have_applied(exc):
                 raise EntryWriteUnknown() from exc
@@ -318,8 +286,8 @@ class WorkloadAdmission:
         if decision.outcome is not Outcome.PENDING:
             # A Pending entry cannot be told apart from Kueue's when it comes back; the
             # message check above stops it from being written twice instead.
-            self._awaiting_write[key] = self._clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
-            self._metrics.record_admission(_OUTCOME_METRIC[decision.outcome])
+            self._awaiting_write[key] = self._ctx.clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
+            self._ctx.metrics.record_admission(_OUTCOME_METRIC[decision.outcome])
         kind: Literal["Normal", "Warning"] = "Normal" if decision.outcome is Outcome.READY else "Warning"
         await self._event(wl, kind, _OUTCOME_REASON[decision.outcome], decision.message)
         log.info(
@@ -330,7 +298,7 @@ class WorkloadAdmission:
         """Best effort: an Event that cannot be written must not undo the writes before it."""
         ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
         try:
-            await self._events.emit_event(ref, reason=reason, message=message, type=kind)
+            await self._ctx.events.emit_event(ref, reason=reason, message=message, type=kind)
         except Exception as exc:
             log.warning("event_failed", workload=workload_key(wl), reason=reason, error=str(exc))
 

@@ -22,7 +22,6 @@ evicts and requeues the workload.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,14 +34,14 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.node_health import NodeFailure, describe_failures, failed_nodes
 from kueue_tas.capacity.rules import UsageEntry, assignment_trusted
 from kueue_tas.controllers.admission import WRITE_RETRY_MAX_SECONDS
-from kueue_tas.controllers.admission_writes import AdmissionWriter, check_entry, merged_annotation
+from kueue_tas.controllers.admission_writes import check_entry, merged_annotation
 from kueue_tas.controllers.assignment_guard import OurRewrites
 from kueue_tas.controllers.decide import Decision, Outcome, decide
-from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode
+from kueue_tas.controllers.decision_context import DecisionContext
+from kueue_tas.controllers.informers import SlimNode
 from kueue_tas.controllers.repair_plan import (
     added_assignment,
     moved_summary,
@@ -54,14 +53,10 @@ from kueue_tas.controllers.repair_plan import (
 )
 from kueue_tas.controllers.repair_writes import RepairWrites, error_text
 from kueue_tas.kube.errors import retry_after
-from kueue_tas.kube.events import EventSink
 from kueue_tas.kube.slim import SlimPod
-from kueue_tas.runtime.config import Settings
-from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
-from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 
 log = structlog.get_logger(__name__)
 
@@ -82,55 +77,21 @@ class _Episode:
 
 
 class NodeRepair:
-    def __init__(
-        self,
-        *,
-        informers: SharedInformers,
-        checks: OurChecks,
-        capacity: LiveCapacity,
-        flavors_of: Callable[[str], set[str]],
-        writer: AdmissionWriter,
-        events: EventSink,
-        metrics: Metrics,
-        settings: Settings,
-        lock: asyncio.Lock,
-        rewrites: OurRewrites,
-        gates: FeatureGates = DEFAULT_GATES,
-        clock: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
-    ) -> None:
-        """``lock``: the admission decisions' lock; ``clock``: monotonic seconds; ``wall``: epoch
+    def __init__(self, ctx: DecisionContext, *, rewrites: OurRewrites, wall: Callable[[], float] = time.time) -> None:
+        """``ctx``: the admission's (its lock serialises the decisions of both); ``wall``: epoch
         seconds (to read how long a node has been NotReady from its Ready condition)."""
-        self._workloads = informers.workloads.store
-        self._nodes = informers.nodes.store
-        self._checks = checks
-        self._capacity = capacity
-        self._flavors_of = flavors_of
-        self._writer = writer
-        self._events = events
-        self._metrics = metrics
-        self._settings = settings
-        self._lock = lock
-        self._rewrites = rewrites
-        self._gates = gates
-        self._clock = clock
+        self._ctx = ctx
+        self._workloads = ctx.informers.workloads.store
+        self._nodes = ctx.informers.nodes.store
         self._wall = wall
         self.queue: WorkQueue[str] = WorkQueue("node-repair")
         self._not_ready_since: dict[str, float] = {}
         self._counted: set[str] = set()  # failed nodes already counted in failed_nodes_seen_total
         self._episodes: dict[str, _Episode] = {}
-        self._writes = RepairWrites(
-            checks=checks,
-            capacity=capacity,
-            writer=writer,
-            events=events,
-            metrics=metrics,
-            rewrites=rewrites,
-            clock=clock,
-        )
-        informers.nodes.add_handler(self._on_node, self._on_node_changed, self._on_node_deleted)
-        informers.workloads.add_handler(self._on_workload, self._on_workload_changed, self._on_workload_deleted)
-        informers.pods.add_handler(lambda _p: None, self._on_pod_changed, lambda _p: self._capacity_freed())
+        self._writes = RepairWrites(ctx, rewrites)
+        ctx.informers.nodes.add_handler(self._on_node, self._on_node_changed, self._on_node_deleted)
+        ctx.informers.workloads.add_handler(self._on_workload, self._on_workload_changed, self._on_workload_deleted)
+        ctx.informers.pods.add_handler(lambda _p: None, self._on_pod_changed, lambda _p: self._capacity_freed())
 
     # --- events -------------------------------------------------------------------------------
 
@@ -152,7 +113,7 @@ class NodeRepair:
     def _since(self, transition: str) -> float:
         """The monotonic time a node turned NotReady: its condition's lastTransitionTime when it
         parses (a restart keeps the grace already served), else now."""
-        now = self._clock()
+        now = self._ctx.clock()
         try:
             at = datetime.fromisoformat(transition.replace("Z", "+00:00")).timestamp()
         except ValueError:
@@ -160,12 +121,12 @@ class NodeRepair:
         return now - min(max(self._wall() - at, 0.0), 86400.0)
 
     def _on_workload(self, wl: Workload) -> None:
-        if assignment_trusted(wl, self._checks.names()):
+        if assignment_trusted(wl, self._ctx.checks.names()):
             self.queue.add(SCAN)
 
     def _on_workload_changed(self, old: Workload, new: Workload) -> None:
         key = workload_key(new)
-        ours = self._checks.names()
+        ours = self._ctx.checks.names()
         self._writes.observed(new)
         trusted = assignment_trusted(new, ours)
         if trusted != assignment_trusted(old, ours):
@@ -197,15 +158,15 @@ class NodeRepair:
 
     def _not_ready_for(self, name: str) -> float | None:
         since = self._not_ready_since.get(name)
-        return None if since is None else self._clock() - since
+        return None if since is None else self._ctx.clock() - since
 
     # --- the pass -----------------------------------------------------------------------------
 
     async def reconcile(self, _key: str) -> float | None:
-        now = self._clock()
-        ours = self._checks.names()
-        specs = self._capacity.flavors()
-        grace = self._settings.node_failure_grace_seconds
+        now = self._ctx.clock()
+        ours = self._ctx.checks.names()
+        specs = self._ctx.capacity.flavors()
+        grace = self._ctx.settings.node_failure_grace_seconds
         wakes: list[float] = []
         affected: set[str] = set()
         failed_now: set[str] = set()
@@ -242,10 +203,10 @@ class NodeRepair:
                 wakes.append(delay)
         for key in set(self._episodes) - affected:
             del self._episodes[key]
-        self._metrics.failed_nodes_seen_total.inc(len(failed_now - self._counted))
+        self._ctx.metrics.failed_nodes_seen_total.inc(len(failed_now - self._counted))
         # A node stays counted until it serves again (its workloads may be repaired away meanwhile).
         self._counted = failed_now | {n for n in self._counted if not self._serves(n)}
-        self._metrics.node_repairs_pending.set(sum(ep.stuck_since is not None for ep in self._episodes.values()))
+        self._ctx.metrics.node_repairs_pending.set(sum(ep.stuck_since is not None for ep in self._episodes.values()))
         return min(wakes) if wakes else None
 
     async def _repair(
@@ -256,7 +217,7 @@ class NodeRepair:
         failures: dict[str, NodeFailure],
         ep: _Episode,
     ) -> float | None:
-        entry = our_entry(wl, self._checks.names())
+        entry = our_entry(wl, self._ctx.checks.names())
         assert entry is not None
         stuck = pinned(entry, current, failures)
         if stuck:
@@ -267,21 +228,21 @@ class NodeRepair:
                 f'PodSet "{stuck[0]}" runs in one domain, pinned there by the nodeSelector of the check\'s '
                 "podSetUpdates, which Kueue keeps unchanged while the workload is admitted",
             )
-        async with self._lock:
-            with self._capacity.without(key):
+        async with self._ctx.lock:
+            with self._ctx.capacity.without(key):
                 decision = decide(
                     wl,
-                    self._flavors_of(entry.name),
-                    self._capacity,
-                    self._settings.annotation_prefix,
-                    self._gates,
+                    self._ctx.flavors_of(entry.name),
+                    self._ctx.capacity,
+                    self._ctx.settings.annotation_prefix,
+                    self._ctx.gates,
                     current=current,
                     unhealthy_nodes=tuple(sorted(failures)),
                 )
             moved = [p for p in decision.placements if current.get(p.name) != p.assignment]
             if decision.outcome is not Outcome.READY or not moved:
                 reason = decision.message if decision.outcome is not Outcome.READY else "nothing could be moved"
-                if not self._gates.failed_node_replacement:
+                if not self._ctx.gates.failed_node_replacement:
                     reason = "the TASFailedNodeReplacement feature gate is off"
             else:
                 extra = tuple(
@@ -289,11 +250,11 @@ class NodeRepair:
                     for p in moved
                     if p.name in current
                 )
-                self._capacity.hold_extra(key, extra)
+                self._ctx.capacity.hold_extra(key, extra)
                 reason = ""
         if reason:
             return await self._stuck(wl, key, ep, reason)
-        spec = self._capacity.flavors().get(moved[0].flavor)
+        spec = self._ctx.capacity.flavors().get(moved[0].flavor)
         parent = spec.levels[-2] if spec is not None and len(spec.levels) > 1 else None
         labels = {n.name: n.labels for n in self._nodes.values()}
         summary = moved_summary(failures, current, decision.placements, labels, parent)
@@ -305,28 +266,28 @@ class NodeRepair:
 
     async def _stuck(self, wl: Workload, key: str, ep: _Episode, reason: str) -> float | None:
         """No repair fits now: note it once, and apply the policy."""
-        now = self._clock()
+        now = self._ctx.clock()
         if ep.stuck_since is None:
             ep.stuck_since = now
         why = f"{describe_failures(ep.failures.values())}: no replacement fits: {reason}"
-        after = self._settings.node_failure_requeue_after_seconds
-        entry = our_entry(wl, self._checks.names())
+        after = self._ctx.settings.node_failure_requeue_after_seconds
+        entry = our_entry(wl, self._ctx.checks.names())
         if entry is None:
             return None
-        if self._settings.node_failure_policy == "Requeue":
+        if self._ctx.settings.node_failure_policy == "Requeue":
             left = ep.stuck_since + after - now
             if left <= 0:
                 message = f"{why}; requeued after {after:g}s without a replacement (nodeFailurePolicy Requeue)"
-                requeue = int(self._settings.retry_backoff_base_seconds)
+                requeue = int(self._ctx.settings.retry_backoff_base_seconds)
                 try:
-                    await self._writer.write_check(
+                    await self._ctx.writer.write_check(
                         wl, check_entry(entry.name, Decision(Outcome.RETRY, message), wl, requeue)
                     )
                 except Exception as exc:
                     log.warning("node_repair_requeue_failed", workload=key, error=error_text(exc))
                     return retry_after(exc, 5.0, WRITE_RETRY_MAX_SECONDS)
                 ep.requeued = True
-                self._metrics.node_repairs_total.labels("impossible").inc()
+                self._ctx.metrics.node_repairs_total.labels("impossible").inc()
                 await self._event(wl, "Warning", "TopologyRepairImpossible", message)
                 return None
             note = f"{why}; requeued in {left:g}s unless a replacement fits (nodeFailurePolicy Requeue)"
@@ -345,7 +306,7 @@ class NodeRepair:
         ep = self._episodes.pop(key, None)
         if ep is None or ep.noted is None:
             return
-        entry = our_entry(wl, self._checks.names())
+        entry = our_entry(wl, self._ctx.checks.names())
         if entry is not None:
             await self._note(wl, entry.name, f"{', '.join(sorted(ep.failures))}: serving again; nothing moved")
 
@@ -357,7 +318,7 @@ class NodeRepair:
         body = ready_entry(entry, wl, "", ())
         body["message"] = with_old_record(entry, message)
         try:
-            await self._writer.write_check(wl, body)
+            await self._ctx.writer.write_check(wl, body)
         except Exception as exc:
             log.warning("node_repair_note_failed", workload=workload_key(wl), error=error_text(exc))
 
@@ -366,5 +327,5 @@ class NodeRepair:
 
     async def run(self) -> None:
         self.queue.add(SCAN)
-        log.info("node_repair_started", grace_seconds=self._settings.node_failure_grace_seconds)
+        log.info("node_repair_started", grace_seconds=self._ctx.settings.node_failure_grace_seconds)
         await self.queue.run(1, self.reconcile)

@@ -19,8 +19,6 @@ assignment guard that this is us.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -30,14 +28,11 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
-from kueue_tas.controllers.admission_writes import AdmissionWriter
 from kueue_tas.controllers.assignment_guard import OurRewrites
-from kueue_tas.controllers.informers import OurChecks
+from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.kube.errors import ApiError, Conflict, may_have_applied, retry_after
-from kueue_tas.kube.events import EventSink, ObjectRef
-from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.kube.events import ObjectRef
 
 log = structlog.get_logger(__name__)
 
@@ -59,24 +54,9 @@ class _Write:
 
 
 class RepairWrites:
-    def __init__(
-        self,
-        *,
-        checks: OurChecks,
-        capacity: LiveCapacity,
-        writer: AdmissionWriter,
-        events: EventSink,
-        metrics: Metrics,
-        rewrites: OurRewrites,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._checks = checks
-        self._capacity = capacity
-        self._writer = writer
-        self._events = events
-        self._metrics = metrics
+    def __init__(self, ctx: DecisionContext, rewrites: OurRewrites) -> None:
+        self._ctx = ctx
         self._rewrites = rewrites
-        self._clock = clock
         self._writes: dict[str, _Write] = {}
 
     def __contains__(self, key: str) -> bool:
@@ -90,7 +70,7 @@ class RepairWrites:
         """Nothing of it will land (or the workload is gone): release what it held."""
         if self._writes.pop(key, None) is not None:
             self._rewrites.done(key)
-            self._capacity.release_extra(key)
+            self._ctx.capacity.release_extra(key)
 
     def observed(self, wl: Workload) -> None:
         """An informer event: a finished repair shown whole ends; an evicted workload ends it."""
@@ -106,18 +86,18 @@ class RepairWrites:
     def _shows(self, wl: Workload, w: _Write) -> bool:
         return (
             wl.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) == w.text
-            and assignment_tampering(wl, self._checks.names()) is None
+            and assignment_tampering(wl, self._ctx.checks.names()) is None
         )
 
     def _end(self, key: str) -> None:
         del self._writes[key]
         self._rewrites.done(key)
-        self._capacity.release_extra(key)  # now held as the trusted assignment itself
+        self._ctx.capacity.release_extra(key)  # now held as the trusted assignment itself
 
     async def advance(self, wl: Workload, key: str) -> float | None:
         """Take the writes as far as they go now; seconds until they should be looked at again."""
         w = self._writes[key]
-        now = self._clock()
+        now = self._ctx.clock()
         if w.entry_written:
             if self._shows(wl, w):
                 self._end(key)
@@ -127,7 +107,7 @@ class RepairWrites:
             return w.not_before - now
         if w.annotation == "unknown":
             try:
-                fresh = await self._writer.read_workload(wl)
+                fresh = await self._ctx.writer.read_workload(wl)
             except Exception as exc:
                 return self._later(w, exc)
             if fresh is None or fresh.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) != w.text:
@@ -136,7 +116,7 @@ class RepairWrites:
             w.annotation = "written"
         if w.annotation == "todo":
             try:
-                await self._writer.write_annotation(wl, w.text)
+                await self._ctx.writer.write_annotation(wl, w.text)
             except Conflict:
                 self.drop(key)
                 return CONFLICT_RETRY_SECONDS
@@ -152,15 +132,15 @@ class RepairWrites:
                 return UNKNOWN_WRITE_SETTLE_SECONDS
             w.annotation = "written"
         try:
-            await self._writer.write_check(wl, w.entry)
+            await self._ctx.writer.write_check(wl, w.entry)
         except Exception as exc:
             if w.failures == 0:
                 message = f"recording the repaired assignment failed: {error_text(exc)}; retrying"
                 await self.event(wl, "Warning", "TopologyRepairFailed", message)
             return self._later(w, exc)
         w.entry_written = True
-        self._metrics.node_repairs_total.labels("done").inc()
-        self._metrics.node_repair_seconds.observe(max(self._clock() - w.detected, 0.0))
+        self._ctx.metrics.node_repairs_total.labels("done").inc()
+        self._ctx.metrics.node_repair_seconds.observe(max(self._ctx.clock() - w.detected, 0.0))
         log.info("node_repaired", workload=key, summary=w.summary)
         await self.event(wl, "Normal", "TopologyRepaired", w.summary)
         return OBSERVE_POLL_SECONDS
@@ -168,14 +148,14 @@ class RepairWrites:
     def _later(self, w: _Write, exc: BaseException) -> float:
         delay = retry_after(exc, min(2.0**w.failures, WRITE_RETRY_MAX_SECONDS), WRITE_RETRY_MAX_SECONDS)
         w.failures += 1
-        w.not_before = self._clock() + delay
+        w.not_before = self._ctx.clock() + delay
         return delay
 
     async def event(self, wl: Workload, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         """Best effort: an Event that cannot be written never undoes a write."""
         ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
         try:
-            await self._events.emit_event(ref, reason=reason, message=message, type=kind)
+            await self._ctx.events.emit_event(ref, reason=reason, message=message, type=kind)
         except Exception as exc:
             log.warning("event_failed", workload=workload_key(wl), reason=reason, error=str(exc))
 

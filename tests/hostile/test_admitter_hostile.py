@@ -271,7 +271,7 @@ TAMPER = [
 async def test_tampered_assignment_never_double_books(edit_of: Callable[[str], str | None], problem: str) -> None:
     h = harness()
     guard = AssignmentGuard(
-        informers=h.informers, checks=h.admission._checks, writer=h.writes, events=h.events, settings=Settings()
+        informers=h.informers, checks=h.checks, writer=h.writes, events=h.events, settings=Settings()
     )
     patches: list[str] = []
 
@@ -281,7 +281,7 @@ async def test_tampered_assignment_never_double_books(edit_of: Callable[[str], s
 
     ungater = Ungater(
         informers=h.informers,
-        checks=h.admission._checks,
+        checks=h.checks,
         patcher=Patcher(),
         events=h.events,
         metrics=h.metrics,
@@ -317,7 +317,7 @@ async def test_tampered_assignment_after_restart_is_re_placed(
     restarted = harness()
     guard = AssignmentGuard(
         informers=restarted.informers,
-        checks=restarted.admission._checks,
+        checks=restarted.checks,
         writer=restarted.writes,
         events=restarted.events,
         settings=Settings(),

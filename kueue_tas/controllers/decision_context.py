@@ -1,0 +1,37 @@
+"""What the controllers that decide on the live capacity model share: the admission (new
+workloads) and the node repair (admitted workloads on failed nodes). One context is wired for
+both, so their decisions are made one at a time (``lock``) against one model and written by
+one writer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.controllers.admission_writes import AdmissionWriter
+from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.kube.events import EventSink
+from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionContext:
+    """``flavors_of(check)``: the flavors our check governs; ``clock``: monotonic seconds;
+    ``lock``: held by every decision, from reading the capacity to holding what it decided."""
+
+    informers: SharedInformers
+    checks: OurChecks
+    capacity: LiveCapacity
+    flavors_of: Callable[[str], set[str]]
+    writer: AdmissionWriter
+    events: EventSink
+    metrics: Metrics
+    settings: Settings
+    gates: FeatureGates = DEFAULT_GATES
+    clock: Callable[[], float] = time.monotonic
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
