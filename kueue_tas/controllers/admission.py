@@ -39,8 +39,8 @@ from kueue_tas.controllers.check_flavors import unusable_flavors
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import on_any_change
+from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import ApiError, Conflict, may_have_applied, retry_after
-from kueue_tas.kube.events import ObjectRef
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import AssignmentFormatError
@@ -232,7 +232,7 @@ class WorkloadAdmission:
         message = f"writing the topology assignment failed: {error}"
         if held:
             message += "; it may have been applied, so its capacity stays reserved until the Workload is read again"
-        await self._event(wl, "Warning", "TopologyAssignmentFailed", message)
+        await workload_event(self._ctx.events, wl, "Warning", "TopologyAssignmentFailed", message)
 
     def _unusable(self, check: str, governed: set[str]) -> dict[str, str]:
         return unusable_flavors(
@@ -289,18 +289,10 @@ class WorkloadAdmission:
             self._awaiting_write[key] = self._ctx.clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
             self._ctx.metrics.record_admission(_OUTCOME_METRIC[decision.outcome])
         kind: Literal["Normal", "Warning"] = "Normal" if decision.outcome is Outcome.READY else "Warning"
-        await self._event(wl, kind, _OUTCOME_REASON[decision.outcome], decision.message)
+        await workload_event(self._ctx.events, wl, kind, _OUTCOME_REASON[decision.outcome], decision.message)
         log.info(
             "admission_decided", workload=key, check=check, outcome=decision.outcome.value, message=decision.message
         )
-
-    async def _event(self, wl: Workload, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
-        """Best effort: an Event that cannot be written must not undo the writes before it."""
-        ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
-        try:
-            await self._ctx.events.emit_event(ref, reason=reason, message=message, type=kind)
-        except Exception as exc:
-            log.warning("event_failed", workload=workload_key(wl), reason=reason, error=str(exc))
 
     # --- running ------------------------------------------------------------------------------
 

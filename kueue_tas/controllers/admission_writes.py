@@ -76,6 +76,22 @@ def merged_annotation(workload: Workload, decision: Decision) -> str:
     return encode_assignment_annotation(merged)
 
 
+async def apply_entry(api: k8s.ApiClient, workload: Workload, entry: dict[str, Any], *, guarded: bool = False) -> None:
+    """Server-side apply of our check ``entry`` on the Workload's status, as our field manager;
+    ``guarded``: only onto the Workload as ``workload`` has it (``Conflict`` once it changed)."""
+    await apply_status(
+        api,
+        group=c.KUEUE_GROUP,
+        version=c.KUEUE_VERSION,
+        plural="workloads",
+        kind=c.KIND_WORKLOAD,
+        namespace=workload.namespace,
+        name=workload.name,
+        status={"admissionChecks": [entry]},
+        resource_version=workload.metadata.resource_version if guarded else None,
+    )
+
+
 def _gate_ops(spec_path: str, pod_spec: dict[str, Any], gate: str) -> list[dict[str, Any]]:
     gates = pod_spec.get("schedulingGates") or []
     if any(g.get("name") == gate for g in gates):
@@ -136,16 +152,7 @@ class KubeAdmissionWriter:
         return Workload.model_validate(raw)
 
     async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
-        await apply_status(
-            self.api,
-            group=c.KUEUE_GROUP,
-            version=c.KUEUE_VERSION,
-            plural="workloads",
-            kind=c.KIND_WORKLOAD,
-            namespace=workload.namespace,
-            name=workload.name,
-            status={"admissionChecks": [entry]},
-        )
+        await apply_entry(self.api, workload, entry)
 
     async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
         """Put our scheduling gate into the pod templates of the owner Job or JobSet for the

@@ -26,8 +26,9 @@ from kueue_tas.capacity.feed import workload_key
 from kueue_tas.controllers.admission_writes import AdmissionWriter, check_entry
 from kueue_tas.controllers.decide import Decision, Outcome
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.workload_events import workload_ref
 from kueue_tas.kube.errors import Conflict, retry_after
-from kueue_tas.kube.events import EventSink, ObjectRef
+from kueue_tas.kube.events import EventSink
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.workqueue import WorkQueue
 
@@ -138,8 +139,7 @@ class AssignmentGuard:
             log.warning("assignment_restore_failed", workload=key, error=f"{type(exc).__name__}: {exc}")
             return retry_after(exc, 5.0, 60.0)
         log.warning("assignment_annotation_tampered", workload=key, problem=problem, restored=text is not None)
-        ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
-        await self._events.emit_event(ref, reason=REASON, message=message, type="Warning")
+        await self._events.emit_event(workload_ref(wl), reason=REASON, message=message, type="Warning")
         self._restore.pop(key, None)
         return None
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Literal
+from typing import Final
 
 import structlog
 
@@ -52,6 +52,7 @@ from kueue_tas.controllers.repair_plan import (
     with_old_record,
 )
 from kueue_tas.controllers.repair_writes import RepairWrites, error_text
+from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import retry_after
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.runtime.workqueue import WorkQueue
@@ -288,7 +289,7 @@ class NodeRepair:
                     return retry_after(exc, 5.0, WRITE_RETRY_MAX_SECONDS)
                 ep.requeued = True
                 self._ctx.metrics.node_repairs_total.labels("impossible").inc()
-                await self._event(wl, "Warning", "TopologyRepairImpossible", message)
+                await workload_event(self._ctx.events, wl, "Warning", "TopologyRepairImpossible", message)
                 return None
             note = f"{why}; requeued in {left:g}s unless a replacement fits (nodeFailurePolicy Requeue)"
             wait = min(left, PENDING_RETRY_SECONDS)
@@ -298,7 +299,7 @@ class NodeRepair:
         if ep.noted is None:
             ep.noted = note
             await self._note(wl, entry.name, note)
-            await self._event(wl, "Warning", "TopologyRepairPending", note)
+            await workload_event(self._ctx.events, wl, "Warning", "TopologyRepairPending", note)
         return wait
 
     async def _recovered(self, wl: Workload, key: str) -> None:
@@ -321,9 +322,6 @@ class NodeRepair:
             await self._ctx.writer.write_check(wl, body)
         except Exception as exc:
             log.warning("node_repair_note_failed", workload=workload_key(wl), error=error_text(exc))
-
-    async def _event(self, wl: Workload, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
-        await self._writes.event(wl, kind, reason, message)
 
     async def run(self) -> None:
         self.queue.add(SCAN)

@@ -31,8 +31,8 @@ from kueue_tas.capacity.feed import workload_key
 from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.assignment_guard import OurRewrites
 from kueue_tas.controllers.decision_context import DecisionContext
+from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import ApiError, Conflict, may_have_applied, retry_after
-from kueue_tas.kube.events import ObjectRef
 
 log = structlog.get_logger(__name__)
 
@@ -121,8 +121,12 @@ class RepairWrites:
                 self.drop(key)
                 return CONFLICT_RETRY_SECONDS
             except Exception as exc:
-                await self.event(
-                    wl, "Warning", "TopologyRepairFailed", f"writing the repaired assignment failed: {error_text(exc)}"
+                await workload_event(
+                    self._ctx.events,
+                    wl,
+                    "Warning",
+                    "TopologyRepairFailed",
+                    f"writing the repaired assignment failed: {error_text(exc)}",
                 )
                 if not may_have_applied(exc):
                     self.drop(key)
@@ -136,13 +140,13 @@ class RepairWrites:
         except Exception as exc:
             if w.failures == 0:
                 message = f"recording the repaired assignment failed: {error_text(exc)}; retrying"
-                await self.event(wl, "Warning", "TopologyRepairFailed", message)
+                await workload_event(self._ctx.events, wl, "Warning", "TopologyRepairFailed", message)
             return self._later(w, exc)
         w.entry_written = True
         self._ctx.metrics.node_repairs_total.labels("done").inc()
         self._ctx.metrics.node_repair_seconds.observe(max(self._ctx.clock() - w.detected, 0.0))
         log.info("node_repaired", workload=key, summary=w.summary)
-        await self.event(wl, "Normal", "TopologyRepaired", w.summary)
+        await workload_event(self._ctx.events, wl, "Normal", "TopologyRepaired", w.summary)
         return OBSERVE_POLL_SECONDS
 
     def _later(self, w: _Write, exc: BaseException) -> float:
@@ -150,14 +154,6 @@ class RepairWrites:
         w.failures += 1
         w.not_before = self._ctx.clock() + delay
         return delay
-
-    async def event(self, wl: Workload, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
-        """Best effort: an Event that cannot be written never undoes a write."""
-        ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
-        try:
-            await self._ctx.events.emit_event(ref, reason=reason, message=message, type=kind)
-        except Exception as exc:
-            log.warning("event_failed", workload=workload_key(wl), reason=reason, error=str(exc))
 
 
 def error_text(exc: BaseException) -> str:

@@ -28,12 +28,12 @@ from kueue_tas.api.workload import AdmissionCheckState, Workload
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.capacity.workload_health import workload_placement_problems
-from kueue_tas.controllers.admission_writes import now_rfc3339
+from kueue_tas.controllers.admission_writes import apply_entry, now_rfc3339
 from kueue_tas.controllers.health_note import NOT_ENFORCED, note_of, note_text, with_note
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode, on_any_change
-from kueue_tas.kube.client import apply_status
+from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import Conflict, retry_after
-from kueue_tas.kube.events import EventSink, ObjectRef
+from kueue_tas.kube.events import EventSink
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
@@ -66,17 +66,7 @@ class KubeEntryWriter:
         self.api = api
 
     async def write_entry(self, workload: Workload, entry: dict[str, Any]) -> None:
-        await apply_status(
-            self.api,
-            group=c.KUEUE_GROUP,
-            version=c.KUEUE_VERSION,
-            plural="workloads",
-            kind=c.KIND_WORKLOAD,
-            namespace=workload.namespace,
-            name=workload.name,
-            status={"admissionChecks": [entry]},
-            resource_version=workload.metadata.resource_version,
-        )
+        await apply_entry(self.api, workload, entry, guarded=True)
 
 
 def entry_with_message(st: AdmissionCheckState, message: str) -> dict[str, Any]:
@@ -247,11 +237,7 @@ class TopologyHealth:
             kind, reason = "Normal", RESTORED_REASON
             message = f"placement enforced again by the topology (was: {before})"
         log.info("topology_health_changed", workload=workload_key(wl), enforced=not note, problems=note or before)
-        ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
-        try:
-            await self._events.emit_event(ref, reason=reason, message=message, type=kind)
-        except Exception as exc:  # best effort: the entry says it too
-            log.warning("event_failed", workload=workload_key(wl), reason=reason, error=str(exc))
+        await workload_event(self._events, wl, kind, reason, message)
 
     # --- running ------------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers
 from kueue_tas.controllers.ungate_plan import Expectations, Expected, PodView, Release, plan_releases
+from kueue_tas.controllers.workload_events import workload_ref
 from kueue_tas.kube.client import patch_pod
 from kueue_tas.kube.errors import ApiError, Conflict, Gone, NotFound, TooManyRequests, may_have_applied, retry_after
 from kueue_tas.kube.events import EventSink, ObjectRef
@@ -394,8 +395,7 @@ class Ungater:
 
     async def _warn(self, wl: Workload, pod_name: str, pod_uid: str, message: str) -> None:
         pod_ref = ObjectRef(c.CORE_API_VERSION, c.KIND_POD, pod_name, wl.namespace, pod_uid)
-        wl_ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
-        for ref in (pod_ref, wl_ref):
+        for ref in (pod_ref, workload_ref(wl)):
             await self.events.emit_event(ref, reason="TopologyUngateFailed", message=message, type="Warning")
 
     # --- running ------------------------------------------------------------------------------
