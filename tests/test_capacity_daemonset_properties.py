@@ -10,14 +10,8 @@ has the rest): on random clusters with DaemonSets and daemon pods,
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
-import json
 import random
-from collections.abc import Callable
 from typing import Any
-from unittest import mock
 
 import builders as mk
 from hypothesis import given
@@ -30,27 +24,19 @@ from test_capacity_properties import (
     POOL,
     PROPERTY,
     RACK,
+    capacity_command,
     free_by_domain,
     histories,
     hostname,
-    kueue_config,
     nodes,
     planner_of,
     pods,
     workloads,
 )
 from test_capacity_properties import final as final_objects
+from test_capacity_properties import live_by_events as live_by_cluster_events
 
-from kueue_tas.api import constants as c
-from kueue_tas.api.workload import Workload
-from kueue_tas.capacity.daemonsets import daemonset_spec
-from kueue_tas.capacity.feed import feed_pod, feed_workload, remove_pod
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.capacity.rules import flavor_specs, our_checks
-from kueue_tas.cli import capacity as cap
-from kueue_tas.cli.cluster_read import ClusterState
-from kueue_tas.controllers.informers import slim_node
-from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.snapshot import TopologySnapshot
 
 Obj = dict[str, Any]
@@ -115,89 +101,8 @@ def final(cluster: Cluster) -> list[Obj]:
 
 
 def live_by_events(cluster: Cluster) -> LiveCapacity:
-    """What the controller's informer handlers do (``CapacityCache``), event by event."""
     node_h, ds_h, pod_h, wl_h, rnd = cluster
-    cfg = kueue_config()
-    checks = our_checks(cfg.checks.values(), c.CONTROLLER_NAME)
-    live = LiveCapacity()
-    live.set_flavors(flavor_specs(checks, cfg.queues, cfg.topologies.get, cfg.flavors.get)[0])
-
-    def node_event(name: str, obj: Obj | None) -> None:
-        if obj is None:
-            live.delete_node(name)
-        else:
-            live.upsert_node(slim_node(obj))
-
-    def daemonset_event(name: str, obj: Obj | None) -> None:
-        # The informer keeps nothing for a DaemonSet being deleted: as a delete.
-        spec = None if obj is None else daemonset_spec(obj)
-        if spec is None:
-            live.delete_daemonset(f"uid-{name}")
-        else:
-            live.upsert_daemonset(spec)
-
-    def pod_event(name: str, obj: Obj | None) -> None:
-        if obj is None:
-            remove_pod(live, f"ns/{name}")
-        else:
-            feed_pod(live, slim_pod(obj))
-
-    def workload_event(name: str, obj: Obj | None) -> None:
-        if obj is None:
-            live.remove_workload_usage(f"ns/{name}")
-            live.forget(f"ns/{name}")
-        else:
-            feed_workload(live, Workload.model_validate(obj), checks)
-
-    queues: list[tuple[Callable[[str, Obj | None], None], str, list[Obj | None]]] = []
-    for apply, history in ((node_event, node_h), (daemonset_event, ds_h), (pod_event, pod_h), (workload_event, wl_h)):
-        for versions in history:
-            name = next(v for v in versions if v is not None)["metadata"]["name"]
-            queues.append((apply, name, list(versions)))
-    while queues:
-        i = rnd.randrange(len(queues))
-        apply, name, versions = queues[i]
-        apply(name, versions.pop(0))
-        if not versions:
-            queues.pop(i)
-        if rnd.random() < 0.3:  # a decision reads a snapshot: later events adjust it in place
-            live.snapshot(rnd.choice(sorted(live.flavors())))
-    return live
-
-
-def capacity_command(objs: list[Obj]) -> dict[str, dict[tuple[str, tuple[str, ...]], dict[str, int]]]:
-    """flavor -> what ``kueue-tas capacity -o json`` prints, from these objects (pods filtered as
-    its field selector filters them on the API server)."""
-    chargeable = [
-        o
-        for o in objs
-        if o["kind"] == "Pod" and o["spec"].get("nodeName") and o["status"]["phase"] not in ("Succeeded", "Failed")
-    ]
-    state = ClusterState(
-        kueue_config(),
-        nodes=[slim_node(o) for o in objs if o["kind"] == "Node"],
-        pods=[slim_pod(o) for o in chargeable],
-        workloads=[Workload.model_validate(o) for o in objs if o["kind"] == "Workload"],
-        daemonsets=[s for o in objs if o["kind"] == "DaemonSet" and (s := daemonset_spec(o)) is not None],
-    )
-    fake_settings = argparse.Namespace(annotation_prefix=c.DEFAULT_ANNOTATION_PREFIX, controller_name=c.CONTROLLER_NAME)
-    args = argparse.Namespace(config=None, kubeconfig=None, topology=None, resource=None, output="json", depth=None)
-    out = io.StringIO()
-    with (
-        mock.patch.object(cap, "load_settings", return_value=fake_settings),
-        mock.patch.object(cap, "run_read", return_value=state),
-        contextlib.redirect_stdout(out),
-    ):
-        assert cap.run(args) == 0
-    return {
-        f["name"]: {
-            (lvl["key"], tuple(d["values"])): {r: v for r, v in d["free"].items() if v}
-            for lvl in f["levels"]
-            for d in lvl["domains"]
-        }
-        for t in json.loads(out.getvalue())["topologies"]
-        for f in t["flavors"]
-    }
+    return live_by_cluster_events(node_h, pod_h, wl_h, rnd, ds_h)
 
 
 @PROPERTY

@@ -36,7 +36,8 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.kinds import parse_object
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.workload import Workload
-from kueue_tas.capacity.feed import feed_pod, feed_workload
+from kueue_tas.capacity.daemonsets import daemonset_spec
+from kueue_tas.capacity.feed import feed_pod, feed_workload, remove_pod
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import flavor_specs, our_checks, workload_usage
 from kueue_tas.cli import capacity as cap
@@ -299,9 +300,14 @@ def kueue_config() -> KueueConfig:
 
 
 def live_by_events(
-    node_h: list[list[Obj | None]], pod_h: list[list[Obj | None]], wl_h: list[list[Obj | None]], rnd: random.Random
+    node_h: list[list[Obj | None]],
+    pod_h: list[list[Obj | None]],
+    wl_h: list[list[Obj | None]],
+    rnd: random.Random,
+    ds_h: list[list[Obj | None]] | None = None,
 ) -> LiveCapacity:
-    """What the controller's informer handlers do, event by event."""
+    """What the controller's informer handlers do (``CapacityCache``), event by event, in a
+    random order across objects."""
     cfg = kueue_config()
     checks = our_checks(cfg.checks.values(), c.CONTROLLER_NAME)
     live = LiveCapacity()
@@ -313,9 +319,17 @@ def live_by_events(
         else:
             live.upsert_node(slim_node(obj))
 
+    def daemonset_event(name: str, obj: Obj | None) -> None:
+        # The informer keeps nothing for a DaemonSet being deleted: as a delete.
+        spec = None if obj is None else daemonset_spec(obj)
+        if spec is None:
+            live.delete_daemonset(f"uid-{name}")
+        else:
+            live.upsert_daemonset(spec)
+
     def pod_event(name: str, obj: Obj | None) -> None:
         if obj is None:
-            live.delete_pod(f"ns/{name}")
+            remove_pod(live, f"ns/{name}")
         else:
             feed_pod(live, slim_pod(obj))
 
@@ -328,7 +342,8 @@ def live_by_events(
             feed_workload(live, Workload.model_validate(obj), checks)
 
     queues: list[tuple[Callable[[str, Obj | None], None], str, list[Obj | None]]] = []
-    for apply, history in ((node_event, node_h), (pod_event, pod_h), (workload_event, wl_h)):
+    events = ((node_event, node_h), (daemonset_event, ds_h or []), (pod_event, pod_h), (workload_event, wl_h))
+    for apply, history in events:
         for versions in history:
             name = next(v for v in versions if v is not None)["metadata"]["name"]
             queues.append((apply, name, list(versions)))
@@ -361,7 +376,8 @@ def free_by_domain(snap: TopologySnapshot) -> dict[tuple[str, tuple[str, ...]], 
 
 
 def capacity_command(objs: list[Obj]) -> dict[str, dict[tuple[str, tuple[str, ...]], dict[str, int]]]:
-    """flavor -> what ``kueue-tas capacity -o json`` prints, from these objects."""
+    """flavor -> what ``kueue-tas capacity -o json`` prints, from these objects (pods filtered as
+    its field selector filters them on the API server)."""
     chargeable = [
         o
         for o in objs
@@ -372,6 +388,7 @@ def capacity_command(objs: list[Obj]) -> dict[str, dict[tuple[str, tuple[str, ..
         nodes=[slim_node(o) for o in objs if o["kind"] == "Node"],
         pods=[slim_pod(o) for o in chargeable],
         workloads=[Workload.model_validate(o) for o in objs if o["kind"] == "Workload"],
+        daemonsets=[s for o in objs if o["kind"] == "DaemonSet" and (s := daemonset_spec(o)) is not None],
     )
     fake_settings = argparse.Namespace(annotation_prefix=c.DEFAULT_ANNOTATION_PREFIX, controller_name=c.CONTROLLER_NAME)
     args = argparse.Namespace(config=None, kubeconfig=None, topology=None, resource=None, output="json", depth=None)
