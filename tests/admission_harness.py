@@ -17,13 +17,17 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission import WorkloadAdmission
 from kueue_tas.controllers.admission_writes import AdmissionWriter
+from kueue_tas.controllers.assignment_guard import AssignmentGuard
 from kueue_tas.controllers.capacity_cache import CapacityCache
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.ungater import Ungater
 from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.free import domain_free
 from kueue_tas.topology.snapshot import TopologySnapshot
@@ -202,3 +206,70 @@ async def drain(h: Harness) -> list[str]:
         h.admission.queue.done(key)
         keys.append(key)
     return keys
+
+
+# --- an admitted workload whose assignment annotation a user edits ------------------------------
+
+
+async def admitted(h: Harness) -> dict[str, Any]:
+    """Decide ns/wl and play back our writes: the Workload as Kueue shows it once admitted."""
+    h.add_workload(workload())
+    assert await h.admission.reconcile("ns/wl") is None
+    entry = h.writes.checks[-1]
+    assert entry["state"] == "Ready"
+    ann = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[-1]}
+    obj = workload(check_state="Ready", check_message=entry["message"], workload_annotations=ann, resource_version="7")
+    h.modify_workload(obj)
+    return obj
+
+
+def edited(obj: dict[str, Any], text: str | None, rv: str = "8") -> dict[str, Any]:
+    """``obj`` with our annotation set to ``text`` (removed if None), at resourceVersion ``rv``."""
+    annotations = dict(obj["metadata"]["annotations"])
+    if text is None:
+        del annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
+    else:
+        annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION] = text
+    return {**obj, "metadata": {**obj["metadata"], "annotations": annotations, "resourceVersion": rv}}
+
+
+def other_hosts(text: str) -> str:
+    """A valid assignment of the same size on a host the original left free."""
+    [(name, ta)] = decode_assignment_annotation(text)
+    used = {d.values[-1] for d in ta.domains}
+    free = next(h for h in HOSTS if h not in used)
+    return encode_assignment_annotation([(name, TopologyAssignment((HOST,), (DomainAssignment((free,), ta.total),)))])
+
+
+def guard(h: Harness) -> AssignmentGuard:
+    settings = Settings(leader_election=False)
+    return AssignmentGuard(informers=h.informers, checks=h.checks, writer=h.writes, events=h.events, settings=settings)
+
+
+def ungater(h: Harness, **settings: Any) -> tuple[Ungater, list[str]]:
+    """An ungater on ``h``'s informers with ``settings``, and the pods it releases (names)."""
+    patches: list[str] = []
+
+    class Patcher:
+        async def patch(self, namespace: str, name: str, patch: dict[str, Any], resource_version: str) -> None:
+            patches.append(name)
+
+    released = Ungater(
+        informers=h.informers,
+        checks=h.checks,
+        patcher=Patcher(),
+        events=h.events,
+        metrics=h.metrics,
+        settings=Settings(leader_election=False, **settings),
+    )
+    return released, patches
+
+
+def add_gated_pods(h: Harness, count: int = 8) -> None:
+    """ns/wl's pods p0.. of PodSet main, created gated by the Job controller."""
+    labels = {c.WORKLOAD_LABEL: "u1", c.PODSET_LABEL: "main"}
+    for i in range(count):
+        pod = mk.pod(
+            f"p{i}", namespace="ns", uid=f"p{i}", resource_version="1", labels=labels, gates=[c.SCHEDULING_GATE]
+        )
+        h.informers.pods.handle_event("ADDED", pod)

@@ -8,10 +8,20 @@ restart, re-places the workload through Retry), with a Warning Event."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import builders as mk
-from admission_harness import CHECK, HOST, HOSTS, Harness, harness, workload
+from admission_harness import (
+    CHECK,
+    HOST,
+    HOSTS,
+    Harness,
+    add_gated_pods,
+    admitted,
+    edited,
+    guard,
+    harness,
+    other_hosts,
+    workload,
+)
+from admission_harness import ungater as ungater_of
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -21,9 +31,7 @@ from kueue_tas.capacity.assignment_record import (
     record_suffix,
     recorded,
 )
-from kueue_tas.controllers.assignment_guard import REASON, AssignmentGuard
-from kueue_tas.controllers.ungater import Ungater
-from kueue_tas.runtime.config import Settings
+from kueue_tas.controllers.assignment_guard import REASON
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 from kueue_tas.topology.free import domain_free
@@ -36,43 +44,6 @@ def per_host(h: Harness) -> dict[str, int]:
     assert snap is not None
     free = domain_free(snap)
     return {host: int(free[(HOST, host, "nvidia.com/gpu")]) for host in HOSTS}
-
-
-def guard(h: Harness) -> AssignmentGuard:
-    return AssignmentGuard(
-        informers=h.informers,
-        checks=h.checks,
-        writer=h.writes,
-        events=h.events,
-        settings=Settings(leader_election=False),
-    )
-
-
-async def admitted(h: Harness) -> dict[str, Any]:
-    """Decide ns/wl and play back our writes: the Workload as Kueue shows it once admitted."""
-    h.add_workload(workload())
-    assert await h.admission.reconcile("ns/wl") is None
-    entry = h.writes.checks[-1]
-    assert entry["state"] == "Ready"
-    ann = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[-1]}
-    obj = workload(check_state="Ready", check_message=entry["message"], workload_annotations=ann, resource_version="7")
-    h.modify_workload(obj)
-    return obj
-
-
-def edited(obj: dict[str, Any], text: str, rv: str = "8") -> dict[str, Any]:
-    new: dict[str, Any] = {**obj, "metadata": {**obj["metadata"], "resourceVersion": rv}}
-    new["metadata"]["annotations"] = {**obj["metadata"]["annotations"], c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
-    return new
-
-
-def other_hosts(text: str) -> str:
-    """A valid assignment of the same size on a host the original left free."""
-    [(name, ta)] = decode_assignment_annotation(text)
-    used = {d.values[-1] for d in ta.domains}
-    free = next(h for h in HOSTS if h not in used)
-    moved = TopologyAssignment((HOST,), (DomainAssignment((free,), ta.total),))
-    return encode_assignment_annotation([(name, moved)])
 
 
 async def test_our_ready_entry_records_the_assignment() -> None:
@@ -110,26 +81,8 @@ async def test_valid_but_different_edit_is_not_followed() -> None:
     h.modify_workload(edited(obj, other_hosts(text)))
     assert per_host(h) == before, "the edited hosts were charged instead of ours"
     # The ungater releases no gated pod into the edited domains.
-    patches: list[str] = []
-
-    class Patcher:
-        async def patch(self, namespace: str, name: str, patch: dict[str, Any], resource_version: str) -> None:
-            patches.append(name)
-
-    ungater = Ungater(
-        informers=h.informers,
-        checks=h.checks,
-        patcher=Patcher(),
-        events=h.events,
-        metrics=h.metrics,
-        settings=Settings(leader_election=False),
-    )
-    labels = {c.WORKLOAD_LABEL: "u1", c.PODSET_LABEL: "main"}
-    for i in range(8):
-        pod = mk.pod(
-            f"p{i}", namespace="ns", uid=f"p{i}", resource_version="1", labels=labels, gates=[c.SCHEDULING_GATE]
-        )
-        h.informers.pods.handle_event("ADDED", pod)
+    ungater, patches = ungater_of(h)
+    add_gated_pods(h)
     assert await ungater.reconcile("ns/wl") is None and patches == []
     assert await g.reconcile("ns/wl") is None
     assert h.writes.annotations[-1] == text

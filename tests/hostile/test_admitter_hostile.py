@@ -19,12 +19,24 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import CHECK, HOST, HOSTS, RACK, Harness, harness, workload
+from admission_harness import (
+    CHECK,
+    HOST,
+    HOSTS,
+    RACK,
+    Harness,
+    add_gated_pods,
+    admitted,
+    edited,
+    guard,
+    harness,
+    other_hosts,
+    workload,
+)
+from admission_harness import ungater as ungater_of
 
 from kueue_tas.api import constants as c
-from kueue_tas.controllers.assignment_guard import REASON, AssignmentGuard
-from kueue_tas.controllers.ungater import Ungater
-from kueue_tas.runtime.config import Settings
+from kueue_tas.controllers.assignment_guard import REASON
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 from kueue_tas.topology.free import domain_free
@@ -226,42 +238,18 @@ async def test_admitter_hostile(row: Row) -> None:
 # --- tampering with an admitted Workload ---------------------------------------------------------
 
 
-async def admit(h: Harness) -> Obj:
-    h.add_workload(workload())
-    assert await h.admission.reconcile("ns/wl") is None
-    ann = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[-1]}
-    msg = h.writes.checks[-1]["message"]
-    obj = workload(check_state="Ready", check_message=msg, workload_annotations=ann, resource_version="7")
-    h.modify_workload(obj)
-    return obj
-
-
-def edit(obj: Obj, text: str | None) -> Obj:
-    annotations = dict(obj["metadata"]["annotations"])
-    if text is None:
-        del annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
-    else:
-        annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION] = text
-    return {**obj, "metadata": {**obj["metadata"], "annotations": annotations, "resourceVersion": "8"}}
-
-
-def moved(text: str) -> str:
-    [(name, ta)] = decode_assignment_annotation(text)
-    free = next(h for h in HOSTS if h not in {d.values[-1] for d in ta.domains})
-    return encode_assignment_annotation([(name, TopologyAssignment((HOST,), (DomainAssignment((free,), ta.total),)))])
-
-
 def doubled(text: str) -> str:
     [(name, ta)] = decode_assignment_annotation(text)
     d = ta.domains[0]
     return encode_assignment_annotation([(name, TopologyAssignment((HOST,), (DomainAssignment(d.values, 1),)))])
 
 
+DIFFERS = f'{ASSIGNMENT_FIELD}: PodSet "main" differs from the assignment kueue-tas recorded'
 TAMPER = [
     ("malformed-json", lambda t: "{not json", f"{ASSIGNMENT_FIELD}: no longer decodes: "),
     ("wrong-shape", lambda t: '{"podSets": 7}', f"{ASSIGNMENT_FIELD}: no longer decodes: "),
-    ("moved-to-other-host", moved, f'{ASSIGNMENT_FIELD}: PodSet "main" differs from the assignment kueue-tas recorded'),
-    ("fewer-pods", doubled, f'{ASSIGNMENT_FIELD}: PodSet "main" differs from the assignment kueue-tas recorded'),
+    ("moved-to-other-host", other_hosts, DIFFERS),
+    ("fewer-pods", doubled, DIFFERS),
     ("podset-renamed", lambda t: t.replace('"main"', '"other"'), f'{ASSIGNMENT_FIELD}: PodSet "main" was removed'),
     ("removed", lambda t: None, f"{ASSIGNMENT_FIELD}: removed"),
 ]
@@ -270,37 +258,17 @@ TAMPER = [
 @pytest.mark.parametrize(("edit_of", "problem"), [(e, p) for _, e, p in TAMPER], ids=[t[0] for t in TAMPER])
 async def test_tampered_assignment_never_double_books(edit_of: Callable[[str], str | None], problem: str) -> None:
     h = harness()
-    guard = AssignmentGuard(
-        informers=h.informers, checks=h.checks, writer=h.writes, events=h.events, settings=Settings()
-    )
-    patches: list[str] = []
-
-    class Patcher:
-        async def patch(self, namespace: str, name: str, patch: dict[str, Any], resource_version: str) -> None:
-            patches.append(name)
-
-    ungater = Ungater(
-        informers=h.informers,
-        checks=h.checks,
-        patcher=Patcher(),
-        events=h.events,
-        metrics=h.metrics,
-        settings=Settings(ungate_batch_period_seconds=0),
-    )
-    obj = await admit(h)
+    g = guard(h)
+    ungater, patches = ungater_of(h, ungate_batch_period_seconds=0)
+    obj = await admitted(h)
     original = obj["metadata"]["annotations"][c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
     charged = free_gpus(h)
     assert charged == 32 - 8
-    labels = {c.WORKLOAD_LABEL: "u1", c.PODSET_LABEL: "main"}
-    for i in range(8):
-        pod = mk.pod(
-            f"p{i}", namespace="ns", uid=f"p{i}", resource_version="1", labels=labels, gates=[c.SCHEDULING_GATE]
-        )
-        h.informers.pods.handle_event("ADDED", pod)
-    h.modify_workload(edit(obj, edit_of(original)))
+    add_gated_pods(h)
+    h.modify_workload(edited(obj, edit_of(original)))
     assert free_gpus(h) == charged, "capacity dropped below what we decided"
     assert await ungater.reconcile("ns/wl") is None and patches == [], "the ungater followed an edited assignment"
-    assert await guard.reconcile("ns/wl") is None
+    assert await g.reconcile("ns/wl") is None
     assert h.writes.annotations[-1] == original
     [(who, kind, _, message)] = [e for e in h.events.seen if e[2] == REASON]
     assert who == "Workload/wl" and kind == "Warning" and "\n" not in message
@@ -312,18 +280,11 @@ async def test_tampered_assignment_after_restart_is_re_placed(
     edit_of: Callable[[str], str | None], problem: str
 ) -> None:
     h = harness()
-    obj = await admit(h)
+    obj = await admitted(h)
     original = obj["metadata"]["annotations"][c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
     restarted = harness()
-    guard = AssignmentGuard(
-        informers=restarted.informers,
-        checks=restarted.checks,
-        writer=restarted.writes,
-        events=restarted.events,
-        settings=Settings(),
-    )
-    restarted.add_workload(edit(obj, edit_of(original)))
-    assert await guard.reconcile("ns/wl") is None
+    restarted.add_workload(edited(obj, edit_of(original)))
+    assert await guard(restarted).reconcile("ns/wl") is None
     [entry] = restarted.writes.checks
     assert entry["name"] == CHECK and entry["state"] == "Retry" and "\n" not in entry["message"]
     assert entry["message"].startswith(problem) and "re-placed" in entry["message"]
