@@ -55,6 +55,16 @@ class LandsThenFails:
         rec.patch = patch  # type: ignore[method-assign]
 
 
+async def x_released_unanswered(h: Harness) -> None:
+    """A workload with one slot on each of n1 and n2 and its gated pods x and y, released; x's
+    patch lands but its answer never comes."""
+    h.workload(assignment(("n1", 1), ("n2", 1)))
+    h.pod("x")
+    h.pod("y")
+    LandsThenFails(h, TransportError("read timed out")).install("x")
+    await asyncio.sleep(1)
+
+
 def test_defaults_outlast_the_apiservers_own_request_timeout() -> None:
     # A patch still being processed by the apiserver (default --request-timeout 60 s) must be
     # seen before we give up on it; client-go's 5 minutes would keep real pods gated too long.
@@ -89,11 +99,7 @@ def test_a_patch_that_times_out_is_released_again_after_the_expectation_timeout(
 
 def test_a_timed_out_patch_that_landed_never_lets_another_pod_into_its_slot() -> None:
     async def body(h: Harness) -> None:
-        h.workload(assignment(("n1", 1), ("n2", 1)))
-        h.pod("x")
-        h.pod("y")
-        LandsThenFails(h, TransportError("read timed out")).install("x")
-        await asyncio.sleep(1)
+        await x_released_unanswered(h)
         landed = h.rec.selectors()
         assert landed["x"] != landed["y"]
         # Before the informer shows x released, a replacement pod appears: x's slot is not free.
@@ -222,11 +228,7 @@ def test_a_conflict_after_an_unseen_release_never_frees_the_slot_for_another_pod
     # x's patch landed but the watch stalls past the timeout; retrying x conflicts (x is newer
     # than the informer shows), and that must not hand x's slot to the extra gated pod c.
     async def body(h: Harness) -> None:
-        h.workload(assignment(("n1", 1), ("n2", 1)))
-        h.pod("x")
-        h.pod("y")
-        LandsThenFails(h, TransportError("read timed out")).install("x")
-        await asyncio.sleep(1)
+        await x_released_unanswered(h)
         h.rec.patches = [p for p in h.rec.patches if p["name"] == "y"]
         h.observe_patches()
         h.pod("c")
