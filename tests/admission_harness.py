@@ -17,7 +17,7 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission import WorkloadAdmission
 from kueue_tas.controllers.admission_writes import AdmissionWriter
-from kueue_tas.controllers.assignment_guard import AssignmentGuard
+from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
 from kueue_tas.controllers.capacity_cache import CapacityCache
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
@@ -241,9 +241,16 @@ def other_hosts(text: str) -> str:
     return encode_assignment_annotation([(name, TopologyAssignment((HOST,), (DomainAssignment((free,), ta.total),)))])
 
 
-def guard(h: Harness) -> AssignmentGuard:
-    settings = Settings(leader_election=False)
-    return AssignmentGuard(informers=h.informers, checks=h.checks, writer=h.writes, events=h.events, settings=settings)
+def guard(h: Harness, rewrites: OurRewrites | None = None) -> AssignmentGuard:
+    """The assignment guard on ``h``; ``rewrites``: the node repair's, when one runs beside it."""
+    return AssignmentGuard(
+        informers=h.informers,
+        checks=h.checks,
+        writer=h.writes,
+        events=h.events,
+        settings=Settings(leader_election=False),
+        rewrites=rewrites,
+    )
 
 
 def ungater(h: Harness, **settings: Any) -> tuple[Ungater, list[str]]:

@@ -16,12 +16,12 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import ALLOCATABLE, CHECK, RACK, Harness, harness, workload
+from admission_harness import ALLOCATABLE, CHECK, RACK, Harness, guard, harness, workload
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
-from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
+from kueue_tas.controllers.assignment_guard import OurRewrites
 from kueue_tas.controllers.node_repair import SCAN, NodeRepair
 from kueue_tas.kube.errors import Conflict, ServerError, TransportError
 from kueue_tas.runtime.config import Settings
@@ -95,6 +95,15 @@ class Rig:
         snap = self.h.capacity.snapshot("gpu")
         assert snap is not None
         return int(domain_free(snap).get((c.HOSTNAME_LABEL, host, GPU), 0))
+
+    async def spare_and_failed_host(self) -> str:
+        """Admit ns/wl, add spare host h5 to the rack of its 4-pod host, and have that host
+        NotReady for the grace period; returns that host."""
+        small, _, rack = roles(await self.admit())
+        self.node("h5", rack, event="ADDED")
+        self.node(small, rack, ready=False)
+        self.clock.now += 30
+        return small
 
     def events(self, reason: str) -> list[str]:
         return [m for _, _, r, m in self.h.events.seen if r == reason]
@@ -185,19 +194,8 @@ async def test_two_failed_nodes_are_repaired_in_one_decision(r: Rig) -> None:
 
 
 async def test_the_assignment_guard_leaves_our_rewrite_alone(r: Rig) -> None:
-    guard = AssignmentGuard(
-        informers=r.h.informers,
-        checks=r.h.checks,
-        writer=r.h.writes,
-        events=r.h.events,
-        settings=Settings(leader_election=False),
-        rewrites=r.rewrites,
-    )
-    before = await r.admit()
-    small, _, rack = roles(before)
-    r.node("h5", rack, event="ADDED")
-    r.node(small, rack, ready=False)
-    r.clock.now += 30
+    g = guard(r.h, r.rewrites)
+    await r.spare_and_failed_host()
     r.h.writes.fail_check = ServerError(500)
     await r.scan()
     # The annotation landed, the entry did not: annotation and record disagree, and that is us.
@@ -206,21 +204,17 @@ async def test_the_assignment_guard_leaves_our_rewrite_alone(r: Rig) -> None:
     obj["metadata"]["resourceVersion"] = "99"
     r.h.modify_workload(obj)
     assert assignment_tampering(r.wl(), {CHECK}) is not None
-    while len(guard.queue):
-        key = await guard.queue.get()
-        guard.queue.done(key)
-        await guard.reconcile(key)
+    while len(g.queue):
+        key = await g.queue.get()
+        g.queue.done(key)
+        await g.reconcile(key)
     assert len(r.h.writes.annotations) == 2  # nothing restored
     assert r.events("TopologyAssignmentTampered") == []
 
 
 async def test_a_conflict_drops_the_held_slots_and_decides_again(r: Rig) -> None:
-    before = await r.admit()
-    small, _, rack = roles(before)
     spare = "h5"
-    r.node(spare, rack, event="ADDED")
-    r.node(small, rack, ready=False)
-    r.clock.now += 30
+    await r.spare_and_failed_host()
     r.h.writes.fail_annotation = Conflict(409)
     assert await r.scan() == pytest.approx(0.5)
     assert r.free(spare) == 8  # nothing held for a write that did not land
@@ -321,11 +315,7 @@ async def test_the_replacement_keeps_whole_slices(r: Rig) -> None:
 
 
 async def test_held_slots_survive_failed_entry_writes_and_unrelated_events(r: Rig) -> None:
-    before = await r.admit()
-    small, _, rack = roles(before)
-    r.node("h5", rack, event="ADDED")
-    r.node(small, rack, ready=False)
-    r.clock.now += 30
+    small = await r.spare_and_failed_host()
     r.h.writes.fail_check = ServerError(503)
     assert await r.scan() == pytest.approx(1.0)  # the entry write is retried after 1 s
     assert r.events("TopologyRepairFailed")[0].startswith("recording the repaired assignment failed")
@@ -341,11 +331,7 @@ async def test_held_slots_survive_failed_entry_writes_and_unrelated_events(r: Ri
 
 
 async def test_an_annotation_write_with_no_answer_is_settled_by_a_reread(r: Rig) -> None:
-    before = await r.admit()
-    small, _, rack = roles(before)
-    r.node("h5", rack, event="ADDED")
-    r.node(small, rack, ready=False)
-    r.clock.now += 30
+    await r.spare_and_failed_host()
     r.h.writes.fail_annotation = TransportError("connection reset")
     assert await r.scan() == pytest.approx(65.0)  # the apiserver may still apply it: wait, holding the slots
     assert r.free("h5") == 4

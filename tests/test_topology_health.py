@@ -15,14 +15,13 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import CHECK, HOST, RACK, Harness, harness, workload
+from admission_harness import CHECK, HOST, RACK, Harness, guard, harness, workload
 from faults import FakeApiServer, faulty_client
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering, recorded
 from kueue_tas.controllers import topology_health
-from kueue_tas.controllers.assignment_guard import AssignmentGuard
 from kueue_tas.controllers.topology_health import (
     NOT_ENFORCED_REASON,
     RESTORED_REASON,
@@ -140,15 +139,8 @@ async def test_lost_rack_level_is_said_once_and_the_entry_stays_ready(cluster: C
     assert await cluster.health.reconcile(KEY) is None
     assert len(cluster.writes.entries) == 1 and len(cluster.health_events()) == 1
     # The assignment guard sees nothing to restore.
-    guard = AssignmentGuard(
-        informers=cluster.h.informers,
-        checks=cluster.h.checks,
-        writer=cluster.h.writes,
-        events=cluster.h.events,
-        settings=Settings(leader_election=False),
-    )
     checks_before = len(cluster.h.writes.checks)
-    assert await guard.reconcile(KEY) is None
+    assert await guard(cluster.h).reconcile(KEY) is None
     assert len(cluster.h.writes.checks) == checks_before
 
     # Recovery: the level is back, the note goes, a Normal Event says so.
