@@ -18,7 +18,7 @@ import copy
 import errno
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -282,6 +282,20 @@ async def faulty_client(server: FakeApiServer) -> tuple[k8s.ApiClient, FaultySes
     session = FaultySession(server)
     api.rest_client.pool_manager = session
     return api, session
+
+
+async def until_settled(step: Callable[[], Awaitable[float | None]], now: list[float], steps: int = 20) -> list[float]:
+    """Run ``step`` (the watch catching up, one pass of the controller, the invariants checked)
+    until the controller asks for nothing more, moving ``now`` by each delay it asks for; the
+    delays. A controller that never settles fails the test."""
+    delays: list[float] = []
+    for _ in range(steps):
+        delay = await step()
+        if delay is None:
+            return delays
+        delays.append(delay)
+        now[0] += delay
+    raise AssertionError(f"never settled: delays {delays}")
 
 
 # The faults every write path is tried against (ids name them in test output).

@@ -18,7 +18,7 @@ from typing import Any
 import builders as mk
 import pytest
 from admission_harness import Harness, harness
-from faults import ALL_FAULTS, FakeApiServer, Fault, faulty_client
+from faults import ALL_FAULTS, FakeApiServer, Fault, faulty_client, until_settled
 from test_admission_write_failures import wl
 
 from kueue_tas.api import constants as c
@@ -46,21 +46,19 @@ def errors(h: Harness) -> float:
     return float(h.metrics.admissions_total.labels("error")._value.get())
 
 
-async def settle(h: Harness, server: FakeApiServer, steps: int = 20) -> list[float]:
+async def settle(h: Harness, server: FakeApiServer) -> list[float]:
     """Reconcile until the controller asks for nothing more; returns the delays it asked for."""
-    delays: list[float] = []
-    for _ in range(steps):
+
+    async def step() -> float | None:
         h.informers.workloads.handle_event("MODIFIED", server.get(WORKLOAD))  # the watch catches up
         delay = await h.admission.reconcile("ns/wl")
         # Before the watch shows it: an entry that is Ready on the server has its capacity held.
         stored = server.get(WORKLOAD) or {}
         if any(e.get("state") == "Ready" for e in stored.get("status", {}).get("admissionChecks", [])):
             assert h.capacity.holds("ns/wl"), "Ready on the server, but its capacity is free to give away"
-        if delay is None:
-            return delays
-        delays.append(delay)
-        h.now[0] += delay
-    raise AssertionError(f"never settled: delays {delays}")
+        return delay
+
+    return await until_settled(step, h.now)
 
 
 @pytest.fixture

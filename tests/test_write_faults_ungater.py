@@ -15,7 +15,7 @@ from typing import Any
 
 import builders as mk
 import pytest
-from faults import ALL_FAULTS, FakeApiServer, Fault, faulty_client
+from faults import ALL_FAULTS, FakeApiServer, Fault, faulty_client, until_settled
 from test_ungater_controller import HOST, UID, Harness, assignment
 
 from kueue_tas.api import constants as c
@@ -47,18 +47,15 @@ class Cluster:
                 out[obj["spec"]["nodeSelector"][HOST]] += 1
         return out
 
-    async def settle(self, steps: int = 20) -> list[float]:
-        delays: list[float] = []
-        for _ in range(steps):
+    async def settle(self) -> list[float]:
+        async def step() -> float | None:
             self.watch()
             delay = await self.h.run_pass()
             released = self.released()
             assert all(released[d] <= n for d, n in COUNTS.items()), f"a domain overfilled: {released}"
-            if delay is None:
-                return delays
-            delays.append(delay)
-            self.now[0] += delay
-        raise AssertionError(f"never settled: delays {delays}")
+            return delay
+
+        return await until_settled(step, self.now)
 
 
 @pytest.fixture
