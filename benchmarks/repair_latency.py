@@ -32,19 +32,12 @@ from e2e import jobs, workloads
 from e2e import stack as st
 from e2e.cluster_health import is_healthy
 from e2e.cluster_state import load_state
-from e2e.controller import ControllerGroup
+from e2e.controller import ControllerGroup, metric_value
 from e2e.kube import Kube, eventually, new_api_client
 from e2e.nodes import BLOCK_LABEL, NodePool
 from e2e.pending.node_failure_helpers import evict_pods_of, fail_node, force_delete, running_pods_per_node
 from e2e.pods import pods_raw
 from kueue_tas.runtime.logging import configure_logging
-
-
-def _metric(text: str, name: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            return float(line.rsplit(" ", 1)[1])
-    return None
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -115,9 +108,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "not_ready_to_repaired_s": round(repaired_at - failed_at, 3),
         "grace_over_to_repaired_s": round(repaired_at - grace_over, 3),
         "grace_over_to_replacements_bound_s": round(bound_at - grace_over, 3),
-        "node_repair_seconds_sum": _metric(metrics, "kueue_tas_node_repair_seconds_sum"),
-        "node_repairs_done": _metric(metrics, 'kueue_tas_node_repairs_total{outcome="done"}'),
-        "failed_nodes_seen": _metric(metrics, "kueue_tas_failed_nodes_seen_total"),
+        "node_repair_seconds_sum": metric_value(metrics, "kueue_tas_node_repair_seconds_sum"),
+        "node_repairs_done": metric_value(metrics, "kueue_tas_node_repairs_total", outcome="done"),
+        "failed_nodes_seen": metric_value(metrics, "kueue_tas_failed_nodes_seen_total"),
     }
 
 

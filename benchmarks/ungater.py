@@ -41,7 +41,7 @@ from e2e import jobs, workloads
 from e2e import stack as st
 from e2e.cluster_health import is_healthy
 from e2e.cluster_state import load_state
-from e2e.controller import ControllerGroup, ControllerProcess, log_events
+from e2e.controller import ControllerGroup, ControllerProcess, log_events, metric_value
 from e2e.kube import Kube, eventually, new_api_client
 from e2e.nodes import BLOCK_LABEL, NodePool, default_allocatable
 from e2e.pods import GATE
@@ -182,13 +182,6 @@ async def reference_patches(api: Any, namespace: str, concurrency: int) -> dict[
     }
 
 
-def _metric(text: str, name: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
-    return None
-
-
 async def _drain_namespace(kube: Kube, namespace: str) -> None:
     with contextlib.suppress(ApiException):
         await kube.core.delete_namespace(namespace, propagation_policy="Background")
@@ -295,8 +288,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for p in passes
         ],
         "per_second_after_ready": histogram(tl, ready, passes),
-        "ungated_pods_total": _metric(metrics, "kueue_tas_ungated_pods_total"),
-        "ungate_errors_total": _metric(metrics, "kueue_tas_ungate_errors_total"),
+        "ungated_pods_total": metric_value(metrics, "kueue_tas_ungated_pods_total"),
+        "ungate_errors_total": metric_value(metrics, "kueue_tas_ungate_errors_total"),
     }
 
 

@@ -240,3 +240,9 @@ def parse_metrics(text: str) -> list[tuple[str, dict[str, str], float]]:
     from prometheus_client.parser import text_string_to_metric_families
 
     return [(s.name, dict(s.labels), s.value) for fam in text_string_to_metric_families(text) for s in fam.samples]
+
+
+def metric_value(text: str, name: str, **labels: str) -> float | None:
+    """The value of the sample ``name`` with exactly ``labels`` in a Prometheus text exposition
+    (None when there is none)."""
+    return next((value for n, lbl, value in parse_metrics(text) if n == name and lbl == labels), None)
