@@ -41,8 +41,8 @@ from kueue_tas.kube.errors import (
     error_from_response,
 )
 from kueue_tas.kube.events import EventRecorder, ObjectRef, micro_time
+from kueue_tas.kube.lease import KubeLeaseApi, LeaseRecord
 from kueue_tas.runtime.config import ConfigError, Settings
-from kueue_tas.runtime.leader import KubeLeaseApi, LeaseRecord
 from kueue_tas.runtime.manager import connect, pool_size
 
 

@@ -8,14 +8,9 @@ import pytest
 from virtual_time import EPOCH, VirtualClock, run_virtual, virtual_clock
 
 from kueue_tas.kube.errors import AlreadyExists, Conflict, NotFound, ServerError
+from kueue_tas.kube.lease import LeaseRecord, lease_body, parse_lease
 from kueue_tas.runtime.config import Settings
-from kueue_tas.runtime.leader import (
-    LeaderElectionLost,
-    LeaderElector,
-    LeaseRecord,
-    lease_body,
-    parse_lease,
-)
+from kueue_tas.runtime.leader import LeaderElectionLost, LeaderElector
 
 SETTINGS = Settings(
     leader_election=True,
