@@ -17,6 +17,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck
 from kueue_tas.controllers import ungater as uc
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.ungate_writes import ungate_patch
 from kueue_tas.kube.errors import Conflict, Invalid, TransportError
 from kueue_tas.kube.events import ObjectRef
 from kueue_tas.kube.stores import Store
@@ -333,7 +334,7 @@ async def test_pods_of_other_workloads_and_ungated_pods_are_never_patched(h: Har
 
 
 async def test_ungate_patch_shape() -> None:
-    body = uc.ungate_patch("g/x", {"a": "1"})
+    body = ungate_patch("g/x", {"a": "1"})
     assert json.loads(json.dumps(body)) == {
         "spec": {"schedulingGates": [{"$patch": "delete", "name": "g/x"}], "nodeSelector": {"a": "1"}}
     }

@@ -24,7 +24,8 @@ from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.controllers.node_repair import NodeRepair
 from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
-from kueue_tas.controllers.ungater import KubePodPatcher, Ungater
+from kueue_tas.controllers.ungate_writes import KubePodPatcher
+from kueue_tas.controllers.ungater import Ungater
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.runtime.health import CheckResult, HealthServer, leader_election_check
 from kueue_tas.runtime.leader import LeaderElectionLost, LeaderElector

@@ -40,10 +40,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any, Final, Literal, Protocol
+from typing import Final, Literal
 
 import structlog
-from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -52,8 +51,8 @@ from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers
 from kueue_tas.controllers.ungate_plan import Expectations, Expected, PodView, Release, plan_releases
+from kueue_tas.controllers.ungate_writes import PodPatcher, ungate_patch
 from kueue_tas.controllers.workload_events import workload_ref
-from kueue_tas.kube.client import patch_pod
 from kueue_tas.kube.errors import ApiError, Conflict, Gone, NotFound, TooManyRequests, may_have_applied, retry_after
 from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.kube.slim import SlimPod
@@ -82,32 +81,6 @@ ReleaseResult = Literal["ok", "gone", "retry", "refused", "unknown", "stale"]
 
 def view(pod: SlimPod) -> PodView:
     return PodView(pod.uid, pod.name, pod.gated, dict(pod.node_selector), pod.completion_index, pod.job_index)
-
-
-def ungate_patch(gate: str, selector: dict[str, str]) -> dict[str, Any]:
-    """Strategic merge patch: remove only ``gate`` (schedulingGates merge on name) and add the selector."""
-    return {"spec": {"schedulingGates": [{"$patch": "delete", "name": gate}], "nodeSelector": selector}}
-
-
-class PodPatcher(Protocol):
-    async def patch(self, namespace: str, name: str, patch: dict[str, Any], resource_version: str) -> None: ...
-
-
-class KubePodPatcher:
-    """:class:`PodPatcher` against the API server: strategic merge, guarded by resourceVersion."""
-
-    def __init__(self, api: k8s.ApiClient) -> None:
-        self.api = api
-
-    async def patch(self, namespace: str, name: str, patch: dict[str, Any], resource_version: str) -> None:
-        await patch_pod(
-            self.api,
-            namespace=namespace,
-            name=name,
-            patch=patch,
-            resource_version=resource_version,
-            strategy="strategic",
-        )
 
 
 class Ungater:
