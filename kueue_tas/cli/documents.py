@@ -34,7 +34,12 @@ MAX_DEPTH = 100
 MAX_ALIAS_EXPANSION = 100_000
 # libyaml composes at least this deep without exhausting an 8 MiB C stack (5,000 measured).
 _C_SAFE_DEPTH = 1000
+# YAML's other line breaks, as "\n" for the regular expressions' "^".
+_BREAKS = str.maketrans({"\r": "\n", "\x85": "\n", "\u2028": "\n", "\u2029": "\n"})
 _BLOCK_PREFIX = re.compile(r"^[ \t?:\-]+", re.MULTILINE)
+_BRACKET = re.compile(r"[\[{]\s*[\]}]?")  # an opener, with its closer when closed right away
+_BEFORE_OPENER = frozenset(" \t\n\x0b\x0c\ufeff:?,[{-")
+_DOCUMENT_START = re.compile(r"^---(?=\s|\Z)", re.MULTILINE)
 
 try:
     from yaml import CSafeLoader as _FastLoader
@@ -128,18 +133,33 @@ else:
             Resolver.__init__(self)
 
 
-def _block_depth_bound(text: str) -> int:
-    """An upper bound on the nesting depth of YAML ``text``.
+def _depth_bound(text: str) -> int:
+    """An upper bound on the nesting depth of YAML ``text``, cheap enough to run on every file.
 
-    Each block collection starts at a deeper column than its parent (a sequence under a mapping
-    key may share its column: x2), at the latest at the first character after the line's run of
-    indentation and ``-``/``?``/``:`` indicators. Flow collections nest only inside brackets, and a
-    line starting ``---`` ends every collection of a document, so the openers of the documents
-    as split there bound them.
+    Block collections: each starts at a deeper column than its parent (a sequence under a
+    mapping key may share its column, hence x2), at the latest right after its line's run of
+    indentation and ``-``/``?``/``:`` indicators. Flow collections: a real ``[`` or ``{`` follows
+    whitespace, an indicator or another opener (``a[`` is text), and one closed right away
+    (``{}``) nests nothing; every other such opener is counted as if never closed. A
+    ``---`` line ends every collection, so the flow count restarts there.
     """
+    if any(ch in text for ch in "\r\x85\u2028\u2029"):
+        text = text.translate(_BREAKS)
     prefix = max(map(len, _BLOCK_PREFIX.findall(text)), default=0)
-    openers = max(part.count("[") + part.count("{") for part in re.split(r"^---", text, flags=re.MULTILINE))
-    return 2 * (prefix + 1) + openers
+    return 2 * (prefix + 1) + max(map(_open_brackets, _DOCUMENT_START.split(text))) + 1
+
+
+def _open_brackets(part: str) -> int:
+    """Flow openers in ``part`` that may nest: not text (``a[0]``), not closed right away (``{}``)."""
+    count = 0
+    for m in _BRACKET.finditer(part):
+        start = m.start()
+        if start and part[start - 1] not in _BEFORE_OPENER:
+            continue
+        if len(m.group()) > 1 and m.group()[-1] in "]}":
+            continue
+        count += 1
+    return count
 
 
 def _check_depth(root: Any) -> None:
@@ -181,7 +201,7 @@ def parse_documents(text: str) -> list[Any]:
         docs = _load_json(text)
         if docs is not None:
             return docs
-    fast = _HAVE_LIBYAML and "&" not in text and _block_depth_bound(text) <= _C_SAFE_DEPTH
+    fast = _HAVE_LIBYAML and "&" not in text and _depth_bound(text) <= _C_SAFE_DEPTH
     try:
         if not fast:
             return list(yaml.load_all(text, Loader=cast(Any, _GuardedLoader)))
