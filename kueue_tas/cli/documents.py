@@ -16,8 +16,11 @@ a Python composer that counts depth and alias expansion as it builds.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import re
+from collections.abc import Iterator
 from typing import Any, cast
 
 import yaml
@@ -195,8 +198,26 @@ def _load_json(text: str) -> list[Any] | None:
     return [value]
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Builds millions of objects, none of them garbage: the cyclic collector would scan the
+    growing heap again and again (a 50,000-node ``kind: List`` document: 4x the time)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def parse_documents(text: str) -> list[Any]:
     """The documents of a YAML or JSON text (JSON first when it looks like JSON)."""
+    with collector_paused():
+        return _parse(text)
+
+
+def _parse(text: str) -> list[Any]:
     if text.lstrip().startswith(("{", "[")):
         docs = _load_json(text)
         if docs is not None:

@@ -17,7 +17,7 @@ import pydantic
 
 from kueue_tas.api.kinds import KubeObject, parse_object
 from kueue_tas.api.shapes import error_line
-from kueue_tas.cli.documents import DocumentError, parse_documents
+from kueue_tas.cli.documents import DocumentError, collector_paused, parse_documents
 
 
 class InputError(ValueError):
@@ -114,6 +114,11 @@ def _parse(origin: Origin, raw: dict[str, Any]) -> KubeObject | None:
 
 def read_objects(paths: list[str]) -> tuple[list[KubeObject], list[str]]:
     """Parsed objects in input order, plus warnings about skipped documents and identical copies."""
+    with collector_paused():
+        return _read_objects(paths)
+
+
+def _read_objects(paths: list[str]) -> tuple[list[KubeObject], list[str]]:
     objects: list[KubeObject] = []
     warnings: list[str] = []
     seen: dict[tuple[str, str, str], tuple[Origin, dict[str, Any]]] = {}
