@@ -7,16 +7,11 @@ from typing import Any
 from pydantic import Field
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.object_base import (
-    Condition,
-    KubeModel,
-    NonNegativeInt32,
-    TolerationModel,
-    TypedObject,
-    condition_is_true,
-)
+from kueue_tas.api.object_base import Condition, KubeModel, TolerationModel, TypedObject, condition_is_true
 
-# Kueue's v1beta2 Workload holds at most 18 PodSets (its CRD's maxItems).
+# Kueue's v1beta2 Workload holds at most 18 PodSets (its CRD's maxItems). The model does not
+# enforce it, nor the counts' bounds: the controller refuses such a Workload with a message
+# instead of dropping it unread.
 MAX_PODSETS = 18
 
 
@@ -44,14 +39,14 @@ class PodSetTopologyRequestModel(KubeModel):
 
 class WorkloadPodSet(KubeModel):
     name: str = c.KUEUE_DEFAULT_PODSET_NAME
-    count: NonNegativeInt32 = 1
-    min_count: NonNegativeInt32 | None = None
+    count: int = 1
+    min_count: int | None = None
     template: dict[str, Any] = Field(default_factory=dict)
     topology_request: PodSetTopologyRequestModel | None = None
 
 
 class WorkloadSpec(KubeModel):
-    pod_sets: list[WorkloadPodSet] = Field(default_factory=list, max_length=MAX_PODSETS)
+    pod_sets: list[WorkloadPodSet] = Field(default_factory=list)
     queue_name: str | None = None
     active: bool | None = None
     priority: int | None = None
@@ -61,7 +56,7 @@ class PodSetAssignment(KubeModel):
     name: str = c.KUEUE_DEFAULT_PODSET_NAME
     flavors: dict[str, str] = Field(default_factory=dict)
     resource_usage: dict[str, str | int | float] = Field(default_factory=dict)
-    count: NonNegativeInt32 | None = None
+    count: int | None = None
 
 
 class Admission(KubeModel):

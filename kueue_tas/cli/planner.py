@@ -47,6 +47,7 @@ from kueue_tas.topology.plan_requests import (
     check_groups,
     check_jobset_counts,
     check_levels,
+    check_workload_counts,
     describe,
     podset_request_for,
     unknown_keys,
@@ -274,6 +275,8 @@ class Planner:
         return psa.count if psa is not None and psa.count is not None else ps.count
 
     def run(self) -> list[WorkloadPlan]:
+        for wl in self.workloads:
+            check_workload_counts(wl)
         self._feed_usage()  # validates every assignment annotation up front
         return [self.place(p) for p in self.placeables()]
 

@@ -119,6 +119,24 @@ def _check_slices_divide(
     )
 
 
+def check_workload_counts(wl: Workload) -> None:
+    """What Kueue's Workload schema allows: 1 to 18 PodSets, counts 0 to int32."""
+    n = len(wl.spec.pod_sets)
+    if n > MAX_PODSETS:
+        raise PlanInputError(f"{describe(wl)}: spec.podSets: has {n} entries, at most {MAX_PODSETS} allowed")
+    counts = [(f"spec.podSets[{i}].count", ps.count) for i, ps in enumerate(wl.spec.pod_sets)]
+    if wl.status.admission is not None:
+        counts += [
+            (f"status.admission.podSetAssignments[{i}].count", psa.count)
+            for i, psa in enumerate(wl.status.admission.pod_set_assignments)
+            if psa.count is not None
+        ]
+    for where, count in counts:
+        if not 0 <= count <= INT32_MAX:
+            bound = "at least 0" if count < 0 else f"at most {INT32_MAX}"
+            raise PlanInputError(f"{describe(wl)}: {where}: must be {bound}, got {count}")
+
+
 def check_jobset_counts(obj: JobSet, podsets: Sequence[PodSetSpec]) -> None:
     """A JobSet becomes one Workload: at most its PodSet limit, each count an int32."""
     if len(podsets) > MAX_PODSETS:

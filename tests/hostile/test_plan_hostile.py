@@ -174,6 +174,8 @@ def no_workloads(res: Outcome) -> None:
 NODE = mk.node("n1")
 LEVELS_17 = [f"example.com/l{i}" for i in range(17)]
 POD_ANNOTATED = mk.pod("sneaky", "b0-r0-h0", gpus=4, annotations={mk.REQUIRED: mk.RACK})
+ADMITTED_NEGATIVE = mk.workload("w", 4, admitted_flavor="gpu")
+ADMITTED_NEGATIVE["status"]["admission"]["podSetAssignments"][0]["count"] = -1
 BAD_POD = mk.pod("p", "b0-r0-h0")
 BAD_POD["spec"]["containers"][0]["resources"] = []
 _PLAIN_JOB = mk.job("a", 1, mk.required(mk.RACK))
@@ -304,9 +306,18 @@ ROWS: list[Row] = [
     Row(
         "workload-count-negative",
         on_cluster(mk.workload("w", -4)),
-        ("Workload/w", "spec.podSets[0].count", "at least 0"),
+        ("Workload/team-a/w", "spec.podSets[0].count", "at least 0, got -4"),
     ),
-    Row("workload-count-2^64", on_cluster(mk.workload("w", 2**64)), ("Workload/w", "spec.podSets[0].count", "at most")),
+    Row(
+        "workload-count-2^64",
+        on_cluster(mk.workload("w", 2**64)),
+        ("Workload/team-a/w", "spec.podSets[0].count", "at most 2147483647"),
+    ),
+    Row(
+        "workload-admitted-count-negative",
+        on_cluster(ADMITTED_NEGATIVE),
+        ("Workload/team-a/w", "status.admission.podSetAssignments[0].count", "at least 0, got -1"),
+    ),
     Row(
         "jobset-replicas-negative",
         on_cluster(mk.jobset("js", [mk.replicated_job("w", -1, 1, 1)])),
@@ -328,7 +339,7 @@ ROWS: list[Row] = [
     Row(
         "workload-5000-podsets",
         on_cluster(big_workload(1, podsets=5000)),
-        ("Workload/big", "spec.podSets", "5000 entries, at most 18"),
+        ("Workload/team-a/big", "spec.podSets", "5000 entries, at most 18"),
     ),
     Row(
         "jobset-5000-replicated-jobs",
