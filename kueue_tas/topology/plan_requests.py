@@ -113,10 +113,8 @@ def _check_slices_divide(
     else:
         suffix = c.SUFFIX_SLICE_CONSTRAINTS if layers else c.SUFFIX_SLICE_SIZE
         where = f"{template_path(obj, index)}.metadata.annotations[{prefix}{suffix}]"
-    raise PlanInputError(
-        f"{describe(obj)}: {where}: slice size {size} does not divide the pod set count {count}: "
-        f"{count % size} pod(s) would be left without a domain"
-    )
+    # Worded as admit's rule for the controller (issue 12, defect 7), which supersedes this one.
+    raise PlanInputError(f'{describe(obj)}: {where}: invalid value "{size}": must evenly divide pod set count {count}')
 
 
 def check_workload_counts(wl: Workload) -> None:

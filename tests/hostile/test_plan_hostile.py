@@ -472,7 +472,7 @@ ROWS: list[Row] = [
     Row(
         "slice-size-does-not-divide",
         on_cluster(mk.job("a", 5, {mk.REQUIRED: mk.BLOCK, mk.SLICE_LEVEL: mk.RACK, mk.SLICE_SIZE: "2"})),
-        ("Job/team-a/a", f"annotations[{mk.SLICE_SIZE}]", "slice size 2 does not divide the pod set count 5"),
+        ("Job/team-a/a", mk.SLICE_SIZE, '"2"', "must evenly divide pod set count 5"),
     ),
     Row(
         "slice-size-field-does-not-divide",
@@ -492,7 +492,7 @@ ROWS: list[Row] = [
                 admitted_flavor="gpu",
             )
         ),
-        ("Workload/team-a/w", "spec.podSets[0].topologyRequest.podSetSliceSize", "does not divide"),
+        ("Workload/team-a/w", "spec.podSets[0].topologyRequest.podSetSliceSize", "must evenly divide pod set count 7"),
     ),
     Row(
         "slice-size-zero",
