@@ -61,9 +61,13 @@ class Writes:
     annotations: list[str] = field(default_factory=list)
     gated: list[set[str]] = field(default_factory=list)
     fail: Exception | None = None
+    server: Workload | None = None  # what a re-read returns (default: the copy it is given)
 
     async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
         self.gated.append(set(podsets))
+
+    async def read_workload(self, workload: Workload) -> Workload | None:
+        return self.server or workload
 
     async def write_annotation(self, workload: Workload, text: str) -> None:
         self.annotations.append(text)
@@ -98,6 +102,10 @@ class Harness:
 
 @pytest.fixture
 def h() -> Harness:
+    return make_harness()
+
+
+def make_harness() -> Harness:
     settings = Settings(leader_election=False)
     metrics = Metrics()
     informers = SharedInformers.register(Manager(None, settings, metrics), settings.annotation_prefix)

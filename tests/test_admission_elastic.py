@@ -110,6 +110,9 @@ class Writes:
     async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
         pass
 
+    async def read_workload(self, workload: Workload) -> Workload | None:
+        return workload
+
     async def write_annotation(self, workload: Workload, text: str) -> None:
         self.annotations[workload.name] = text
 

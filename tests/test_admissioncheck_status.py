@@ -86,3 +86,32 @@ async def test_missing_topology_and_bad_parameters(parts: tuple[SharedInformers,
     await status.reconcile("tas")
     assert writer.written[-1][1]["status"] == "False"
     assert writer.written[-1][1]["message"] == 'Topology "topo" does not exist'
+
+
+async def test_a_flavor_put_on_two_topologies_makes_both_checks_inactive(
+    parts: tuple[SharedInformers, AdmissionCheckStatus, Writer],
+) -> None:
+    informers, status, writer = parts
+    informers.topologies.handle_event("ADDED", TOPO)
+    informers.topologies.handle_event("ADDED", mk.topology("other", ("rack",), resource_version="1"))
+    informers.checks.handle_event("ADDED", check("tas"))
+    informers.checks.handle_event("ADDED", check("tas2", topology_name="other"))
+    informers.queues.handle_event("ADDED", mk.cluster_queue("cq", ("gpu",), {"tas": []}, resource_version="1"))
+    await status.reconcile("tas")
+    assert writer.written[-1][1]["status"] == "True"
+    # A second ClusterQueue puts the same flavor under the other check.
+    informers.queues.handle_event("ADDED", mk.cluster_queue("cq2", ("gpu",), {"tas2": []}, resource_version="1"))
+    message = (
+        "ResourceFlavor 'gpu': put on Topology 'topo' by AdmissionCheck 'tas' and on Topology 'other' by "
+        "AdmissionCheck 'tas2'"
+    )
+    for name in ("tas", "tas2"):
+        await status.reconcile(name)
+        assert writer.written[-1][1] | {"lastTransitionTime": None} == {
+            "type": "Active",
+            "status": "False",
+            "reason": "FlavorConflict",
+            "message": message,
+            "lastTransitionTime": None,
+            "observedGeneration": 3,
+        }

@@ -45,7 +45,7 @@ from kueue_tas.cli.planner import Planner
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 from kueue_tas.topology.free import level_free
 from kueue_tas.topology.snapshot import TopologySnapshot
 
@@ -121,9 +121,25 @@ def nodes(draw: st.DrawFn, name: str) -> Obj:
 def pods(draw: st.DrawFn, name: str) -> Obj:
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
-    kind = draw(st.sampled_from(["plain", "plain", "labelled", "annotated", "kueue-annotated"]))
+    spec: Obj = {}
+    node = draw(st.sampled_from([*NODE_NAMES, "", "ghost"]))
+    kind = draw(st.sampled_from(["plain", "plain", "labelled", "labelled", "annotated", "kueue-annotated"]))
     if kind == "labelled":
-        labels[c.WORKLOAD_LABEL] = "some-uid"
+        # A claim on a Workload slot (Workloads here have no UID: the label names them), honoured
+        # or not: a Workload that may not exist or hold the PodSet, the domain pinned by a
+        # nodeSelector of some shape or left to the node's labels.
+        labels[c.WORKLOAD_LABEL] = draw(st.sampled_from(["w0", "w1", "w2", "some-uid"]))
+        if draw(st.integers(0, 5)):
+            labels[c.PODSET_LABEL] = draw(st.sampled_from(["main", "aux"]))
+        shape = draw(st.sampled_from(["none", "host", "full", "racks"]))
+        b, r = draw(st.sampled_from(["b0", "b1"])), draw(st.sampled_from(["r0", "r1"]))
+        h = node if node and draw(st.booleans()) else draw(st.sampled_from(NODE_NAMES))
+        if shape == "host":
+            spec["nodeSelector"] = {HOST: hostname(h)}
+        elif shape == "full":
+            spec["nodeSelector"] = {BLOCK: b, RACK: f"{b}-{r}", HOST: hostname(h)}
+        elif shape == "racks":
+            spec["nodeSelector"] = {BLOCK: b, RACK: f"{b}-{r}"}
     elif kind == "annotated":
         annotations["kueue-tas.io/podset-required-topology"] = RACK
     elif kind == "kueue-annotated":  # Kueue's prefix, not ours: a non-TAS pod for us
@@ -131,8 +147,7 @@ def pods(draw: st.DrawFn, name: str) -> Obj:
     requests = {"cpu": f"{draw(st.integers(0, 3000))}m", GPU: str(draw(st.integers(0, 3)))}
     if draw(st.integers(0, 9)) == 0:
         requests[FOO] = "1"  # a resource no node has
-    spec: Obj = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
-    node = draw(st.sampled_from([*NODE_NAMES, "", "ghost"]))
+    spec["containers"] = [{"name": "c", "resources": {"requests": requests}}]
     if node:
         spec["nodeName"] = node
     return {
@@ -140,7 +155,7 @@ def pods(draw: st.DrawFn, name: str) -> Obj:
         "kind": "Pod",
         "metadata": {"name": name, "namespace": "ns", "labels": labels, "annotations": annotations},
         "spec": spec,
-        "status": {"phase": draw(st.sampled_from(["Running", "Pending", "Succeeded", "Failed"]))},
+        "status": {"phase": draw(st.sampled_from(["Running", "Running", "Pending", "Succeeded", "Failed"]))},
     }
 
 
@@ -236,7 +251,32 @@ def clusters(
     node_h = draw(histories(nodes, node_names))
     pod_h = draw(histories(pods, [f"p{i}" for i in range(draw(st.integers(0, 8)))]))
     wl_h = draw(histories(lambda name: workloads(name, node_names), [f"w{i}" for i in range(draw(st.integers(0, 5)))]))
+    pod_h += [[draw(member_pods(f"m{i}", final(wl_h), node_names))] for i in range(draw(st.integers(0, 4)))]
     return node_h, pod_h, wl_h, draw(st.randoms(use_true_random=False))
+
+
+@st.composite
+def member_pods(draw: st.DrawFn, name: str, wls: list[Obj], node_names: list[str]) -> Obj:
+    """A pod as our ungater releases it: a Workload's labels and one of its domains' nodeSelector,
+    bound to a node (often one of that domain's)."""
+    pod = draw(pods(name))
+    pod["spec"]["nodeName"] = draw(st.sampled_from(node_names))
+    pod["status"]["phase"] = "Running"
+    annotated = [w for w in wls if c.TOPOLOGY_ASSIGNMENT_ANNOTATION in w["metadata"].get("annotations", {})]
+    if not annotated:
+        return pod
+    wl = draw(st.sampled_from(annotated))
+    decoded = dict(decode_assignment_annotation(wl["metadata"]["annotations"][c.TOPOLOGY_ASSIGNMENT_ANNOTATION]))
+    podset = draw(st.sampled_from(sorted(decoded)))
+    assignment = decoded[podset]
+    domain = draw(st.sampled_from(assignment.domains))
+    pod["metadata"]["labels"] = {c.WORKLOAD_LABEL: wl["metadata"]["name"], c.PODSET_LABEL: podset}
+    pod["spec"]["nodeSelector"] = dict(zip(assignment.levels, domain.values, strict=True))
+    host = domain.values[-1] if assignment.levels[-1] == HOST else None
+    on_host = [n for n in node_names if hostname(n) == host]
+    if on_host and draw(st.booleans()):
+        pod["spec"]["nodeName"] = on_host[0]
+    return pod
 
 
 def final(history: list[list[Obj | None]]) -> list[Obj]:
@@ -283,6 +323,7 @@ def live_by_events(
         if obj is None:
             live.remove_workload_usage(f"ns/{name}")
             live.forget(f"ns/{name}")
+            live.unidentify(f"ns/{name}")
         else:
             feed_workload(live, Workload.model_validate(obj), checks)
 
@@ -407,6 +448,8 @@ def test_the_random_clusters_exercise_every_rule() -> None:
             pod = slim_pod(versions[-1])
             if pod.counts_on_node and any(pod.node_name in snap.tree.leaf_by_node_name for snap in snaps.values()):
                 seen.add("ours-on-a-leaf" if pod.is_tas else "charged-on-a-leaf")
+                if pod.workload is not None:
+                    seen.add("fills-a-slot" if live.slot_filled_by(pod.key) else "claims-no-slot")
         checks = our_checks(kueue_config().checks.values(), c.CONTROLLER_NAME)
         for versions in wl_h:
             if versions[-1] is None:
@@ -427,6 +470,8 @@ def test_the_random_clusters_exercise_every_rule() -> None:
         "deleted-workload",
         "charged-on-a-leaf",
         "ours-on-a-leaf",
+        "fills-a-slot",
+        "claims-no-slot",
         "untrusted-assignment",
         "held-on-a-leaf",
         "held-across-flavors",

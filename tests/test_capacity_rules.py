@@ -11,12 +11,15 @@ import pytest
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.rules import (
+    PodClaim,
     UsageEntry,
     UsageError,
     charges_snapshot,
     flavor_specs,
     our_checks,
     pod_charge,
+    pod_claim,
+    pod_domain,
     workload_usage,
 )
 from kueue_tas.kube.slim import slim_pod
@@ -60,13 +63,24 @@ def test_unbound_pods_are_not_charged() -> None:
     assert pod_charge(slim_pod(n1_pod(node=""))) is None
 
 
-def test_our_pods_are_not_charged_their_assignment_holds_them() -> None:
-    assert pod_charge(slim_pod(n1_pod(labels={"kueue-tas.io/workload": "w"}))) is None
-    annotated = n1_pod(annotations={"kueue-tas.io/podset-unconstrained-topology": "true"})
-    assert pod_charge(slim_pod(annotated)) is None
-    kueue_annotated = n1_pod(annotations={"kueue.x-k8s.io/podset-required-topology": "rack"})
-    assert pod_charge(slim_pod(kueue_annotated)) is not None
-    assert pod_charge(slim_pod(kueue_annotated, prefix="kueue.x-k8s.io/")) is None
+def test_pods_carrying_our_labels_or_annotations_are_charged_too_the_labels_are_only_a_claim() -> None:
+    # Issue 12, defect 2: a label or annotation anyone can write must not make a pod invisible.
+    labelled = slim_pod(n1_pod(labels={"kueue-tas.io/workload": "w", "kueue-tas.io/podset": "main"}))
+    assert pod_charge(labelled) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
+    assert pod_claim(labelled) == PodClaim("ns", "w", "main", ())
+    annotated = slim_pod(n1_pod(annotations={"kueue-tas.io/podset-unconstrained-topology": "true"}))
+    assert pod_charge(annotated) is not None and pod_claim(annotated) is None
+    assert pod_charge(slim_pod(n1_pod(annotations={"kueue.x-k8s.io/podset-required-topology": "rack"}))) is not None
+    # Terminating pods run until they are gone (Kueue #10076).
+    assert pod_charge(slim_pod(n1_pod(deleting=True))) is not None
+
+
+def test_a_pods_domain_is_the_one_its_node_selector_pins_else_its_nodes_labels() -> None:
+    levels = (RACK,)
+    assert pod_domain(((RACK, "r1"),), {RACK: "r2"}, levels) == ("r1",)
+    assert pod_domain((), {RACK: "r2"}, levels) == ("r2",)
+    assert pod_domain((("other", "x"),), {}, levels) is None
+    assert pod_domain((), None, levels) is None
 
 
 # --- workloads --------------------------------------------------------------------------------
@@ -89,7 +103,7 @@ def trusted(**changes: Any) -> Workload:
 
 
 def test_a_trusted_workload_holds_its_assignment_on_its_tas_flavor() -> None:
-    expected = (UsageEntry("gpu", ON_H1, {GPU: 1}),)
+    expected = (UsageEntry("gpu", ON_H1, {GPU: 1}, "main"),)
     assert workload_usage(trusted(), {"tas"}, {"gpu"}) == expected
     assert workload_usage(trusted(), {"tas"}, {"gpu"}, strict=True) == expected
     assert workload_usage(trusted(check_state="Pending"), {"tas"}, {"gpu"}) is None
@@ -108,7 +122,7 @@ def test_an_undecodable_annotation_holds_nothing_for_the_controller_and_is_an_er
 
 def test_an_assignment_of_a_podset_the_spec_lacks() -> None:
     wl = trusted(assignment=encode_assignment_annotation([("main", ON_H1), ("ghost", ON_H1)]))
-    assert workload_usage(wl, {"tas"}, {"gpu"}) == (UsageEntry("gpu", ON_H1, {GPU: 1}),)
+    assert workload_usage(wl, {"tas"}, {"gpu"}) == (UsageEntry("gpu", ON_H1, {GPU: 1}, "main"),)
     with pytest.raises(UsageError) as err:
         workload_usage(wl, {"tas"}, {"gpu"}, strict=True)
     assert err.value.problem == "names PodSet 'ghost', which spec.podSets does not have"
@@ -116,7 +130,7 @@ def test_an_assignment_of_a_podset_the_spec_lacks() -> None:
 
 def test_several_tas_flavors_on_one_podset() -> None:
     wl = trusted(admitted_flavor={GPU: "gpu", "cpu": "gpu-b"})
-    assert workload_usage(wl, {"tas"}, {"gpu", "gpu-b"}) == (UsageEntry("gpu", ON_H1, {GPU: 1}),)
+    assert workload_usage(wl, {"tas"}, {"gpu", "gpu-b"}) == (UsageEntry("gpu", ON_H1, {GPU: 1}, "main"),)
     with pytest.raises(UsageError) as err:
         workload_usage(wl, {"tas"}, {"gpu", "gpu-b"}, strict=True)
     assert (err.value.field, err.value.problem) == (

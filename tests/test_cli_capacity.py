@@ -129,12 +129,53 @@ def test_pods_that_hold_nothing_outside_assignments_are_not_charged() -> None:
         ns_pod("done", "h11", gpus=8, phase="Succeeded"),
         ns_pod("failed", "h11", gpus=8, phase="Failed"),
         ns_pod("unbound", "", gpus=8),
-        # Our own pods: their Workload's assignment holds their capacity.
-        ns_pod("ours", "h12", gpus=8, labels={"kueue-tas.io/workload": "uid-wl"}),
     ]
     d = by_values(flavor_view(pods=pods, workloads=[]))
     assert all(x.free[GPU] == x.allocatable[GPU] for x in d.values())
     assert pod_charge(slim_pod(ns_pod("ds", "h11", gpus=2))) == ("h11", {"cpu": 1000, GPU: 2, "pods": 1})
+
+
+OURS = {"kueue-tas.io/workload": "uid-wl", "kueue-tas.io/podset": "main"}
+ON_H21_SELECTOR = {HOST: "h21"}
+
+
+def test_user_pod_with_our_labels_but_no_admitted_workload_is_charged() -> None:
+    # Issue 12, defect 2: labels and annotations anyone can write never make a pod invisible.
+    pods = [
+        ns_pod("labelled", "h12", gpus=3, labels=OURS),
+        ns_pod("annotated", "h22", gpus=2, annotations={"kueue-tas.io/podset-unconstrained-topology": "true"}),
+    ]
+    d = by_values(flavor_view(pods=pods, workloads=[]))
+    assert d[("b1", "b1-r1", "h12")].free[GPU] == 5
+    assert d[("b1", "b1-r2", "h22")].free[GPU] == 6
+
+
+def test_pod_of_our_admitted_workload_is_charged_exactly_once() -> None:
+    # ns/wl holds 4 slots on h21; two of its pods run there: 4 GPUs used, not 6.
+    pods = [ns_pod(f"wl-{i}", "h21", gpus=1, labels=OURS, selector=ON_H21_SELECTOR) for i in range(2)]
+    d = by_values(flavor_view(pods=pods))
+    assert d[("b1", "b1-r2", "h21")].free[GPU] == 4
+    assert d[("b1", "b1-r2", "h21")].free["pods"] == 106
+    # More pods than slots: the ones beyond the count are charged as well.
+    pods = [ns_pod(f"wl-{i}", "h21", gpus=1, labels=OURS, selector=ON_H21_SELECTOR) for i in range(6)]
+    assert by_values(flavor_view(pods=pods))[("b1", "b1-r2", "h21")].free[GPU] == 2
+
+
+@pytest.mark.parametrize(
+    ("pod", "why"),
+    [
+        (ns_pod("out", "h12", gpus=3, labels=OURS), "bound outside the workload's domains"),
+        (ns_pod("x", "h21", gpus=3, labels=OURS | {"kueue-tas.io/workload": "uid-other"}), "another workload"),
+        (ns_pod("x", "h21", gpus=3, labels=OURS | {"kueue-tas.io/podset": "ghost"}), "a PodSet it lacks"),
+        (ns_pod("x", "h21", gpus=3, labels=OURS, namespace="elsewhere"), "another namespace"),
+    ],
+)
+def test_pod_claiming_our_workload_without_filling_its_slot_is_charged(pod: dict[str, Any], why: str) -> None:
+    d = by_values(flavor_view(pods=[pod]))
+    node = pod["spec"]["nodeName"]
+    used = 3 + (4 if node == "h21" else 0)  # the workload's 4 slots on h21 stay held
+    assert d[("b1", "b1-r1" if node == "h12" else "b1-r2", node)].free[GPU] == 8 - used, why
+    assert d[("b1", "b1-r2", "h21")].free[GPU] == 8 - 4 - (3 if node == "h21" else 0), why
 
 
 @pytest.mark.parametrize(

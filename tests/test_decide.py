@@ -101,5 +101,9 @@ def test_implied_and_ungoverned() -> None:
     live = capacity()
     d = decide(admitted("a", 5, {}), {"gpu"}, live)
     assert d.outcome is Outcome.READY and d.placements[0].assignment.total == 5
-    d = decide(admitted("a", 5, {REQ: RACK}), {"other-flavor"}, live)
+    d = decide(admitted("a", 5, {}), {"other-flavor"}, live)
     assert d.outcome is Outcome.READY and d.placements == []
+    # Asking for a topology on a flavor the check does not govern is never Ready with nothing assigned.
+    d = decide(admitted("a", 5, {REQ: RACK}), {"other-flavor"}, live)
+    assert d.outcome is Outcome.PENDING and d.placements == []
+    assert d.message.startswith('PodSet "main" requests a topology, but its ResourceFlavor "gpu" is not one')

@@ -173,3 +173,32 @@ def test_elastic_slice_keeps_the_old_pods_where_they_are_with_its_gates() -> Non
     assert elastic == TopologyAssignment(
         (mk.HOST,), (DomainAssignment(("b0-r0-h0",), 2), DomainAssignment(("b0-r0-h1",), 4))
     )
+
+
+def running(workload: str, host: str, n: int) -> list[dict[str, Any]]:
+    """``n`` one-GPU pods of ``workload`` (labelled by name: it has no UID) released onto ``host``."""
+    labels = {mk.WORKLOAD_LABEL: workload, "kueue-tas.io/podset": "main"}
+    return [mk.pod(f"{workload}-{host}-{i}", host, gpus=1, labels=labels, selector={mk.HOST: host}) for i in range(n)]
+
+
+def test_running_pods_of_a_replaced_slice_are_not_counted_twice() -> None:
+    # Issue 12, defect 2: pods of ours are charged on their nodes unless they fill a slot; the slice
+    # the new one replaces is the engine's ``current``, so its pods are out of the count with it.
+    on_h1 = TopologyAssignment((mk.HOST,), (DomainAssignment(("b0-r0-h1",), 2),))
+    old = mk.workload("slice-1", 2, admitted_flavor="gpu", check_state="Ready", assignment=on_h1)
+    objs = [*one_rack(), old, slice_for("team-a/slice-1", count=4)]
+    without_pods = run(objs, ELASTIC_ON)["slice-2"].podsets[0].assignment
+    with_pods = run([*objs, *running("slice-1", "b0-r0-h1", 2)], ELASTIC_ON)["slice-2"].podsets[0].assignment
+    assert with_pods == without_pods
+
+
+def test_running_pods_of_a_workload_replaced_in_place_are_not_counted_twice() -> None:
+    split = TopologyAssignment((mk.HOST,), (DomainAssignment(("b0-r0-h0",), 2), DomainAssignment(("b0-r0-h1",), 2)))
+    broken = mk.workload("broken", 4, admitted_flavor="gpu", check_state="Ready", assignment=split)
+    broken["status"]["unhealthyNodes"] = [{"name": "b0-r0-h0"}]
+    nodes = [mk.node("b0-r0-h0", ready=False), mk.node("b0-r0-h1")]
+    plans = run([*mk.kueue_objects(), *nodes, broken, *running("broken", "b0-r0-h1", 2)])
+    assert plans["broken"].fits  # h1's 4 GPUs: the 2 pods it keeps there and the 2 it moves
+    assert plans["broken"].podsets[0].assignment == TopologyAssignment(
+        (mk.HOST,), (DomainAssignment(("b0-r0-h1",), 4),)
+    )

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping
 
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.capacity.rules import FlavorSpec, pod_charge, workload_usage
+from kueue_tas.capacity.rules import FlavorSpec, pod_charge, pod_claim, workload_identity, workload_usage
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.model import NodeInfo
 from kueue_tas.topology.slice_replacement import replaced_slice_ref
@@ -23,19 +24,27 @@ def workload_key(wl: Workload) -> str:
 
 
 def feed_pod(capacity: LiveCapacity, pod: SlimPod) -> None:
-    """A pod was added or changed: charge it, or release what it held (see ``pod_charge``)."""
+    """A pod was added or changed: charge it, or release what it held (see ``pod_charge``);
+    its labels' claim on a workload slot goes along, for the model to verify (``pod_claim``)."""
     charge = pod_charge(pod)
     if charge is None:
         capacity.delete_pod(pod.key)
     else:
-        capacity.upsert_pod(pod.key, *charge)
+        capacity.upsert_pod(pod.key, *charge, claim=pod_claim(pod))
 
 
 def feed_workload(capacity: LiveCapacity, wl: Workload, checks: Container[str], *, strict: bool = False) -> None:
     """A Workload was added or changed: its trusted usage replaces what it held (and any
     assumption for it); an untrusted one holds nothing committed (see ``workload_usage``).
     A new elastic slice is held with the slice it replaces (``replaced_slice_ref``): until
-    Kueue finishes that one, the pair holds the union of their assignments."""
+    Kueue finishes that one, the pair holds the union of their assignments.
+
+    An annotation that departs from our record (``assignment_tampering``) never lowers what is
+    held: what the model already holds for the workload (our decision) stays; with nothing
+    held (a restart), the edited assignment is charged as far as it decodes."""
+    capacity.identify(workload_key(wl), wl.namespace or "", workload_identity(wl))
+    if capacity.holds(workload_key(wl)) and assignment_tampering(wl, checks) is not None:
+        return
     usage = workload_usage(wl, checks, capacity.flavors(), strict=strict)
     if usage is not None:
         ref = replaced_slice_ref(wl, capacity.gates)

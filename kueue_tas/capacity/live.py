@@ -1,11 +1,17 @@
 """The live capacity model: one placement snapshot per TAS flavor, kept current by events.
 
-Fed by the informers (nodes, non-TAS pods, workloads holding assignments; what each
-object contributes is decided in ``kueue_tas.capacity.rules``) and read by the admitter,
+Fed by the informers (nodes, bound pods, workloads holding assignments; what each object
+contributes is decided in ``kueue_tas.capacity.rules``) and read by the admitter,
 ``kueue-tas capacity`` and ``kueue-tas plan``. Pod and workload events adjust the built
 snapshots in place; a change to the node set (a node added, removed, relabelled, tainted,
 turning NotReady, or changing allocatable) marks the snapshots stale, and the next decision
-rebuilds them from the stores (no rebuild per decision).
+rebuilds them from these tables (no rebuild per decision).
+
+Every bound pod is charged once, on its node: a pod that fills a slot of a trusted
+assignment (``pod_slots``) as that workload's TAS usage, any other pod as non-TAS usage. A
+workload holds, at its domains, only the slots no pod fills yet. So usage follows the node: a
+node relabelled into another rack takes its pods' usage with it, while the slots they fill
+stay filled.
 
 "Assumed" usage is an assignment decided but not yet observed as Ready on the
 Workload: it holds capacity from the decision on, so two workloads can never be
@@ -13,11 +19,10 @@ given the same capacity, and is replaced by the committed usage once observed.
 
 Elastic slices: a workload that replaces another (``replaces=``) keeps the other's pods
 where they are, so while both are held the replaced one holds only what the new one does
-not cover (``rules.uncovered_usage``): the pair is charged its union, once. The decision
-for the new slice runs ``without`` the replaced one (the engine charges what it keeps);
-every other decision sees it. What each workload holds in the snapshots is recomputed from
-these tables on every change (``_recharge``), so nothing is ever charged twice or left
-behind.
+not cover (``rules.uncovered_usage``): the pair is charged its union, once, and the kept
+pods fill the new slice's slots first. The decision for the new slice runs ``without`` the
+replaced one (neither its slots nor the pods filling them are charged: the engine charges
+what it keeps); every other decision sees it.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from kueue_tas.capacity.rules import FlavorSpec, UsageEntry, charges_snapshot, uncovered_usage
+from kueue_tas.capacity.pod_slots import OpenSlots, PodSlots, SlotCharge
+from kueue_tas.capacity.rules import FlavorSpec, PodClaim, UsageEntry, charges_snapshot, uncovered_usage
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import NodeInfo, ResourceMap
 from kueue_tas.topology.snapshot import TopologySnapshot
@@ -39,14 +46,13 @@ class LiveCapacity:
         # The class snapshots are built with; a seam for tests that check what reaches ``place``.
         self.snapshot_class = snapshot_class
         self._nodes: dict[str, NodeInfo] = {}
-        self._pods: dict[str, tuple[str, ResourceMap]] = {}  # non-TAS pod key -> (node name, usage)
         self._committed: dict[str, tuple[UsageEntry, ...]] = {}  # workload key -> usage
         self._assumed: dict[str, tuple[UsageEntry, ...]] = {}
         self._replaces: dict[str, str] = {}  # workload -> the slice it replaces, while it holds usage
         self._hidden: set[str] = set()  # workloads a decision in progress must not see
-        self._charged: dict[str, tuple[UsageEntry, ...]] = {}  # what each workload holds in the snapshots
         self._flavors: dict[str, FlavorSpec] = {}
         self._snapshots: dict[str, TopologySnapshot] = {}
+        self._slots = PodSlots(self._node_labels, self._apply)
 
     # --- flavors and nodes: structural changes ---------------------------------------------
 
@@ -60,33 +66,45 @@ class LiveCapacity:
         return self._flavors
 
     def upsert_node(self, node: NodeInfo) -> None:
-        if self._nodes.get(node.name) == node:
+        old = self._nodes.get(node.name)
+        if old == node:
             return  # heartbeats and other status noise change nothing we use
         self._nodes[node.name] = node
         self._snapshots.clear()
+        if old is None or old.labels != node.labels:
+            self._slots.node_relabelled(node.name)
 
     def delete_node(self, name: str) -> None:
         if self._nodes.pop(name, None) is not None:
             self._snapshots.clear()
+            self._slots.node_relabelled(name)
+
+    def _node_labels(self, name: str) -> Mapping[str, str] | None:
+        node = self._nodes.get(name)
+        return None if node is None else node.labels
 
     # --- usage: incremental ---------------------------------------------------------------
 
-    def upsert_pod(self, key: str, node_name: str | None, usage: ResourceMap | None) -> None:
-        """A non-TAS pod: charged while bound and not terminal (pass None to release)."""
-        if node_name is not None and usage is not None and self._pods.get(key) == (node_name, usage):
-            return  # a status update that changes nothing we charge
-        self.delete_pod(key)
+    def upsert_pod(
+        self, key: str, node_name: str | None, usage: ResourceMap | None, claim: PodClaim | None = None
+    ) -> None:
+        """A bound, not finished pod, charged on its node (pass None to release); ``claim``: the
+        workload slot it says it fills (``rules.pod_claim``), honoured only if it does."""
         if node_name is None or usage is None:
-            return
-        self._pods[key] = (node_name, usage)
-        for snap in self._snapshots.values():
-            snap.add_non_tas_usage(node_name, usage)
+            self.delete_pod(key)
+        else:
+            self._slots.upsert_pod(key, node_name, usage, claim)
 
     def delete_pod(self, key: str) -> None:
-        old = self._pods.pop(key, None)
-        if old is not None:
-            for snap in self._snapshots.values():
-                snap.add_non_tas_usage(old[0], old[1], sign=-1)
+        self._slots.delete_pod(key)
+
+    def identify(self, key: str, namespace: str, workload_label: str) -> None:
+        """Workload ``key`` is the one our workload label ``workload_label`` names in ``namespace``
+        (``rules.workload_identity``): the pods carrying it may fill its slots."""
+        self._slots.identify(key, (namespace, workload_label))
+
+    def unidentify(self, key: str) -> None:
+        self._slots.identify(key, None)
 
     def set_workload_usage(self, key: str, entries: tuple[UsageEntry, ...], replaces: str | None = None) -> None:
         """Usage of a workload our check admitted (observed Ready); replaces earlier usage and
@@ -114,12 +132,12 @@ class LiveCapacity:
             yield
             return
         self._hidden.add(key)
-        self._recharge(key)
+        self._slots.set_hidden(key, True)
         try:
             yield
         finally:
             self._hidden.discard(key)
-            self._recharge(key)
+            self._slots.set_hidden(key, False)
 
     def _set(
         self, table: dict[str, tuple[UsageEntry, ...]], key: str, entries: tuple[UsageEntry, ...], replaces: str | None
@@ -131,43 +149,48 @@ class LiveCapacity:
         before = self._replaces.pop(key, None)
         if replaces is not None and replaces != key and self.holds(key):
             self._replaces[key] = replaces
-        self._recharge(key)
+        self._slots.set_replaces(key, self._replaces.get(key))
+        self._slots.set_entries(key, self._effective(key))
         # The slices this one replaces (before and now) hold what it does not cover.
         for other in {before, replaces} - {None, key}:
             assert other is not None
-            self._recharge(other)
+            self._slots.set_entries(other, self._effective(other))
 
     def _held(self, key: str) -> tuple[UsageEntry, ...]:
         return self._committed.get(key, ()) + self._assumed.get(key, ())
 
     def _effective(self, key: str) -> tuple[UsageEntry, ...]:
-        """What ``key`` holds in the snapshots now."""
-        if key in self._hidden:
-            return ()
+        """The slots ``key`` holds, before pods fill them."""
         entries = self._held(key)
         for new, old in self._replaces.items():
             if old == key and entries:
                 entries = uncovered_usage(entries, self._held(new))
         return entries
 
-    def _recharge(self, key: str) -> None:
-        entries = self._effective(key)
-        before = self._charged.pop(key, ())
-        if entries:
-            self._charged[key] = entries
-        if entries == before:
-            return
-        for entry in before:
-            self._charge(entry, -1)
-        for entry in entries:
-            self._charge(entry, 1)
+    # --- the snapshots ------------------------------------------------------------------------
 
-    def _charge(self, entry: UsageEntry, sign: int) -> None:
+    def _apply(self, charge: SlotCharge, sign: int) -> None:
         for name, snap in self._snapshots.items():
+            self._apply_to(name, snap, charge, sign)
+
+    def _apply_to(self, name: str, snap: TopologySnapshot, charge: SlotCharge, sign: int) -> None:
+        if isinstance(charge, OpenSlots):
+            entry = charge.entry
             if charges_snapshot(name, snap, entry.flavor, entry.assignment, self.gates):
-                snap.add_tas_usage(entry.assignment, entry.per_pod, sign)
+                domain = TopologyAssignment(entry.assignment.levels, (DomainAssignment(charge.domain, charge.count),))
+                snap.add_tas_usage(domain, entry.per_pod, sign)
+        elif charge.entry is None:
+            snap.add_non_tas_usage(charge.node, charge.usage, sign)
+        elif charges_snapshot(name, snap, charge.entry.flavor, charge.entry.assignment, self.gates):
+            leaf = snap.tree.leaf_by_node_name.get(charge.node)
+            if leaf is not None:
+                snap.capacity.add_tas_usage(leaf, charge.usage, sign)
 
     # --- reading --------------------------------------------------------------------------
+
+    def slot_filled_by(self, pod_key: str) -> str | None:
+        """The workload one of whose slots this bound pod fills; None if it fills none."""
+        return self._slots.slot_filled_by(pod_key)
 
     def snapshot(self, flavor: str) -> TopologySnapshot | None:
         """The flavor's current snapshot (built on demand); None for a flavor we do not govern."""
@@ -184,11 +207,7 @@ class LiveCapacity:
             flavor_node_labels=spec.node_labels,
             flavor_tolerations=spec.tolerations,
         )
-        for node_name, usage in self._pods.values():
-            snap.add_non_tas_usage(node_name, usage)
+        for charge in self._slots.charges():
+            self._apply_to(flavor, snap, charge, 1)
         self._snapshots[flavor] = snap
-        for entries in self._charged.values():
-            for entry in entries:
-                if charges_snapshot(flavor, snap, entry.flavor, entry.assignment, self.gates):
-                    snap.add_tas_usage(entry.assignment, entry.per_pod)
         return snap

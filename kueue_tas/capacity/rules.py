@@ -10,11 +10,18 @@ cluster) and ``kueue-tas plan`` (from a dump). That is what makes their numbers 
   labels and a label for every level. That filter is the engine's own
   (``kueue_tas.topology.tree.node_is_eligible``, applied when a snapshot's tree is built), so
   the engine's test cases and the capacity model share it too.
-* Pods: a bound, non-terminal pod that is not ours is charged to its node (``pod_charge``).
-  Ours (our workload label or a topology annotation) are held by their Workload's assignment.
+* Pods: every bound, non-terminal pod holds its requests on its node (``pod_charge``),
+  Terminating pods included (they run until they are gone). A pod that carries our workload
+  and PodSet labels (``pod_claim``) fills a slot of that Workload's assignment when the
+  Workload we track under that label is trusted, the pod is in its namespace and PodSet, and
+  the pod's domain (the nodeSelector our ungater or Kueue's podSetUpdates wrote, else its node's
+  labels now) is one of the assignment's domains with a slot left; each filled slot stops
+  being held at its domain, so the pod is charged once, where its node is now. Labels are
+  not trust: a pod that fills no slot (no such Workload, another PodSet, outside the domains,
+  more pods than the count) is charged like any other pod.
 * Workloads: an assignment annotation is trusted while the Workload is not finished and one
-  of our checks is Ready on it (``assignment_trusted``); it then holds, per PodSet, its
-  domains on the PodSet's TAS flavor (``workload_usage``).
+  of our checks is Ready on it (``assignment_trusted``); it then holds, per PodSet, the slots
+  of its domains on the PodSet's TAS flavor that no bound pod fills yet (``workload_usage``).
 * Elastic slices: while a new slice and the slice it replaces are both held (the new one
   decided or Ready, the old one not yet finished by Kueue), the new slice keeps the old
   pods where they are, so the pair holds the union of their assignments: the old slice
@@ -29,13 +36,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
-from kueue_tas.api.quantity import QuantityError
-from kueue_tas.api.resources import pod_requests
+from kueue_tas.api.quantity import MAX_MILLI_UNITS, QuantityError, to_kueue_units
+from kueue_tas.api.resources import pod_requests, pod_requests_exact
 from kueue_tas.api.workload import Workload
-from kueue_tas.kube.slim import SlimPod
+from kueue_tas.kube.slim import Selector, SlimPod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
@@ -63,6 +71,18 @@ class UsageEntry:
     flavor: str
     assignment: TopologyAssignment
     per_pod: ResourceMap
+    pod_set: str = ""  # the PodSet whose pods fill its slots; "" (a decision's usage): none do
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """What a pod says about its owner: our workload label (the Workload's UID, its name when it
+    has none: ``workload_identity``) and PodSet label, and its nodeSelector. Only a claim."""
+
+    namespace: str
+    workload: str
+    pod_set: str
+    node_selector: Selector = ()
 
 
 class UsageError(ValueError):
@@ -89,6 +109,7 @@ def flavor_specs(
     flavor: Callable[[str], ResourceFlavor | None],
     controller_name: str = c.CONTROLLER_NAME,
     flavor_topology_names: dict[str, str | None] | None = None,
+    conflicts: dict[str, str] | None = None,
 ) -> tuple[dict[str, FlavorSpec], dict[str, set[str]]]:
     """(flavor -> spec, our check -> flavors it governs) for ``checks`` (ours, see ``our_checks``).
 
@@ -96,9 +117,11 @@ def flavor_specs(
     on it, and the check says so through its ``Active`` condition. ``flavor_topology_names``
     (flavor -> ``spec.topologyName``, only ``plan`` passes it) also maps flavors no check of
     ours governs. Raises ``FlavorMappingError`` when two checks put one flavor on different
-    Topologies.
+    Topologies, unless ``conflicts`` is given (see ``bind_flavors``: such a flavor is left out).
     """
-    bindings = bind_flavors(checks.values(), queues, flavor_topology_names, controller_name=controller_name)
+    bindings = bind_flavors(
+        checks.values(), queues, flavor_topology_names, controller_name=controller_name, conflicts=conflicts
+    )
     specs: dict[str, FlavorSpec] = {}
     per_check: dict[str, set[str]] = {name: set() for name in checks}
     for name, b in bindings.items():
@@ -122,14 +145,41 @@ def flavor_specs(
 
 
 def pod_charge(pod: SlimPod) -> tuple[str, dict[str, int]] | None:
-    """(node, requests + ``pods: 1``) of a pod that holds capacity outside our assignments;
-    None for our own pods (their assignment holds it) and for unbound or finished pods."""
-    if pod.is_tas or not pod.counts_on_node:
+    """(node, requests + ``pods: 1``) of a pod that holds capacity on its node: every bound pod
+    that is not finished, ours or not; None for unbound or finished pods."""
+    if not pod.counts_on_node:
         return None
     return pod.node_name, pod.usage_map()
 
 
+def pod_claim(pod: SlimPod) -> PodClaim | None:
+    """The Workload slot a pod claims through our labels; None without both labels. Whether the
+    claim holds is decided against the Workloads we track (``LiveCapacity``), never here."""
+    if pod.workload is None or pod.podset is None:
+        return None
+    return PodClaim(pod.namespace, pod.workload, pod.podset, pod.node_selector)
+
+
+def pod_domain(
+    node_selector: Selector, node_labels: Mapping[str, str] | None, levels: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """The domain (values at ``levels``) a pod of an assignment occupies: the one its nodeSelector
+    pins (the kubelet admits a pod only on a node that matched it, so a node relabelled later
+    keeps its pods' slots), else the one its node's labels name now; None if neither does."""
+    selector = dict(node_selector)
+    if all(level in selector for level in levels):
+        return tuple(selector[level] for level in levels)
+    if node_labels is not None and all(level in node_labels for level in levels):
+        return tuple(node_labels[level] for level in levels)
+    return None
+
+
 # --- workloads --------------------------------------------------------------------------------
+
+
+def workload_identity(wl: Workload) -> str:
+    """The value our admission writes into the workload label of the Workload's pods."""
+    return wl.metadata.uid or wl.name
 
 
 def assignment_trusted(wl: Workload, checks: Container[str]) -> bool:
@@ -152,8 +202,8 @@ def workload_usage(
     admission or no TAS flavor holds nothing. The controller reads leniently (an annotation
     that does not decode holds nothing and is logged, a PodSet the spec lacks is skipped, the
     first of several TAS flavors is used); ``strict`` (``plan``: its input must be valid)
-    raises ``UsageError`` for each of these instead. A malformed quantity raises either way.
-    """
+    raises ``UsageError`` for each of these instead, and for a malformed or out-of-range
+    quantity in a template, which the controller charges as much as it can (``_saturated_requests``)."""
     if not assignment_trusted(wl, checks):
         return None
     field = f"metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]"
@@ -184,12 +234,39 @@ def workload_usage(
             )
         if not flavors:
             continue
+        spec = ps.template.get("spec") or {}
         try:
-            per_pod = pod_requests(ps.template.get("spec") or {})
+            per_pod = pod_requests(spec)
         except QuantityError as exc:
-            raise UsageError(f"spec.podSets[{name}].template", str(exc)) from exc
-        entries.append(UsageEntry(flavors[0], assignment, per_pod))
+            if strict:
+                raise UsageError(f"spec.podSets[{name}].template", str(exc)) from exc
+            per_pod = _saturated_requests(spec, f"{wl.namespace}/{wl.name}", name, exc)
+        entries.append(UsageEntry(flavors[0], assignment, per_pod, name))
     return tuple(entries)
+
+
+def _saturated_requests(spec: Mapping[str, Any], workload: str, pod_set: str, exc: QuantityError) -> dict[str, int]:
+    """Requests of a trusted PodSet whose template holds an amount beyond int64 milli-units (we
+    never admit one; an edit can make one): such an amount is charged as the most a quantity can
+    be, which fills any node, so the PodSet's slots keep their domains and nothing is placed on
+    top of them. Leaving the whole Workload out (or failing the informer's handler) would free
+    its capacity for a second workload."""
+    import structlog  # not at module level: see workload_usage
+
+    structlog.get_logger(__name__).warning(
+        "podset_requests_out_of_range", workload=workload, pod_set=pod_set, error=str(exc)
+    )
+    try:
+        exact = pod_requests_exact(spec)
+    except (QuantityError, ValueError):
+        return {}  # no amount can be read: the slots hold their pods' count only
+    out = {}
+    for resource, amount in exact.items():
+        try:
+            out[resource] = to_kueue_units(resource, amount)
+        except QuantityError:
+            out[resource] = MAX_MILLI_UNITS if amount > 0 else 0
+    return out
 
 
 # --- elastic slices -----------------------------------------------------------------------------
@@ -216,7 +293,7 @@ def uncovered_usage(old: Iterable[UsageEntry], new: Iterable[UsageEntry]) -> tup
                 domains.append(DomainAssignment(d.values, d.count - covered))
         if domains:
             left = TopologyAssignment(entry.assignment.levels, tuple(domains))
-            out.append(UsageEntry(entry.flavor, left, entry.per_pod))
+            out.append(UsageEntry(entry.flavor, left, entry.per_pod, entry.pod_set))
     return tuple(out)
 
 

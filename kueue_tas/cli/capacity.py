@@ -34,6 +34,7 @@ import numpy as np
 from kueue_tas.capacity.feed import capacity_from_lists
 from kueue_tas.cli.cluster_read import ClusterReadError, load_settings, read_for_capacity, run_read, tas_config
 from kueue_tas.cli.render import format_amount
+from kueue_tas.topology.capacity import saturating_total
 from kueue_tas.topology.free import leaf_free, level_sums
 from kueue_tas.topology.model import PODS
 from kueue_tas.topology.snapshot import TopologySnapshot
@@ -94,7 +95,7 @@ def flavor_capacity(
     free_rows = leaf_free(snap).reshape(n_leaves, len(columns))
     node_counts = np.asarray([len(nodes) for nodes in tree.leaf_nodes], dtype=np.int64).reshape(n_leaves, 1)
     per_level = level_sums(tree, np.hstack([alloc_rows, free_rows, node_counts]))
-    total_alloc = dict(zip(columns, (int(v) for v in alloc_rows.sum(axis=0)), strict=True))
+    total_alloc = dict(zip(columns, (int(v) for v in saturating_total(alloc_rows)), strict=True))
     bar = resource or main_resource(total_alloc)
     levels = []
     for level, totals in zip(tree.levels, per_level, strict=True):

@@ -12,6 +12,7 @@ elastic slices; ``kueue_tas.topology.plan_replacements``) pass it to the engine 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from kueue_tas.api import constants as c
@@ -22,7 +23,7 @@ from kueue_tas.api.podsets import PodSetSpec, podsets_of
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.shapes import template_shape_error
 from kueue_tas.api.workload import PodSetTopologyRequestModel, Workload
-from kueue_tas.capacity.feed import feed_pod, feed_workload
+from kueue_tas.capacity.feed import feed_pod, feed_workload, workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import (
     FlavorSpec,
@@ -146,6 +147,7 @@ class Planner:
         # Re-placed Workloads (node replacement) and replaced slices (elastic): their current
         # assignment is the engine's ``current``, not usage.
         self.replacements = ReplacementIndex.build(self.workloads, self._trusted, gates)
+        self._hidden = ExitStack()  # the replaced Workloads, out of the count for the whole plan
         self._usage_fed = False  # admitted Workloads: read up front, every annotation validated
         self._cluster_fed = False  # nodes and pods: read when a snapshot is first needed
         self._placed = 0
@@ -172,6 +174,10 @@ class Planner:
             return
         for wl in self.workloads:
             if not self.replacements.counts_as_usage(wl):
+                # The engine charges what it keeps (``current``): its pods fill its slots, and
+                # slots and pods stay out of the count (the model's ``without``, for good).
+                self._hidden.enter_context(self.capacity.without(workload_key(wl)))
+                feed_workload(self.capacity, wl, self.our_checks)
                 continue
             try:
                 feed_workload(self.capacity, wl, self.our_checks, strict=True)

@@ -1,7 +1,7 @@
 """``kueue-tas run``: the controller process.
 
 One Manager owns the API client and the shared informers; the reconcilers registered on it
-(workload admission, AdmissionCheck status, ungater, capacity gauges) run while this process
+(workload admission, AdmissionCheck status, assignment guard, ungater, capacity gauges) run while this process
 holds the leader Lease.
 """
 
@@ -17,6 +17,7 @@ from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission import WorkloadAdmission
 from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
 from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus, KubeCheckStatusWriter
+from kueue_tas.controllers.assignment_guard import AssignmentGuard
 from kueue_tas.controllers.capacity_cache import CapacityCache
 from kueue_tas.controllers.capacity_gauges import CapacityGauges
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
@@ -40,17 +41,21 @@ def register(manager: Manager, settings: Settings) -> None:
     capacity = LiveCapacity(gates)
     cache = CapacityCache(capacity, informers, checks)
     gauges = CapacityGauges(manager.metrics, capacity, max_levels=settings.metrics_domain_levels)
+    writer = KubeAdmissionWriter(manager.api)
     admission = WorkloadAdmission(
         informers=informers,
         checks=checks,
         capacity=capacity,
         flavors_of=cache.flavors_of,
-        writer=KubeAdmissionWriter(manager.api),
+        writer=writer,
         events=manager.event_recorder,
         metrics=manager.metrics,
         settings=settings,
         gates=gates,
         decided=gauges.touch,
+    )
+    guard = AssignmentGuard(
+        informers=informers, checks=checks, writer=writer, events=manager.event_recorder, settings=settings
     )
     status = AdmissionCheckStatus(informers=informers, checks=checks, writer=KubeCheckStatusWriter(manager.api))
     ungater = Ungater(
@@ -66,6 +71,7 @@ def register(manager: Manager, settings: Settings) -> None:
     manager.add("capacity-gauges", gauges.run)
     manager.add("workload-admission", admission.run)
     manager.add("admissioncheck-status", status.run)
+    manager.add("assignment-guard", guard.run)
     manager.add("ungater", ungater.run)
 
 

@@ -5,6 +5,13 @@ Decisions are serialised (one worker, one lock): each decision sees the capacity
 earlier one, including those still being written ("assumed"). A write that conflicts drops the
 assumption and the workload is decided again from fresh state, so capacity is never given twice.
 
+A failed write (any error) counts ``admissions_total{outcome="error"}``, leaves a Warning Event
+and is retried with backoff (a 429's Retry-After, capped). Its assumption is dropped unless
+the failed write was our Ready entry and it may have landed (no response, timeout, 5xx): then
+the capacity stays held and, once the apiserver can no longer be applying it, the Workload is
+re-read before it is decided again. A write that succeeded but never comes back through the
+informer is re-read the same way.
+
 A new elastic slice (``kueue_tas.topology.slice_replacement``, the rule ``plan`` follows) is
 decided from the assignments of the slice it replaces, with that slice's usage hidden for
 the decision only; once decided it is held together with that slice (``LiveCapacity``
@@ -16,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import structlog
 
@@ -25,10 +32,16 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import assignment_trusted
-from kueue_tas.controllers.admission_writes import AdmissionWriter, GateInjectionError, check_entry, merged_annotation
+from kueue_tas.controllers.admission_writes import (
+    AdmissionWriter,
+    EntryWriteUnknown,
+    check_entry,
+    merged_annotation,
+)
+from kueue_tas.controllers.check_flavors import unusable_flavors
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
-from kueue_tas.kube.errors import ApiError, Conflict
+from kueue_tas.kube.errors import ApiError, Conflict, may_have_applied, retry_after
 from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
@@ -43,6 +56,16 @@ log = structlog.get_logger(__name__)
 # After this long without seeing our entry write come back (e.g. missed across a relist), a
 # still-Pending workload is decided again.
 WRITE_OBSERVE_TIMEOUT_SECONDS: Final = 30.0
+# An entry write that got no answer may still be applied until the apiserver's own request
+# timeout (60 s by default) runs out: its capacity stays held and the Workload is re-read only then.
+UNKNOWN_WRITE_SETTLE_SECONDS: Final = 65.0
+# Backoff after a failed write or re-read: 1, 2, 4 ... seconds, and never more than this
+# (also the cap on a server's Retry-After).
+WRITE_RETRY_MAX_SECONDS: Final = 60.0
+
+# Kubernetes' ValidateAnnotationsSize: the bytes of every annotation's key and value, together.
+ANNOTATIONS_SIZE_LIMIT: Final = 256 * 1024
+ASSIGNMENT_FIELD: Final = f"metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]"
 
 _OUTCOME_METRIC: Final[dict[Outcome, Literal["ready", "retry", "rejected"]]] = {
     Outcome.READY: "ready",
@@ -50,6 +73,7 @@ _OUTCOME_METRIC: Final[dict[Outcome, Literal["ready", "retry", "rejected"]]] = {
     Outcome.REJECTED: "rejected",
 }
 _OUTCOME_REASON: Final = {
+    Outcome.PENDING: "TopologyUnavailable",
     Outcome.READY: "TopologyAssigned",
     Outcome.RETRY: "TopologyNotFitting",
     Outcome.REJECTED: "TopologyRequestRejected",
@@ -75,6 +99,7 @@ class WorkloadAdmission:
         """``flavors_of(check)``: the flavors our check governs; ``decided()`` is called after
         every decision (the capacity gauges' cue); ``clock``: monotonic seconds."""
         self._workloads = informers.workloads.store
+        self._informers = informers
         self._checks = checks
         self._capacity = capacity
         self._flavors_of = flavors_of
@@ -89,6 +114,7 @@ class WorkloadAdmission:
         self._lock = asyncio.Lock()
         self._retries: dict[str, int] = {}
         self._awaiting_write: dict[str, float] = {}  # workload -> deadline to observe our entry write
+        self._write_failures: dict[str, int] = {}  # workload -> failed writes in a row (backoff)
         informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
         for config in informers.configuration():
             on_any_change(config, self.enqueue_all, spec_only=True)
@@ -110,6 +136,7 @@ class WorkloadAdmission:
         key = workload_key(wl)
         self._retries.pop(key, None)
         self._awaiting_write.pop(key, None)
+        self._write_failures.pop(key, None)
 
     def _entry_written(self, wl: Workload) -> bool:
         """Our entry is no longer Pending: the informer has caught up with our last write."""
@@ -139,36 +166,85 @@ class WorkloadAdmission:
         wait = self._awaiting_write.get(key, 0.0) - self._clock()
         if wait > 0:
             return wait
+        if key in self._awaiting_write:
+            # Still not seen: ask the apiserver before giving the capacity to anyone else.
+            try:
+                fresh = await self._writer.read_workload(wl)
+            except Exception as exc:
+                log.warning("workload_reread_failed", workload=key, error=str(exc))
+                return self._backoff(key, exc)
+            if fresh is None:  # deleted; the informer will say so too
+                self._on_deleted(wl)
+                self._capacity.forget(key)
+                return None
+            if self._pending_check(fresh) is None:
+                log.info("entry_write_confirmed", workload=key)
+                self._awaiting_write[key] = self._clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
+                return WRITE_OBSERVE_TIMEOUT_SECONDS
+            wl = fresh
         self._awaiting_write.pop(key, None)
         async with self._lock:
             # Pending means we hold nothing for it (an earlier assumption is stale).
             self._capacity.forget(key)
             replaced, current = self._replaced_slice(wl)
             started = time.perf_counter()
+            governed = self._flavors_of(check)
             with self._capacity.without(replaced):
                 decision = decide(
                     wl,
-                    self._flavors_of(check),
+                    governed,
                     self._capacity,
                     self._settings.annotation_prefix,
                     self._gates,
                     current=current,
+                    unusable=self._unusable(check, governed),
                 )
             self._metrics.decision_seconds.observe(time.perf_counter() - started)
             self._decided()
+            if decision.outcome is Outcome.PENDING and _entry_says(wl, check_entry(check, decision, wl)):
+                return None  # already written; a configuration change decides it again
             try:
                 await self._commit(wl, check, decision, replaced)
             except Conflict:
                 self._capacity.forget(key)
                 log.info("workload_changed_while_deciding", workload=key)
                 return 0.5
-            except (ApiError, GateInjectionError) as exc:
+            except EntryWriteUnknown as unknown:
+                # Our Ready entry may be on the Workload: keep holding its capacity.
+                self._awaiting_write[key] = self._clock() + UNKNOWN_WRITE_SETTLE_SECONDS
+                await self._write_failed(wl, unknown.__cause__ or unknown, held=True)
+                return UNKNOWN_WRITE_SETTLE_SECONDS
+            except Exception as exc:
                 self._capacity.forget(key)
-                self._metrics.record_admission("error")
-                log.warning("admission_write_failed", workload=key, error=str(exc))
-                await self._event(wl, "Warning", "TopologyAssignmentFailed", str(exc))
-                return 5.0
+                await self._write_failed(wl, exc, held=False)
+                return self._backoff(key, exc)
+        self._write_failures.pop(key, None)
         return None
+
+    def _backoff(self, key: str, exc: BaseException) -> float:
+        n = self._write_failures.get(key, 0)
+        self._write_failures[key] = n + 1
+        return retry_after(exc, min(2.0**n, WRITE_RETRY_MAX_SECONDS), WRITE_RETRY_MAX_SECONDS)
+
+    async def _write_failed(self, wl: Workload, exc: BaseException, *, held: bool) -> None:
+        self._metrics.record_admission("error")
+        error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}".rstrip(": ")
+        log.warning("admission_write_failed", workload=workload_key(wl), error=error, capacity_held=held)
+        message = f"writing the topology assignment failed: {error}"
+        if held:
+            message += "; it may have been applied, so its capacity stays reserved until the Workload is read again"
+        await self._event(wl, "Warning", "TopologyAssignmentFailed", message)
+
+    def _unusable(self, check: str, governed: set[str]) -> dict[str, str]:
+        return unusable_flavors(
+            check,
+            self._checks.by_name(),
+            self._informers.queues.store.values(),
+            self._informers.topologies.store.get,
+            self._informers.flavors.store.get,
+            governed,
+            self._checks.controller_name,
+        )
 
     def _replaced_slice(self, wl: Workload) -> tuple[str | None, dict[str, TopologyAssignment] | None]:
         """(key, assignments) of the slice ``wl`` replaces; (None, None) for an ordinary placement."""
@@ -189,21 +265,30 @@ class WorkloadAdmission:
     async def _commit(self, wl: Workload, check: str, decision: Decision, replaced: str | None) -> None:
         key = workload_key(wl)
         requeue: int | None = None
+        decision, text = with_annotation(wl, decision)
         if decision.outcome is Outcome.READY:
             self._capacity.assume(key, decision.usage(), replaces=replaced)
             gated = {p.name for p in decision.placements if p.multi_domain}
             await self._writer.inject_gates(wl, gated, self._settings.scheduling_gate)
-            if decision.placements:
-                await self._writer.write_annotation(wl, merged_annotation(wl, decision))
+            if text is not None:
+                await self._writer.write_annotation(wl, text)
             self._retries.pop(key, None)
         elif decision.outcome is Outcome.RETRY:
             n = self._retries.get(key, 0)
             self._retries[key] = n + 1
             base, cap = self._settings.retry_backoff_base_seconds, self._settings.retry_backoff_max_seconds
             requeue = int(min(base * 2**n, cap))
-        await self._writer.write_check(wl, check_entry(check, decision, wl, requeue))
-        self._awaiting_write[key] = self._clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
-        self._metrics.record_admission(_OUTCOME_METRIC[decision.outcome])
+        try:
+            await self._writer.write_check(wl, check_entry(check, decision, wl, requeue))
+        except Exception as exc:
+            if decision.outcome is Outcome.READY and may_have_applied(exc):
+                raise EntryWriteUnknown() from exc
+            raise
+        if decision.outcome is not Outcome.PENDING:
+            # A Pending entry cannot be told apart from Kueue's when it comes back; the
+            # message check above stops it from being written twice instead.
+            self._awaiting_write[key] = self._clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
+            self._metrics.record_admission(_OUTCOME_METRIC[decision.outcome])
         kind: Literal["Normal", "Warning"] = "Normal" if decision.outcome is Outcome.READY else "Warning"
         await self._event(wl, kind, _OUTCOME_REASON[decision.outcome], decision.message)
         log.info(
@@ -211,8 +296,12 @@ class WorkloadAdmission:
         )
 
     async def _event(self, wl: Workload, kind: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        """Best effort: an Event that cannot be written must not undo the writes before it."""
         ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
-        await self._events.emit_event(ref, reason=reason, message=message, type=kind)
+        try:
+            await self._events.emit_event(ref, reason=reason, message=message, type=kind)
+        except Exception as exc:
+            log.warning("event_failed", workload=workload_key(wl), reason=reason, error=str(exc))
 
     # --- running ------------------------------------------------------------------------------
 
@@ -221,3 +310,43 @@ class WorkloadAdmission:
         self.enqueue_all()
         log.info("workload_admission_started")
         await self.queue.run(1, self.reconcile)
+
+
+def with_annotation(wl: Workload, decision: Decision) -> tuple[Decision, str | None]:
+    """A Ready decision with its annotation text, or Rejected when that text cannot be stored:
+    Kubernetes caps all annotations of an object together (keys and values) at 256 KiB, and
+    writing past it would fail on every retry. The text is already Kueue's compact encoding
+    (``kueue_tas.topology.codec``); random host names defeat its prefix sharing."""
+    if decision.outcome is not Outcome.READY or not decision.placements:
+        return decision, None
+    try:
+        text = merged_annotation(wl, decision)
+    except AssignmentFormatError as exc:
+        return Decision(Outcome.REJECTED, f"{ASSIGNMENT_FIELD}: the assignment cannot be encoded: {exc}"), None
+    others = sum(
+        len(k.encode()) + len(v.encode())
+        for k, v in wl.metadata.annotations.items()
+        if k != c.TOPOLOGY_ASSIGNMENT_ANNOTATION and isinstance(v, str)
+    )
+    size = others + len(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) + len(text.encode())
+    if size <= ANNOTATIONS_SIZE_LIMIT:
+        return decision, text
+    domains = sum(len(p.assignment.domains) for p in decision.placements)
+    return (
+        Decision(
+            Outcome.REJECTED,
+            f"{ASSIGNMENT_FIELD}: the assignment of {domains} domains takes {len(text.encode())} bytes in Kueue's "
+            f"compact encoding, {size} bytes with the Workload's other annotations: over Kubernetes' limit of "
+            f"{ANNOTATIONS_SIZE_LIMIT} bytes (256 KiB) for all annotations of an object; ask for fewer, larger "
+            "pods or a higher topology level",
+        ),
+        None,
+    )
+
+
+def _entry_says(wl: Workload, entry: dict[str, Any]) -> bool:
+    """``wl`` carries ``entry``'s state and message already."""
+    return any(
+        st.name == entry["name"] and st.state == entry["state"] and st.message == entry["message"]
+        for st in wl.status.admission_checks
+    )

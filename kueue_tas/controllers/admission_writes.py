@@ -1,6 +1,12 @@
 """The writes that turn an admission decision into cluster state, in the order that keeps
 every invariant: gates into the suspended Job/JobSet templates, then the assignment
-annotation, then our check entry (one server-side apply, our field manager)."""
+annotation, then our check entry (one server-side apply, our field manager).
+
+How a write fails decides what happens to the capacity the decision holds: only the check
+entry can make a workload Ready, so only an entry write whose outcome is unknown (no
+response, timeout, 5xx; :func:`~kueue_tas.kube.errors.may_have_applied`) keeps it; the
+controller then re-reads the Workload (:meth:`AdmissionWriter.read_workload`) before
+deciding again. Every other failure leaves nothing that holds capacity."""
 
 from __future__ import annotations
 
@@ -13,11 +19,16 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.controllers.decide import Decision, Outcome
 from kueue_tas.kube.client import JSON_PATCH, apply_status, call_json, merge_patch_custom, raw_kwargs
+from kueue_tas.kube.errors import NotFound
 from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 
 
 class GateInjectionError(RuntimeError):
     pass
+
+
+class EntryWriteUnknown(Exception):
+    """Our check entry write failed in a way that may still have applied it (``__cause__``)."""
 
 
 def now_rfc3339() -> str:
@@ -83,6 +94,10 @@ class AdmissionWriter(Protocol):
 
     async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None: ...
 
+    async def read_workload(self, workload: Workload) -> Workload | None:
+        """The Workload as the API server has it now (None: deleted)."""
+        ...
+
 
 class KubeAdmissionWriter:
     """:class:`AdmissionWriter` against the API server."""
@@ -102,6 +117,23 @@ class KubeAdmissionWriter:
             patch={"metadata": {"annotations": {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}}},
             resource_version=workload.metadata.resource_version,
         )
+
+    async def read_workload(self, workload: Workload) -> Workload | None:
+        co = k8s.CustomObjectsApi(self.api)
+        try:
+            raw = await call_json(
+                co.get_namespaced_custom_object(
+                    c.KUEUE_GROUP,
+                    c.KUEUE_VERSION,
+                    workload.namespace or "default",
+                    "workloads",
+                    workload.name,
+                    **raw_kwargs(30),
+                )
+            )
+        except NotFound:
+            return None
+        return Workload.model_validate(raw)
 
     async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
         await apply_status(

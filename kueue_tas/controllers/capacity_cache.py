@@ -1,6 +1,6 @@
 """Keeps the live capacity model current from the shared informers (Kueue's scheduler cache).
 
-Nodes and non-TAS pods go to their snapshots; each Workload whose assignment is trusted holds
+Nodes and bound pods go to their snapshots; each Workload whose assignment is trusted holds
 its committed usage; the Kueue configuration decides the TAS flavors and, per check of ours,
 the flavors it governs. A configuration change recomputes every Workload's usage (which
 flavors are TAS flavors may have changed). The capacity model's rules are in
@@ -14,9 +14,8 @@ import structlog
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import feed_pod, feed_workload, workload_key
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.capacity.rules import FlavorSpec, flavor_specs
+from kueue_tas.capacity.rules import flavor_specs
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
-from kueue_tas.topology.flavors import FlavorMappingError
 
 log = structlog.get_logger(__name__)
 
@@ -48,18 +47,19 @@ class CapacityCache:
     def resync(self) -> None:
         """Recompute the TAS flavors from the configuration, then every Workload's usage."""
         checks = self._checks.by_name()
-        specs: dict[str, FlavorSpec]
-        try:
-            specs, per_check = flavor_specs(
-                checks,
-                self._informers.queues.store.values(),
-                self._informers.topologies.store.get,
-                self._informers.flavors.store.get,
-                self._checks.controller_name,
-            )
-        except FlavorMappingError as exc:
-            log.error("flavor_mapping_invalid", error=str(exc))
-            specs, per_check = {}, {name: set() for name in checks}
+        # A flavor put on two Topologies is left out alone (the admission reconciler names the
+        # conflict on the check entries of workloads using it); the others stay governed.
+        conflicts: dict[str, str] = {}
+        specs, per_check = flavor_specs(
+            checks,
+            self._informers.queues.store.values(),
+            self._informers.topologies.store.get,
+            self._informers.flavors.store.get,
+            self._checks.controller_name,
+            conflicts=conflicts,
+        )
+        for message in conflicts.values():
+            log.error("flavor_mapping_invalid", error=message)
         self._capacity.set_flavors(specs)
         self._check_flavors = per_check
         for wl in self._informers.workloads.store.values():
@@ -72,3 +72,4 @@ class CapacityCache:
         key = workload_key(wl)
         self._capacity.remove_workload_usage(key)
         self._capacity.forget(key)
+        self._capacity.unidentify(key)

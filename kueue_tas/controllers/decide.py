@@ -5,6 +5,10 @@ Retry: something does not fit now; the message says what the best domain could
 hold and what limited it (Kueue's own text).
 Rejected: the request can never be satisfied (malformed annotation, unknown
 level, more pods than the topology holds even when empty).
+Pending: a PodSet is on a flavor meant to be ours that cannot be placed on (its Topology is
+missing, the flavor is put on two Topologies, ...), or asks for a topology on a flavor the
+check does not govern while no PodSet is governed. Never Ready with nothing assigned: the
+pods would then be charged nowhere. The configuration's next change decides it again.
 
 A new elastic slice is decided with ``current``, the assignments of the slice it replaces
 (``kueue_tas.topology.slice_replacement``, the rule ``plan`` follows too); the caller keeps
@@ -13,19 +17,23 @@ that slice's usage out of ``capacity`` for the decision.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Final
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.assignment_record import record_suffix
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import UsageEntry
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.groups import GroupMember, group_errors
 from kueue_tas.topology.inputs import podset_request, requests_topology
+from kueue_tas.topology.kube_syntax import INT32_MAX
 from kueue_tas.topology.levels import level_problem
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.request import TopologyRequestError, template_annotations
@@ -33,8 +41,13 @@ from kueue_tas.topology.request_field import uses_field
 from kueue_tas.topology.slice_replacement import place_options
 from kueue_tas.topology.snapshot import TopologySnapshot
 
+# Kueue's Workload API limits (v1beta2): spec.podSets maxItems, admissionChecks[].message maxLength.
+MAX_PODSETS: Final = 18
+CHECK_MESSAGE_LIMIT: Final = 32768
+
 
 class Outcome(StrEnum):
+    PENDING = c.CHECK_STATE_PENDING
     READY = c.CHECK_STATE_READY
     RETRY = c.CHECK_STATE_RETRY
     REJECTED = c.CHECK_STATE_REJECTED
@@ -65,7 +78,7 @@ class Decision:
     placements: list[PodSetPlacement] = field(default_factory=list)
 
     def usage(self) -> tuple[UsageEntry, ...]:
-        return tuple(UsageEntry(p.flavor, p.assignment, p.per_pod) for p in self.placements)
+        return tuple(UsageEntry(p.flavor, p.assignment, p.per_pod, p.name) for p in self.placements)
 
 
 def governed_podsets(workload: Workload, check_flavors: set[str]) -> list[tuple[str, int, dict[str, object], str]]:
@@ -113,6 +126,69 @@ def _group_rejection(members: list[tuple[PodSetRequest, bool]], prefix: str) -> 
     return "; ".join(e.message for e in errors) if errors else None
 
 
+def _unusable_problem(workload: Workload, unusable: Mapping[str, str]) -> str | None:
+    """PodSets on a flavor that is meant to be ours but cannot be placed on, by problem."""
+    by_problem: dict[str, list[str]] = {}
+    for ps in workload.spec.pod_sets:
+        psa = workload.pod_set_assignment(ps.name)
+        if psa is None:
+            continue
+        for flavor in dict.fromkeys(psa.flavors.values()):
+            if flavor in unusable:
+                by_problem.setdefault(unusable[flavor], []).append(ps.name)
+    if not by_problem:
+        return None
+    parts = []
+    for problem, names in by_problem.items():
+        quoted = ", ".join(f'"{n}"' for n in names)
+        parts.append(f"{'PodSet' if len(names) == 1 else 'PodSets'} {quoted}: {problem}")
+    return "; ".join(parts)
+
+
+def _ungoverned_request(workload: Workload, check_flavors: set[str], prefix: str) -> str | None:
+    """The first PodSet that asks for a topology on a flavor ``check_flavors`` lacks."""
+    for ps in workload.spec.pod_sets:
+        psa = workload.pod_set_assignment(ps.name)
+        if psa is None or not requests_topology(ps.template, ps.topology_request, prefix):
+            continue
+        flavors = [f for f in dict.fromkeys(psa.flavors.values()) if f not in check_flavors]
+        if flavors:
+            return (
+                f'PodSet "{ps.name}" requests a topology, but its ResourceFlavor "{flavors[0]}" is not '
+                "one this AdmissionCheck governs (onFlavors of the ClusterQueue's admissionChecksStrategy)"
+            )
+    return None
+
+
+def _podsets_problem(workload: Workload) -> str | None:
+    """What Kueue's Workload schema refuses in the PodSets and their counts (one line), or None."""
+    n = len(workload.spec.pod_sets)
+    if n == 0:
+        return "spec.podSets: Required value: must have at least 1 item"
+    if n > MAX_PODSETS:
+        return f"spec.podSets: Too many: {n}: must have at most {MAX_PODSETS} items"
+    for i, ps in enumerate(workload.spec.pod_sets):
+        psa = workload.pod_set_assignment(ps.name)
+        counts = [(f"spec.podSets[{i}].count", ps.count)]
+        if psa is not None and psa.count is not None:
+            counts.append((f"status.admission.podSetAssignments[{ps.name}].count", psa.count))
+        for path, count in counts:
+            if count < 0:
+                return f'PodSet "{ps.name}": {path}: Invalid value: {count}: must be greater than or equal to 0'
+            if count > INT32_MAX:
+                return f'PodSet "{ps.name}": {path}: Invalid value: {count}: must be less than or equal to {INT32_MAX}'
+    return None
+
+
+_LONG_QUOTED = re.compile(r'"[^"\n]{100,}"')
+
+
+def _shortened(message: str) -> str:
+    """``message`` with each long quoted value cut (a 100 kB annotation value is quoted whole by
+    the validation texts; the entry and the Event need only enough of it to recognise it)."""
+    return _LONG_QUOTED.sub(lambda m: f'{m.group(0)[:41]}..." ({len(m.group(0)) - 2} characters)', message)
+
+
 def decide(
     workload: Workload,
     check_flavors: set[str],
@@ -121,7 +197,16 @@ def decide(
     gates: FeatureGates = DEFAULT_GATES,
     *,
     current: Mapping[str, TopologyAssignment] | None = None,
+    unusable: Mapping[str, str] | None = None,
 ) -> Decision:
+    """``unusable``: flavor -> problem, for flavors meant to be under the check that cannot be
+    placed on (``kueue_tas.controllers.check_flavors``); a PodSet on one keeps the entry Pending."""
+    problem = _podsets_problem(workload)
+    if problem is not None:
+        return Decision(Outcome.REJECTED, problem)
+    problem = _unusable_problem(workload, unusable or {})
+    if problem is not None:
+        return Decision(Outcome.PENDING, problem)
     groups: dict[str, list[PodSetRequest]] = {}
     members: list[tuple[PodSetRequest, bool]] = []
     for name, count, template, flavor in governed_podsets(workload, check_flavors):
@@ -134,9 +219,9 @@ def decide(
                 name, count, template, prefix=prefix, implied=implied, gates=gates, topology_field=field
             )
         except TopologyRequestError as exc:
-            return Decision(Outcome.REJECTED, f'PodSet "{name}": ' + "; ".join(exc.errors))
+            return Decision(Outcome.REJECTED, _shortened(f'PodSet "{name}": ' + "; ".join(exc.errors)))
         except QuantityError as exc:
-            return Decision(Outcome.REJECTED, f'PodSet "{name}": {exc}')
+            return Decision(Outcome.REJECTED, _shortened(f'PodSet "{name}": {exc}'))
         snap = capacity.snapshot(flavor)
         if snap is None:
             return Decision(Outcome.RETRY, f'PodSet "{name}": flavor "{flavor}" has no usable Topology yet')
@@ -171,8 +256,21 @@ def decide(
             assert result.assignment is not None
             placements.append(PodSetPlacement(request.name, flavor, result.assignment, dict(request.requests)))
     if not placements:
+        problem = _ungoverned_request(workload, check_flavors, prefix)
+        if problem is not None:
+            return Decision(Outcome.PENDING, problem)
         return Decision(Outcome.READY, "no PodSet needs a topology assignment")
-    summary = ", ".join(
+    return Decision(Outcome.READY, _ready_message(workload, placements), placements)
+
+
+def _ready_message(workload: Workload, placements: list[PodSetPlacement]) -> str:
+    """The summary, then our record of what we assigned (``assignment_record``): the record
+    is what tells an edited annotation apart, so it is never the part cut to fit the limit."""
+    record = record_suffix(workload.metadata.uid or "", ((p.name, p.assignment) for p in placements))
+    summary = "topology assignment: " + ", ".join(
         f"{p.name}: {p.assignment.total} pods in {len(p.assignment.domains)} domain(s)" for p in placements
     )
-    return Decision(Outcome.READY, f"topology assignment: {summary}", placements)
+    room = CHECK_MESSAGE_LIMIT - len(record)
+    if len(summary) > room:
+        summary = summary[: room - 3] + "..."
+    return summary + record

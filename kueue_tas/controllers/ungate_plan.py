@@ -12,7 +12,8 @@ domain. Two modes, as in Kueue's TopologyUngater:
   their nodeSelector, and each domain receives gated pods up to its count.
 
 Never more than a domain's count: pods still awaiting an earlier release
-(``in_flight``) are counted as already placed in the domain they were sent to.
+(``in_flight``, kept by :class:`Expectations`) are counted as already placed in the
+domain they were sent to.
 """
 
 from __future__ import annotations
@@ -38,6 +39,60 @@ class PodView:
 class Release:
     pod: PodView
     node_selector: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """A release not yet observed: where the pod was sent, the resourceVersion our patch was
+    guarded by, when we stop waiting, and the error if the patch's outcome is unknown."""
+
+    selector: tuple[tuple[str, str], ...]  # the domain's nodeSelector, level by level
+    resource_version: str
+    deadline: float
+    error: str = ""
+
+    @property
+    def domain(self) -> tuple[str, ...]:
+        return tuple(v for _, v in self.selector)
+
+
+@dataclass
+class Expectations:
+    """Pods released but not yet observed ungated, per Workload key: pod UID -> :class:`Expected`."""
+
+    pending: dict[str, dict[str, Expected]] = field(default_factory=dict)
+
+    def expect(self, workload: str, uid: str, expected: Expected) -> None:
+        self.pending.setdefault(workload, {})[uid] = expected
+
+    def get(self, workload: str, uid: str) -> Expected | None:
+        return self.pending.get(workload, {}).get(uid)
+
+    def observe(self, workload: str, uid: str) -> bool:
+        """The pod was seen ungated or gone (or the release failed); True if we were waiting for it."""
+        waiting = self.pending.get(workload)
+        if waiting is None or waiting.pop(uid, None) is None:
+            return False
+        if not waiting:
+            del self.pending[workload]
+        return True
+
+    def due(self, workload: str, now: float) -> dict[str, Expected]:
+        """The expectations of ``workload`` whose deadline has passed (still held)."""
+        return {uid: e for uid, e in self.pending.get(workload, {}).items() if e.deadline <= now}
+
+    def of(self, workload: str) -> dict[str, tuple[str, ...]]:
+        return {uid: e.domain for uid, e in self.pending.get(workload, {}).items()}
+
+    def next_deadline(self, workload: str) -> float | None:
+        waiting = self.pending.get(workload)
+        return min(e.deadline for e in waiting.values()) if waiting else None
+
+    def forget(self, workload: str) -> None:
+        self.pending.pop(workload, None)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.pending.values())
 
 
 def _domain_of(pod: PodView, levels: Sequence[str]) -> tuple[str, ...] | None:

@@ -11,9 +11,20 @@ Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
   and patches each of those pods once (strategic merge: delete only our gate, add the
   domain's nodeSelector, guarded by the pod's resourceVersion).
 * Expectations: a pod we patched counts as placed in its domain until we observe it
-  without the gate (or deleted), so a second pass never hands its slot out again. A
-  failed patch drops the expectation. After a restart there are no expectations: the
-  informer's fresh list shows every pod we already released with its nodeSelector.
+  without the gate (or deleted, or still gated at another resourceVersion: our guarded patch
+  can then never land), so a second pass never hands its slot out again. A patch the
+  apiserver refused (4xx) drops its expectation at once, except a Conflict: the pod is newer
+  than the informer shows (perhaps released by an earlier patch of ours), so its slot stays
+  held until the informer shows that version. A patch whose outcome is unknown
+  (no response, timeout, 5xx, cancellation, an unexpected error) may still land, so its
+  expectation stays until observed or until ``ungate_expectation_timeout_seconds`` pass;
+  then the same pod is released again into the same domain, still holding its slot (guarded
+  by its resourceVersion, so a patch that did land makes the retry a Conflict, which holds
+  the slot again), with a Warning Event.
+  After a restart there are no expectations: the informer's fresh list shows every pod we
+  already released with its nodeSelector.
+* A 429 drops the expectation (nothing was applied) and the pass is retried after the
+  server's Retry-After, capped at ``MAX_RETRY_AFTER_SECONDS``.
 * A patch the apiserver refuses (e.g. the user set a conflicting nodeSelector) leaves a
   Warning Event on the pod and the Workload; that pod is not retried until it changes,
   and no other pod is affected.
@@ -23,20 +34,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Final, Literal, Protocol
 
 import structlog
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers
-from kueue_tas.controllers.ungate_plan import PodView, Release, plan_releases
+from kueue_tas.controllers.ungate_plan import Expectations, Expected, PodView, Release, plan_releases
 from kueue_tas.kube.client import patch_pod
-from kueue_tas.kube.errors import ApiError, Conflict, NotFound
+from kueue_tas.kube.errors import ApiError, Conflict, Gone, NotFound, TooManyRequests, may_have_applied, retry_after
 from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.runtime.config import Settings
@@ -52,35 +64,14 @@ log = structlog.get_logger(__name__)
 # Elastic slices replacing slices that replaced others: how far back kept pods are looked up.
 MAX_SLICE_CHAIN = 16
 
-Domain = tuple[str, ...]
+
+# A pass retried after a definite failure (Conflict, NotFound): soon, from what we see then.
+RETRY_SECONDS: Final = 1.0
+# Never wait longer than this on a server's Retry-After (a bogus header must not stall us).
+MAX_RETRY_AFTER_SECONDS: Final = 60.0
 
 
-@dataclass
-class Expectations:
-    """Pods released but not yet observed ungated, per Workload key: pod UID -> domain values."""
-
-    pending: dict[str, dict[str, Domain]] = field(default_factory=dict)
-
-    def expect(self, workload: str, uid: str, domain: Domain) -> None:
-        self.pending.setdefault(workload, {})[uid] = domain
-
-    def observe(self, workload: str, uid: str) -> bool:
-        """The pod was seen ungated or gone; True if we were waiting for it."""
-        waiting = self.pending.get(workload)
-        if waiting is None or waiting.pop(uid, None) is None:
-            return False
-        if not waiting:
-            del self.pending[workload]
-        return True
-
-    def of(self, workload: str) -> dict[str, Domain]:
-        return dict(self.pending.get(workload, {}))
-
-    def forget(self, workload: str) -> None:
-        self.pending.pop(workload, None)
-
-    def __len__(self) -> int:
-        return sum(len(v) for v in self.pending.values())
+ReleaseResult = Literal["ok", "gone", "retry", "refused", "unknown", "stale"]
 
 
 def view(pod: SlimPod) -> PodView:
@@ -124,8 +115,11 @@ class Ungater:
         metrics: Metrics,
         settings: Settings,
         gates: FeatureGates = DEFAULT_GATES,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        """``clock``: monotonic seconds for expectation deadlines (default: the event loop's)."""
         self.settings = settings
+        self._clock = clock or (lambda: asyncio.get_running_loop().time())
         self.gates = gates
         self.metrics = metrics
         self.pod_store = informers.pod_store
@@ -164,6 +158,11 @@ class Ungater:
             return
         if not pod.gated:
             self.expectations.observe(key, pod.uid)
+        else:
+            expected = self.expectations.get(key, pod.uid)
+            if expected is not None and expected.resource_version != pod.resource_version:
+                # Changed but still gated: our patch, guarded by the older version, can never land.
+                self.expectations.observe(key, pod.uid)
         self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
 
     def _on_pod_deleted(self, pod: SlimPod) -> None:
@@ -194,15 +193,20 @@ class Ungater:
         except ValueError as exc:
             log.warning("assignment_annotation_invalid", workload=key, error=str(exc))
             return None
+        tampered = assignment_tampering(wl, self.checks.names())
+        if tampered is not None:
+            # Pods go only where we decided; the admission side restores the record or re-places.
+            log.warning("assignment_annotation_tampered", workload=key, problem=tampered)
+            return None
+        releases = await self._expire(wl, key, pods)
         pods = pods + self._earlier_slice_pods(wl)
-        releases: list[tuple[tuple[str, ...], Release]] = []
         for podset, ta in decoded:
             releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods))
         if not releases:
-            return None
+            return self._until_deadline(key)
         started = time.perf_counter()
-        results = await asyncio.gather(*(self._release(wl, key, levels, r) for levels, r in releases))
-        retry = any(r == "retry" for r in results)
+        outcomes = await asyncio.gather(*(self._release(wl, key, levels, r) for levels, r in releases))
+        results = [r for r, _ in outcomes]
         log.info(
             "pods_ungated",
             workload=key,
@@ -210,7 +214,43 @@ class Ungater:
             failed=sum(r != "ok" for r in results),
             seconds=round(time.perf_counter() - started, 3),
         )
-        return 1.0 if retry else None
+        delays = [d for d in (self._until_deadline(key),) if d is not None]
+        # A retry waits for its own cause; a refused pod sits out and frees its slot for another.
+        waits = [wait for r, wait in outcomes if r in ("retry", "refused")]
+        if waits:
+            delays.append(max(waits))
+        return min(delays) if delays else None
+
+    def _until_deadline(self, key: str) -> float | None:
+        """Seconds until the first expectation of ``key`` expires (a pass must look then)."""
+        deadline = self.expectations.next_deadline(key)
+        return None if deadline is None else max(deadline - self._clock(), 0.0) + 0.001
+
+    async def _expire(self, wl: Workload, key: str, pods: list[SlimPod]) -> list[tuple[tuple[str, ...], Release]]:
+        """Releases nobody confirmed in time: each pod is released again into the same domain,
+        keeping its slot meanwhile (a slot is freed only by what the informer shows, or by a
+        refusal), so a release that did land but is still unseen never gives its slot away."""
+        due = self.expectations.due(key, self._clock())
+        if not due:
+            return []
+        retries: list[tuple[tuple[str, ...], Release]] = []
+        live = {p.uid: p for p in pods}
+        for uid, expected in due.items():
+            pod = live.get(uid)
+            if pod is None or not pod.gated:
+                self.expectations.observe(key, uid)  # gone, or released after all
+                continue
+            retries.append((tuple(k for k, _ in expected.selector), Release(view(pod), dict(expected.selector))))
+            self.metrics.ungate_errors_total.inc()
+            why = f" (the patch failed: {expected.error})" if expected.error else ""
+            await self._warn(
+                wl,
+                pod.name,
+                uid,
+                f"pod {pod.name} was not seen released into its domain within "
+                f"{self.settings.ungate_expectation_timeout_seconds:g}s{why}; releasing it again",
+            )
+        return retries
 
     def _earlier_slice_pods(self, wl: Workload) -> list[SlimPod]:
         """Released pods of the slices this elastic slice replaces, directly or through a chain.
@@ -251,13 +291,17 @@ class Ungater:
         in_flight = self.expectations.of(key)
         return plan_releases(ta, views, count=ta.total, sub_groups=sub_groups, in_flight=in_flight)
 
-    async def _release(self, wl: Workload, key: str, levels: tuple[str, ...], release: Release) -> str:
+    async def _release(
+        self, wl: Workload, key: str, levels: tuple[str, ...], release: Release
+    ) -> tuple[ReleaseResult, float]:
+        """(what happened, seconds before a "retry" should look again)."""
         pod = release.pod
-        domain = tuple(release.node_selector[k] for k in levels)
+        selector = tuple((k, release.node_selector[k]) for k in levels)
         stored = self.pod_store.get(f"{wl.namespace}/{pod.name}")
         if stored is None or stored.uid != pod.uid:
-            return "gone"
-        self.expectations.expect(key, pod.uid, domain)
+            return "gone", 0.0
+        timeout = self.settings.ungate_expectation_timeout_seconds
+        self.expectations.expect(key, pod.uid, Expected(selector, stored.resource_version, self._clock() + timeout))
         try:
             async with self.patch_slots:
                 await self.patcher.patch(
@@ -266,27 +310,67 @@ class Ungater:
                     ungate_patch(self.settings.scheduling_gate, release.node_selector),
                     stored.resource_version,
                 )
-        except (Conflict, NotFound):
-            # Changed or gone since our last look: the next pass decides from what we see then.
-            self.expectations.observe(key, pod.uid)
-            return "retry"
-        except ApiError as exc:
-            self.expectations.observe(key, pod.uid)
-            self.metrics.ungate_errors_total.inc()
-            if 400 <= exc.status < 500:
-                self.refused[pod.uid] = stored.resource_version
-                await self._refused_event(wl, pod, release, exc)
-                return "refused"
-            log.warning("ungate_failed", workload=key, pod=pod.name, error=str(exc))
-            return "retry"
+        except BaseException as exc:
+            return await self._failed(wl, key, release, stored.resource_version, selector, exc)
         self.metrics.ungated_pods_total.inc()
-        return "ok"
+        return "ok", 0.0
+
+    async def _failed(
+        self,
+        wl: Workload,
+        key: str,
+        release: Release,
+        version: str,
+        selector: tuple[tuple[str, str], ...],
+        exc: BaseException,
+    ) -> tuple[ReleaseResult, float]:
+        """Settle the expectation of a patch that raised: dropped when nothing was applied, kept
+        (until observed or expired) when the patch may have landed. Re-raises cancellation."""
+        pod = release.pod
+        if may_have_applied(exc):
+            error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}".rstrip(": ")
+            if self.expectations.get(key, pod.uid) is not None:  # not observed landed meanwhile
+                deadline = self._clock() + self.settings.ungate_expectation_timeout_seconds
+                self.expectations.expect(key, pod.uid, Expected(selector, version, deadline, error))
+            if not isinstance(exc, Exception):
+                raise exc  # cancellation (or interpreter exit): the slot stays held until it expires
+            self.metrics.ungate_errors_total.inc()
+            log.warning(
+                "ungate_outcome_unknown",
+                workload=key,
+                pod=pod.name,
+                error=error,
+                exc_info=not isinstance(exc, ApiError),
+            )
+            return "unknown", 0.0
+        assert isinstance(exc, ApiError)  # may_have_applied is True for everything else
+        if isinstance(exc, Conflict):
+            # The pod is at a newer version than the informer shows, perhaps released by an
+            # earlier patch of ours: its slot stays held until the informer shows that version
+            # (unless it already has, while the patch was in flight).
+            log.info("ungate_conflict", workload=key, pod=pod.name)
+            return ("stale", 0.0) if self.expectations.get(key, pod.uid) is not None else ("retry", RETRY_SECONDS)
+        self.expectations.observe(key, pod.uid)
+        if isinstance(exc, (NotFound, Gone)):
+            # Gone since our last look: the next pass decides from what we see then.
+            return "retry", RETRY_SECONDS
+        self.metrics.ungate_errors_total.inc()
+        if isinstance(exc, TooManyRequests):
+            wait = retry_after(exc, RETRY_SECONDS, MAX_RETRY_AFTER_SECONDS)
+            log.warning("ungate_throttled", workload=key, pod=pod.name, retry_after=wait)
+            return "retry", wait
+        self.refused[pod.uid] = version
+        await self._refused_event(wl, pod, release, exc)
+        return "refused", RETRY_SECONDS
 
     async def _refused_event(self, wl: Workload, pod: PodView, release: Release, exc: ApiError) -> None:
         selector = ",".join(f"{k}={v}" for k, v in release.node_selector.items())
         message = f"could not release pod {pod.name} into domain {selector}: {exc.message or exc}"
         log.warning("ungate_refused", workload=f"{wl.namespace}/{wl.name}", pod=pod.name, error=str(exc))
-        pod_ref = ObjectRef(c.CORE_API_VERSION, c.KIND_POD, pod.name, wl.namespace, pod.uid)
+        await self._warn(wl, pod.name, pod.uid, message)
+
+    async def _warn(self, wl: Workload, pod_name: str, pod_uid: str, message: str) -> None:
+        pod_ref = ObjectRef(c.CORE_API_VERSION, c.KIND_POD, pod_name, wl.namespace, pod_uid)
         wl_ref = ObjectRef(c.KUEUE_API_VERSION, c.KIND_WORKLOAD, wl.name, wl.namespace, wl.metadata.uid)
         for ref in (pod_ref, wl_ref):
             await self.events.emit_event(ref, reason="TopologyUngateFailed", message=message, type="Warning")

@@ -48,7 +48,8 @@ class ClientConfigError(ValueError):
 
 def map_api_exception(exc: ApiException) -> ApiError:
     """``ApiException`` (kubernetes_asyncio) -> the matching :class:`ApiError` subclass."""
-    return error_from_response(int(exc.status or 0), exc.reason, exc.body)
+    headers = exc.headers if isinstance(getattr(exc, "headers", None), Mapping) else None
+    return error_from_response(int(exc.status or 0), exc.reason, exc.body, headers=headers)
 
 
 def _transport(exc: BaseException, request: str = "") -> TransportError:
@@ -63,6 +64,7 @@ async def call_json(request: Awaitable[Any]) -> dict[str, Any]:
             status: int = resp.status
             data: bytes = await resp.read()
             http_reason: str | None = resp.reason
+            headers: Mapping[str, str] | None = resp.headers
         finally:
             resp.release()
     except ApiException as e:
@@ -70,7 +72,7 @@ async def call_json(request: Awaitable[Any]) -> dict[str, Any]:
     except (aiohttp.ClientError, OSError, TimeoutError) as e:
         raise _transport(e) from e
     if not 200 <= status <= 299:
-        raise error_from_response(status, http_reason, data)
+        raise error_from_response(status, http_reason, data, headers=headers)
     if not data:
         return {}
     out = json.loads(data)
@@ -114,7 +116,7 @@ async def send(
         raise map_api_exception(e) from e
     except (aiohttp.ClientError, OSError, TimeoutError) as e:
         raise _transport(e, what) from e
-    raise error_from_response(response.status, response.reason, data, request=what)
+    raise error_from_response(response.status, response.reason, data, request=what, headers=response.headers)
 
 
 async def request_json(

@@ -4,6 +4,10 @@
 ``Status.reason`` and the server's ``message``; subclasses name the cases callers act on
 (``except Conflict`` instead of comparing codes). ``TransportError`` is a request that got no
 response at all (connection refused or reset, TLS failure, timeout).
+
+Writers act on two questions every failure answers: :func:`may_have_applied` (could the
+write still have taken effect? then keep what it would hold until it is observed or expires)
+and :func:`retry_after` (how long the server asked us to wait, capped).
 """
 
 from __future__ import annotations
@@ -24,8 +28,11 @@ class ApiError(Exception):
         body: Mapping[str, Any] | None = None,
         *,
         request: str = "",
+        retry_after: float | None = None,
     ) -> None:
         self.status = status
+        # Seconds the server asked us to wait (429's Retry-After header or Status details).
+        self.retry_after = retry_after
         self.reason = reason
         self.message = message
         self.body: Mapping[str, Any] | None = body
@@ -116,8 +123,21 @@ def from_status(status: Mapping[str, Any], http_status: int = 0, *, request: str
     )
 
 
+def _seconds(value: object) -> float | None:
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        return None  # an HTTP date, or garbage: treated as absent
+    return seconds if 0 <= seconds < float("inf") else None
+
+
 def error_from_response(
-    status: int, http_reason: str | None, body: bytes | str | None, *, request: str = ""
+    status: int,
+    http_reason: str | None,
+    body: bytes | str | None,
+    *,
+    request: str = "",
+    headers: Mapping[str, str] | None = None,
 ) -> ApiError:
     """The error of a non-2xx response, from its status code and (usually Status-shaped) body."""
     parsed: Mapping[str, Any] | None = None
@@ -133,4 +153,28 @@ def error_from_response(
     if not message and body:
         message = (body.decode("utf-8", "replace") if isinstance(body, bytes) else body)[:500]
     reason = reason or (http_reason or "")
-    return error_class(status, reason)(status, reason, message, parsed, request=request)
+    wait = _seconds(headers.get("Retry-After")) if headers and headers.get("Retry-After") is not None else None
+    if wait is None and parsed:
+        details = parsed.get("details")
+        if isinstance(details, Mapping) and details.get("retryAfterSeconds") is not None:
+            wait = _seconds(details.get("retryAfterSeconds"))
+    return error_class(status, reason)(status, reason, message, parsed, request=request, retry_after=wait)
+
+
+def may_have_applied(exc: BaseException) -> bool:
+    """Whether a write that failed with ``exc`` may still have taken effect on the server.
+
+    A 4xx is the apiserver refusing the request before it changed anything. Anything else
+    is unknown: no response (reset, timeout), a 5xx (a 500/504 can follow an etcd commit),
+    our own cancellation after the request went out, or an error we did not foresee.
+    """
+    if isinstance(exc, ApiError) and not isinstance(exc, TransportError):
+        return not 400 <= exc.status < 500
+    return True
+
+
+def retry_after(exc: BaseException, default: float, cap: float) -> float:
+    """The delay before trying ``exc``'s write again: the server's Retry-After when it gave
+    one (a 429, or a 5xx during overload), else ``default``; never more than ``cap``."""
+    wait = exc.retry_after if isinstance(exc, ApiError) and exc.retry_after is not None else default
+    return min(max(wait, 0.0), cap)

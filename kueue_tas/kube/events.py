@@ -15,7 +15,7 @@ from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api.constants import CONTROLLER_NAME
 from kueue_tas.kube.client import DEFAULT_TIMEOUT_SECONDS, MERGE_PATCH, call_json, raw_kwargs
-from kueue_tas.kube.errors import ApiError, NotFound
+from kueue_tas.kube.errors import ApiError, NotFound, TooManyRequests, retry_after
 
 log = structlog.get_logger(__name__)
 
@@ -88,11 +88,14 @@ class EventRecorder:
     Event's ``series`` (count, lastObservedTime) instead of creating another object.
 
     Emitting never raises (except cancellation): a failed write is logged and reported as
-    ``False``, because an Event is never worth failing a reconcile over.
+    ``False``, because an Event is never worth failing a reconcile over. After a 429 no Event
+    is sent until the server's Retry-After (at most ``MAX_PAUSE_SECONDS``) has passed: Events
+    are the first thing to shed when the apiserver is overloaded.
     """
 
     NOTE_LIMIT: Final = 1024  # bytes, events.k8s.io/v1 validation
     SHORT_LIMIT: Final = 128  # reason, action, reportingInstance
+    MAX_PAUSE_SECONDS: Final = 60.0
 
     def __init__(
         self,
@@ -110,6 +113,8 @@ class EventRecorder:
         self.instance = (instance or f"{controller}-{socket.gethostname()}")[: self.SHORT_LIMIT]
         self._now = now or (lambda: datetime.now(UTC))
         self._series: TTLCache[tuple[str, ...], _Series] = TTLCache(maxsize=max_series, ttl=window_seconds, timer=timer)
+        self._timer = timer
+        self._paused_until = 0.0
 
     async def emit_event(
         self,
@@ -123,6 +128,9 @@ class EventRecorder:
         """Record an event on ``regarding``. Returns True when the API accepted it."""
         if type not in ("Normal", "Warning"):
             raise ValueError(f"event type must be Normal or Warning, got {type!r}")
+        if self._timer() < self._paused_until:
+            log.info("event_dropped_throttled", reason=reason, object=regarding.name)
+            return False
         note = _truncate_utf8(message, self.NOTE_LIMIT)
         reason = reason[: self.SHORT_LIMIT]
         action = (action or reason)[: self.SHORT_LIMIT]
@@ -156,8 +164,8 @@ class EventRecorder:
                 return True
             except NotFound:
                 self._series.pop(key, None)  # expired or deleted: start a new Event below
-            except ApiError as e:
-                log.warning("event_update_failed", reason=reason, object=regarding.name, error=str(e))
+            except Exception as e:
+                self._failed("event_update_failed", reason, regarding, e)
                 return False
 
         namespace = regarding.namespace or "default"  # cluster-scoped objects: events go to default
@@ -181,9 +189,15 @@ class EventRecorder:
             await call_json(
                 self._events.create_namespaced_event(namespace, body, **raw_kwargs(DEFAULT_TIMEOUT_SECONDS))
             )
-        except ApiError as e:
+        except Exception as e:
             self._series.pop(key, None)
-            log.warning("event_create_failed", reason=reason, object=regarding.name, error=str(e))
+            self._failed("event_create_failed", reason, regarding, e)
             return False
         series.name = name
         return True
+
+    def _failed(self, what: str, reason: str, regarding: ObjectRef, exc: Exception) -> None:
+        error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}"
+        log.warning(what, reason=reason, object=regarding.name, error=error)
+        if isinstance(exc, TooManyRequests):
+            self._paused_until = self._timer() + retry_after(exc, 1.0, self.MAX_PAUSE_SECONDS)

@@ -100,6 +100,11 @@ class Settings(BaseSettings):
     retry_backoff_base_seconds: float = Field(default=10, gt=0)
     retry_backoff_max_seconds: float = Field(default=600, gt=0)
     patch_concurrency: int = Field(default=32, ge=1, le=1024)
+    # How long a pod patch whose outcome is unknown (timeout, reset, 5xx) holds its slot before
+    # the pod is released again. Longer than the apiserver's own request timeout (60 s), so a
+    # patch still being processed there is seen before we give up on it; much shorter than
+    # client-go's 5 min because here a real pod waits gated while it runs.
+    ungate_expectation_timeout_seconds: float = Field(default=90, gt=0, le=3600)
 
     # leader election (coordination.k8s.io/v1 Lease)
     leader_election: bool = True

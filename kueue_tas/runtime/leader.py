@@ -35,7 +35,7 @@ from typing import Any, Literal, Protocol
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.kube.client import DEFAULT_TIMEOUT_SECONDS, call_json, raw_kwargs
-from kueue_tas.kube.errors import Conflict, NotFound
+from kueue_tas.kube.errors import Conflict, NotFound, TooManyRequests, retry_after
 from kueue_tas.kube.events import micro_time
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.logging import get_logger
@@ -173,6 +173,7 @@ class LeaderElector:
         self._is_leader = False
         self._observed: LeaseRecord | None = None
         self._last_renew: float | None = None  # loop time at which the last successful write was sent
+        self._throttled = 0.0  # a 429's Retry-After: how long a candidate waits before trying again
         self._running = False
 
     # ---- state -----------------------------------------------------------------------------------
@@ -271,7 +272,7 @@ class LeaderElector:
             if await self._try_safely():
                 return
             delay = self.retry_period * (1.0 + self._jitter * self._rng.random())
-            await asyncio.sleep(delay)
+            await asyncio.sleep(max(delay, self._throttled))
 
     async def _renew_while_leading(self, leading: asyncio.Task[None]) -> Literal["lost", "done"]:
         loop = asyncio.get_running_loop()
@@ -300,12 +301,16 @@ class LeaderElector:
                     return "done"
 
     async def _try_safely(self) -> bool:
+        self._throttled = 0.0
         try:
             return await self._try_acquire_or_renew()
         except asyncio.CancelledError:
             raise
         except Exception as e:  # network errors, 5xx, throttling: retry later
             log.warning("lease_update_failed", identity=self.identity, error=f"{type(e).__name__}: {e}")
+            # A candidate honours Retry-After (capped at one lease duration); a leader keeps
+            # trying every retry period, since waiting longer would only lose the Lease.
+            self._throttled = retry_after(e, 0.0, self.lease_duration) if isinstance(e, TooManyRequests) else 0.0
             return False
 
     async def _try_acquire_or_renew(self) -> bool:

@@ -3,11 +3,20 @@
 Rows are the leaves of a TopologyTree, columns are resources. Kept separate
 from the tree so that the live controller can update it incrementally from
 informer events while the tree only changes with the node set.
+
+Amounts are int64, and int64 sums wrap around: many nodes near the largest quantity
+Kubernetes allows, or an assignment's count x request, would turn a rack's capacity
+negative. So every cell saturates at +/- ``AMOUNT_LIMIT`` (its exact value is kept aside
+while it does, so that adding and then removing an amount always restores the cell), and
+``saturating_total`` / ``saturating_add_at`` sum cells across leaves without wrapping.
+``AMOUNT_LIMIT`` leaves room for ``remaining`` (free - TAS usage - assumed usage) and is
+far beyond any real amount (10^18 millicores, or bytes); a request beyond it never fits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +25,29 @@ from kueue_tas.topology.model import ResourceMap
 from kueue_tas.topology.tree import TopologyTree
 
 Matrix = npt.NDArray[np.int64]
+
+AMOUNT_LIMIT: Final = 2**60
+SUM_LIMIT: Final = 2**62
+_INT64_MAX: Final = 2**63 - 1
+_ALLOC, _FREE, _TAS = 0, 1, 2
+
+
+def saturating_total(rows: Matrix) -> Matrix:
+    """Column sums of ``rows``, saturated at +/- ``SUM_LIMIT`` instead of wrapping."""
+    out: Matrix = rows.sum(axis=0, dtype=np.int64)
+    shadow = rows.sum(axis=0, dtype=np.float64)  # approximate, but never wraps
+    out[shadow >= SUM_LIMIT] = SUM_LIMIT
+    out[shadow <= -SUM_LIMIT] = -SUM_LIMIT
+    return out
+
+
+def saturating_add_at(out: Matrix, index: npt.NDArray[np.int64], rows: Matrix) -> None:
+    """``np.add.at(out, index, rows)``, the sums saturated at +/- ``SUM_LIMIT`` instead of wrapping."""
+    shadow = out.astype(np.float64)
+    np.add.at(out, index, rows)
+    np.add.at(shadow, index, rows.astype(np.float64))
+    out[shadow >= SUM_LIMIT] = SUM_LIMIT
+    out[shadow <= -SUM_LIMIT] = -SUM_LIMIT
 
 
 class CapacityMatrix:
@@ -26,12 +58,16 @@ class CapacityMatrix:
         self.alloc: Matrix = np.zeros((n, 0), dtype=np.int64)  # allocatable of the leaf's nodes
         self.free: Matrix = np.zeros((n, 0), dtype=np.int64)  # allocatable minus non-TAS usage
         self.tas: Matrix = np.zeros((n, 0), dtype=np.int64)  # usage of admitted TAS workloads
+        # (matrix, leaf, column) -> exact value of a saturated cell; empty in any real cluster.
+        self._exact: dict[tuple[int, int, int], int] = {}
         names = sorted({r for nodes in tree.leaf_nodes for node in nodes for r in node.allocatable})
         self._ensure_columns(names)
         for leaf, nodes in enumerate(tree.leaf_nodes):
             for node in nodes:
-                self._add_row(self.alloc, leaf, node.allocatable, 1)
+                self._add_row(self.alloc, _ALLOC, leaf, node.allocatable, 1)
         self.free = self.alloc.copy()
+        for (_, leaf, col), value in list(self._exact.items()):
+            self._exact[(_FREE, leaf, col)] = value
 
     def _ensure_columns(self, names: list[str]) -> None:
         new = [n for n in names if n not in self.columns]
@@ -45,15 +81,26 @@ class CapacityMatrix:
         self.tas = np.pad(self.tas, pad)
 
     def vector(self, amounts: ResourceMap) -> npt.NDArray[np.int64]:
+        """A request as a row. Amounts beyond int64 (none that a quantity gives) read as the
+        int64 maximum: still more than any cell holds, so they never fit."""
         self._ensure_columns(sorted(amounts))
         vec = np.zeros(len(self.columns), dtype=np.int64)
         for name, value in amounts.items():
-            vec[self.columns[name]] = value
+            vec[self.columns[name]] = min(max(value, -_INT64_MAX), _INT64_MAX)
         return vec
 
-    def _add_row(self, matrix: Matrix, leaf: int, amounts: ResourceMap, sign: int) -> None:
+    def _add_row(self, matrix: Matrix, which: int, leaf: int, amounts: ResourceMap, sign: int) -> None:
+        exact = self._exact
         for name, value in amounts.items():
-            matrix[leaf, self.columns[name]] += sign * value
+            col = self.columns[name]
+            key = (which, leaf, col)
+            held = exact.pop(key, None) if exact else None
+            new = (matrix.item(leaf, col) if held is None else held) + sign * value
+            if -AMOUNT_LIMIT < new < AMOUNT_LIMIT:
+                matrix[leaf, col] = new
+            else:
+                exact[key] = new
+                matrix[leaf, col] = AMOUNT_LIMIT if new > 0 else -AMOUNT_LIMIT
 
     def add_non_tas_usage(self, node_name: str, usage: ResourceMap, sign: int = 1) -> bool:
         """Returns False when the node is not part of this flavor's topology."""
@@ -61,12 +108,12 @@ class CapacityMatrix:
         if leaf is None:
             return False
         self._ensure_columns(sorted(usage))
-        self._add_row(self.free, leaf, usage, -sign)
+        self._add_row(self.free, _FREE, leaf, usage, -sign)
         return True
 
     def add_tas_usage(self, leaf: int, usage: ResourceMap, sign: int = 1) -> None:
         self._ensure_columns(sorted(usage))
-        self._add_row(self.tas, leaf, usage, sign)
+        self._add_row(self.tas, _TAS, leaf, usage, sign)
 
     def remaining(self, *, simulate_empty: bool, assumed: Matrix | None, allocatable_only: bool = False) -> Matrix:
         """Capacity left for a new placement. ``simulate_empty`` ignores TAS usage (Kueue's
@@ -84,5 +131,5 @@ class CapacityMatrix:
         return {name: int(row[col]) for name, col in self.columns.items()}
 
     def totals(self) -> Mapping[str, int]:
-        row = (self.free - self.tas).sum(axis=0)
+        row = saturating_total(self.free - self.tas)
         return {name: int(row[col]) for name, col in self.columns.items()}

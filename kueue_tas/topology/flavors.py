@@ -41,10 +41,15 @@ def bind_flavors(
     flavor_topology_names: dict[str, str | None] | None = None,
     *,
     controller_name: str = c.CONTROLLER_NAME,
+    conflicts: dict[str, str] | None = None,
 ) -> dict[str, FlavorBinding]:
     """flavor name -> binding. ``flavor_topology_names`` (flavor -> spec.topologyName) is
     consulted only for flavors that no check of ours governs. ``controller_name`` is the
-    configured one (``Settings.controller_name``), so that a renamed controller finds its checks."""
+    configured one (``Settings.controller_name``), so that a renamed controller finds its checks.
+
+    A flavor put on two Topologies raises ``FlavorMappingError``; given ``conflicts``, that
+    flavor is left unbound and its problem recorded there instead (flavor -> message), so
+    that one bad flavor does not unbind every other one (the live controller)."""
     ours = {ac.name: check_topology(ac) for ac in checks if ac.spec.controller_name == controller_name}
     bindings: dict[str, FlavorBinding] = {}
     for cq in cluster_queues:
@@ -55,14 +60,21 @@ def bind_flavors(
             if topology is None:
                 continue
             for flavor in rule.on_flavors or cq.flavor_names():
+                if conflicts is not None and flavor in conflicts:
+                    continue
                 prev = bindings.get(flavor)
                 if prev is not None and prev.topology != topology:
-                    raise FlavorMappingError(
+                    message = (
                         f"ResourceFlavor {flavor!r}: put on Topology {prev.topology!r} by AdmissionCheck "
                         f"{prev.check!r} and on Topology {topology!r} by AdmissionCheck {rule.name!r}"
                     )
+                    if conflicts is None:
+                        raise FlavorMappingError(message)
+                    conflicts[flavor] = message
+                    del bindings[flavor]
+                    continue
                 bindings[flavor] = FlavorBinding(flavor, topology, rule.name)
     for flavor, topology_name in (flavor_topology_names or {}).items():
-        if topology_name and flavor not in bindings:
+        if topology_name and flavor not in bindings and flavor not in (conflicts or {}):
             bindings[flavor] = FlavorBinding(flavor, topology_name, None)
     return bindings

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kueue_tas.topology.capacity import Matrix
+from kueue_tas.topology.capacity import Matrix, saturating_add_at
 from kueue_tas.topology.snapshot import TopologySnapshot
 from kueue_tas.topology.tree import TopologyTree, domain_id
 
@@ -41,7 +41,7 @@ def level_sums(tree: TopologyTree, per_leaf: Matrix) -> list[Matrix]:
     for lvl in range(tree.depth - 2, -1, -1):
         below = per_level[lvl + 1]
         sums = np.zeros((len(tree.levels[lvl]), below.shape[1]), dtype=np.int64)
-        np.add.at(sums, tree.levels[lvl + 1].parent, below)
+        saturating_add_at(sums, tree.levels[lvl + 1].parent, below)
         per_level[lvl] = sums
     return per_level
 

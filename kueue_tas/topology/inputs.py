@@ -138,7 +138,7 @@ def podset_request(
     selector, affinity = node_constraints(spec)
     annotations = template_annotations(template)
     if topology_field is not None and uses_field(annotations, topology_field, prefix):
-        topology = topology_request_from_field(topology_field)
+        topology = topology_request_from_field(topology_field, count)
     else:
         topology = parse_topology_request(annotations, prefix=prefix, count=count, gates=gates)
     return PodSetRequest(

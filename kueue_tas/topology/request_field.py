@@ -20,7 +20,8 @@ the engine as written and gets Kueue's scheduler answer: a slice level without a
 with a size below 1) fails with "slice topology requested, but slice size not provided", a
 size without a level asks for no slices (Kueue's own TestFindTopologyAssignments cases use
 both). Where both the slice pair and the constraints are set, the constraints win, as in
-Kueue.
+Kueue. Slices that do not divide the PodSet's count are refused (``slice_count_problem``, the
+rule the annotations follow too).
 """
 
 from __future__ import annotations
@@ -29,7 +30,12 @@ from collections.abc import Mapping
 
 from kueue_tas.api.workload import PodSetTopologyRequestModel
 from kueue_tas.topology.model import SliceLayer, TopologyRequest
-from kueue_tas.topology.request import MAX_GROUP_NAME_LENGTH, TopologyRequestError, has_topology_annotation
+from kueue_tas.topology.request import (
+    MAX_GROUP_NAME_LENGTH,
+    TopologyRequestError,
+    has_topology_annotation,
+    slice_count_problem,
+)
 from kueue_tas.topology.slice_layers import MAX_LAYERS
 
 FIELD = "topologyRequest"
@@ -88,9 +94,26 @@ def validate_topology_field(field: PodSetTopologyRequestModel) -> list[str]:
     return errors
 
 
-def topology_request_from_field(field: PodSetTopologyRequestModel) -> TopologyRequest | None:
-    """The request the field states (None when it states none); ``TopologyFieldError`` if invalid."""
+def _slice_count_errors(field: PodSetTopologyRequestModel, count: int) -> list[str]:
+    """The slices the engine would cut (constraints win over the pair, as in Kueue) must divide ``count``."""
+    layers = field.podset_slice_required_topology_constraints
+    if layers:
+        path, size = f"{FIELD}.podsetSliceRequiredTopologyConstraints[0].size", layers[0].size
+    elif field.pod_set_slice_required_topology is not None and field.pod_set_slice_size is not None:
+        path, size = f"{FIELD}.podSetSliceSize", field.pod_set_slice_size
+    else:
+        return []
+    problem = slice_count_problem(size, count)
+    return [] if problem is None else [f"{path}: Invalid value: {size}: {problem}"]
+
+
+def topology_request_from_field(field: PodSetTopologyRequestModel, count: int | None = None) -> TopologyRequest | None:
+    """The request the field states (None when it states none); ``TopologyFieldError`` if invalid.
+    With ``count`` (the PodSet's pods), slices that do not divide it are refused
+    (``slice_count_problem``)."""
     errors = validate_topology_field(field)
+    if count is not None:
+        errors.extend(_slice_count_errors(field, count))
     if errors:
         raise TopologyFieldError(errors)
     if not field_is_explicit(field) and field.pod_set_group_name is None:

@@ -1,0 +1,107 @@
+"""The flavors one of our checks is meant to govern but cannot place on, and why (pure).
+
+A ClusterQueue puts flavors under our check (its ``onFlavors``, or all of its flavors); the
+capacity model governs only those whose Topology exists with levels and whose binding is
+unambiguous. A workload on one of the others must not be answered Ready with nothing
+assigned (its pods would then be charged nowhere): the admission decision keeps it Pending
+with the problem named here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Final
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
+from kueue_tas.topology.flavors import bind_flavors, check_topology
+from kueue_tas.topology.kube_syntax import label_name_errors
+
+# Kueue's Topology API (v1beta2): spec.levels has 1 to 16 items.
+MAX_TOPOLOGY_LEVELS: Final = 16
+
+
+def topology_problem(topo: Topology) -> str | None:
+    """What the API server's schema for Topology refuses in ``topo`` (one line), or None.
+    Such a Topology exists only if it was stored by hand or by an older CRD."""
+    levels = topo.levels
+    if not levels:
+        return "spec.levels: must have at least 1 item"
+    if len(levels) > MAX_TOPOLOGY_LEVELS:
+        return f"spec.levels: Too many: {len(levels)}: must have at most {MAX_TOPOLOGY_LEVELS} items"
+    for i, level in enumerate(levels):
+        errors = label_name_errors(level)
+        if errors:
+            return f"spec.levels[{i}].nodeLabel: Invalid value: {json.dumps(level)[:80]}: {errors[0]}"
+    duplicate = next((level for i, level in enumerate(levels) if level in levels[:i]), None)
+    if duplicate is not None:
+        return f"spec.levels: Invalid value: {json.dumps(duplicate)}: must be unique"
+    if c.HOSTNAME_LABEL in levels[:-1]:
+        return f"spec.levels: the {c.HOSTNAME_LABEL} label can only be used at the lowest level of topology"
+    return None
+
+
+def meant_flavors(check: str, queues: Iterable[ClusterQueue]) -> list[str]:
+    """Every flavor some ClusterQueue puts under ``check``, in first-seen order."""
+    seen: dict[str, None] = {}
+    for cq in queues:
+        for flavor in cq.flavors_for_check(check) or ():
+            seen.setdefault(flavor, None)
+    return list(seen)
+
+
+def unusable_flavors(
+    check: str,
+    checks: Mapping[str, AdmissionCheck],
+    queues: Iterable[ClusterQueue],
+    topology: Callable[[str], Topology | None],
+    flavor: Callable[[str], ResourceFlavor | None],
+    governed: Container[str],
+    controller_name: str,
+) -> dict[str, str]:
+    """flavor -> one-line problem, for each flavor meant to be under ``check`` (ours, in
+    ``checks``) that cannot be placed on. ``governed``: what the capacity model governs for
+    ``check``; a governed flavor with no problem is usable and left out."""
+    queues = list(queues)
+    conflicts: dict[str, str] = {}
+    bind_flavors(checks.values(), queues, controller_name=controller_name, conflicts=conflicts)
+    ac = checks.get(check)
+    topo_name = check_topology(ac) if ac is not None else None
+    out: dict[str, str] = {}
+    for name in meant_flavors(check, queues):
+        problem: str | None
+        if ac is None:
+            problem = f'AdmissionCheck "{check}" not found'
+        elif topo_name is None:
+            problem = (
+                f'AdmissionCheck "{check}": spec.parameters must reference a kueue.x-k8s.io Topology '
+                "(apiGroup kueue.x-k8s.io, kind Topology)"
+            )
+        elif name in conflicts:
+            problem = conflicts[name]
+        else:
+            problem = _flavor_problem(name, topo_name, topology, flavor)
+        if problem is None and name not in governed:
+            # Configuration seen here but not yet by the capacity model: decided again on its update.
+            problem = f'ResourceFlavor "{name}" is not yet in the capacity model'
+        if problem is not None:
+            out[name] = problem
+    return out
+
+
+def _flavor_problem(
+    name: str,
+    topo_name: str,
+    topology: Callable[[str], Topology | None],
+    flavor: Callable[[str], ResourceFlavor | None],
+) -> str | None:
+    topo = topology(topo_name)
+    if topo is None:
+        return f'Topology "{topo_name}" of ResourceFlavor "{name}" not found'
+    problem = topology_problem(topo)
+    if problem is not None:
+        return f'Topology "{topo_name}" of ResourceFlavor "{name}": {problem}'
+    if flavor(name) is None:
+        return f'ResourceFlavor "{name}" not found'
+    return None

@@ -1,0 +1,272 @@
+"""Issue 12, defect 8: every way an admission write can fail, without a cluster.
+
+Each failure counts ``admissions_total{outcome="error"}``, leaves a Warning Event and asks for
+another look after a backoff. The capacity a Ready decision assumed is dropped, unless the
+write that failed was our Ready entry and it may have landed: then it stays held until a
+re-read of the Workload says whether it did, so nothing is ever given twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import builders as mk
+import pytest
+from test_admission_controller import CHECK, RACK, T0, Harness, Writes, free_gpus, make_harness
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.workload import Workload
+from kueue_tas.controllers.admission import (
+    UNKNOWN_WRITE_SETTLE_SECONDS,
+    WRITE_OBSERVE_TIMEOUT_SECONDS,
+    WRITE_RETRY_MAX_SECONDS,
+)
+from kueue_tas.controllers.admission_writes import GateInjectionError
+from kueue_tas.kube.errors import Forbidden, NotFound, ServerError, TooManyRequests, TransportError
+from kueue_tas.kube.events import ObjectRef
+
+
+def wl(name: str, count: int = 12, **kw: Any) -> dict[str, Any]:
+    """A Workload of ``count`` one-GPU pods requiring one rack (a rack has 16 GPUs)."""
+    args: dict[str, Any] = {
+        "namespace": "ns",
+        "uid": f"uid-{name}",
+        "resource_version": "5",
+        "queue": None,
+        "admitted_flavor": "gpu",
+        "check": CHECK,
+        "check_state": "Pending",
+        "check_time": T0,
+        "conditions": [mk.condition("QuotaReserved", reason="QuotaReserved", message="", time=T0)],
+    }
+    args.update(kw)
+    return mk.workload(name, count, {"kueue-tas.io/podset-required-topology": RACK}, **args)
+
+
+class FailingWrites(Writes):
+    """``fail_at``: write kind -> error raised on its next call; ``landed``: apply the write
+    first (the response is what got lost); ``read``: what a re-read returns or raises."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_at: dict[str, BaseException] = {}
+        self.landed: set[str] = set()
+        self.read: Workload | BaseException | str | None = "same"
+        self.reads = 0
+
+    def _maybe_fail(self, kind: str) -> None:
+        exc = self.fail_at.pop(kind, None)
+        if exc is not None:
+            raise exc
+
+    async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
+        self._maybe_fail("gates")
+        await super().inject_gates(workload, podsets, gate)
+
+    async def write_annotation(self, workload: Workload, text: str) -> None:
+        if "annotation" not in self.landed:
+            self._maybe_fail("annotation")
+        await super().write_annotation(workload, text)
+        self._maybe_fail("annotation")
+
+    async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
+        if "check" not in self.landed:
+            self._maybe_fail("check")
+        self.checks.append(entry)
+        self._maybe_fail("check")
+
+    async def read_workload(self, workload: Workload) -> Workload | None:
+        self.reads += 1
+        if isinstance(self.read, BaseException):
+            raise self.read
+        return workload if self.read == "same" else self.read  # type: ignore[return-value]
+
+
+@pytest.fixture
+def h() -> Harness:
+    harness = make_harness()
+    harness.writes = FailingWrites()
+    harness.admission._writer = harness.writes
+    return harness
+
+
+def writes(h: Harness) -> FailingWrites:
+    assert isinstance(h.writes, FailingWrites)
+    return h.writes
+
+
+def errors(h: Harness) -> float:
+    return float(h.metrics.admissions_total.labels("error")._value.get())
+
+
+def add(h: Harness, name: str, count: int = 12, event: str = "ADDED", **kw: Any) -> None:
+    h.informers.workloads.handle_event(event, wl(name, count, **kw))
+
+
+def states(h: Harness) -> list[str]:
+    return [e["state"] for e in h.writes.checks]
+
+
+def total_free(h: Harness) -> int:
+    return sum(free_gpus(h, host) for host in ("h1", "h2", "h3", "h4"))
+
+
+UNKNOWN = [
+    TransportError("read timed out"),
+    TimeoutError(),
+    ConnectionResetError("reset by peer"),
+    ServerError(500, "InternalError", "etcdserver: request timed out"),
+    ServerError(504, "Timeout", "request did not complete within 60s"),
+]
+UNKNOWN_IDS = ["transport", "timeout", "reset", "500", "504"]
+
+
+@pytest.mark.parametrize("error", UNKNOWN, ids=UNKNOWN_IDS)
+async def test_an_entry_write_with_no_answer_is_counted_evented_and_keeps_its_capacity(
+    h: Harness, error: Exception
+) -> None:
+    add(h, "a")
+    writes(h).fail_at["check"] = error
+    assert await h.admission.reconcile("ns/a") == UNKNOWN_WRITE_SETTLE_SECONDS
+    assert errors(h) == 1
+    assert h.events.seen == [("Workload", "Warning", "TopologyAssignmentFailed")]
+    assert h.capacity.holds("ns/a") and total_free(h) == 32 - 12
+
+
+@pytest.mark.parametrize("error", UNKNOWN, ids=UNKNOWN_IDS)
+async def test_a_ready_entry_that_landed_unseen_is_never_double_booked(h: Harness, error: Exception) -> None:
+    add(h, "a")
+    writes(h).fail_at["check"] = error
+    writes(h).landed.add("check")
+    await h.admission.reconcile("ns/a")
+    # Two more workloads of a rack each: only one rack is left.
+    add(h, "b")
+    add(h, "c")
+    assert await h.admission.reconcile("ns/b") is None
+    assert await h.admission.reconcile("ns/c") is None
+    assert states(h) == ["Ready", "Ready", "Retry"], "a's rack is not given away while a may be Ready"
+
+
+async def test_after_the_settle_time_a_reread_showing_ready_keeps_the_capacity(h: Harness) -> None:
+    add(h, "a")
+    writes(h).fail_at["check"] = TransportError("timeout")
+    writes(h).landed.add("check")
+    await h.admission.reconcile("ns/a")
+    assert await h.admission.reconcile("ns/a") == pytest.approx(UNKNOWN_WRITE_SETTLE_SECONDS)
+    assert writes(h).reads == 0, "not re-read while the apiserver may still apply it"
+    h.now[0] += UNKNOWN_WRITE_SETTLE_SECONDS
+    writes(h).read = Workload.model_validate(wl("a", check_state="Ready", resource_version="9"))
+    assert await h.admission.reconcile("ns/a") == WRITE_OBSERVE_TIMEOUT_SECONDS
+    assert writes(h).reads == 1 and states(h) == ["Ready"] and h.capacity.holds("ns/a")
+
+
+async def test_after_the_settle_time_a_reread_showing_pending_decides_again(h: Harness) -> None:
+    add(h, "a")
+    writes(h).fail_at["check"] = TransportError("connection refused")
+    await h.admission.reconcile("ns/a")
+    h.now[0] += UNKNOWN_WRITE_SETTLE_SECONDS
+    fresh = Workload.model_validate(wl("a", resource_version="8"))
+    writes(h).read = fresh
+    assert await h.admission.reconcile("ns/a") is None
+    assert states(h) == ["Ready"] and writes(h).reads == 1
+    assert h.capacity.holds("ns/a") and total_free(h) == 32 - 12, "held once, not twice"
+    assert errors(h) == 1 and float(h.metrics.admissions_total.labels("ready")._value.get()) == 1
+
+
+async def test_a_failing_reread_keeps_the_capacity_and_backs_off(h: Harness) -> None:
+    add(h, "a")
+    writes(h).fail_at["check"] = TransportError("timeout")
+    await h.admission.reconcile("ns/a")
+    h.now[0] += UNKNOWN_WRITE_SETTLE_SECONDS
+    writes(h).read = TransportError("no route to host")
+    delays = [await h.admission.reconcile("ns/a") for _ in range(8)]
+    assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, WRITE_RETRY_MAX_SECONDS, WRITE_RETRY_MAX_SECONDS]
+    assert h.capacity.holds("ns/a") and states(h) == []
+
+
+async def test_a_reread_finding_the_workload_deleted_releases_the_capacity(h: Harness) -> None:
+    add(h, "a")
+    writes(h).fail_at["check"] = TransportError("timeout")
+    await h.admission.reconcile("ns/a")
+    h.now[0] += UNKNOWN_WRITE_SETTLE_SECONDS
+    writes(h).read = None
+    assert await h.admission.reconcile("ns/a") is None
+    assert not h.capacity.holds("ns/a") and total_free(h) == 32
+
+
+@pytest.mark.parametrize(
+    ("kind", "error"),
+    [
+        ("gates", TransportError("timeout")),
+        ("gates", GateInjectionError("Job j is not suspended; its pod template cannot take the gate")),
+        ("annotation", TransportError("timeout")),
+        ("annotation", TimeoutError()),
+        ("annotation", Forbidden(403, "Forbidden", "workloads is forbidden")),
+        ("annotation", NotFound(404, "NotFound", 'workloads "a" not found')),
+        ("annotation", ServerError(500, "InternalError", "boom")),
+        ("check", Forbidden(403, "Forbidden", "cannot patch workloads/status")),
+        ("check", NotFound(404, "NotFound", "gone")),
+    ],
+    ids=lambda v: v if isinstance(v, str) else type(v).__name__,
+)
+async def test_a_failure_that_cannot_make_the_workload_ready_drops_the_capacity(
+    h: Harness, kind: str, error: Exception
+) -> None:
+    add(h, "a")
+    writes(h).fail_at[kind] = error
+    assert await h.admission.reconcile("ns/a") == 1.0
+    assert errors(h) == 1 and h.events.seen == [("Workload", "Warning", "TopologyAssignmentFailed")]
+    assert not h.capacity.holds("ns/a") and total_free(h) == 32
+    assert await h.admission.reconcile("ns/a") is None, "tried again and written"
+    assert states(h)[-1] == "Ready"
+
+
+@pytest.mark.parametrize(("retry_after", "expected"), [(7.0, 7.0), (None, 1.0), (3600.0, WRITE_RETRY_MAX_SECONDS)])
+async def test_throttled_writes_honour_retry_after_with_a_cap(
+    h: Harness, retry_after: float | None, expected: float
+) -> None:
+    add(h, "a")
+    writes(h).fail_at["annotation"] = TooManyRequests(429, "TooManyRequests", "slow down", retry_after=retry_after)
+    assert await h.admission.reconcile("ns/a") == expected
+    assert errors(h) == 1 and not h.capacity.holds("ns/a")
+
+
+async def test_repeated_failures_back_off_and_success_resets(h: Harness) -> None:
+    add(h, "a")
+    delays = []
+    for _ in range(3):
+        writes(h).fail_at["annotation"] = ServerError(503, "ServiceUnavailable", "")
+        delays.append(await h.admission.reconcile("ns/a"))
+    assert delays == [1.0, 2.0, 4.0]
+    assert await h.admission.reconcile("ns/a") is None
+    assert "ns/a" not in h.admission._write_failures
+
+
+async def test_a_retry_entry_with_no_answer_holds_nothing(h: Harness) -> None:
+    add(h, "big", 20)  # never fits in a rack of 16: Retry
+    writes(h).fail_at["check"] = TransportError("timeout")
+    assert await h.admission.reconcile("ns/big") == 1.0
+    assert not h.capacity.holds("ns/big") and errors(h) == 1
+
+
+async def test_an_event_that_cannot_be_written_does_not_undo_a_ready_decision(h: Harness) -> None:
+    class BrokenEvents:
+        async def emit_event(self, regarding: ObjectRef, *, reason: str, message: str, type: str = "Normal") -> bool:
+            raise TransportError("events endpoint unreachable")
+
+    h.admission._events = BrokenEvents()
+    add(h, "a")
+    assert await h.admission.reconcile("ns/a") is None
+    assert states(h) == ["Ready"] and h.capacity.holds("ns/a")
+    assert errors(h) == 0
+
+
+async def test_an_unseen_successful_write_is_reread_before_deciding_again(h: Harness) -> None:
+    add(h, "a")
+    await h.admission.reconcile("ns/a")
+    h.now[0] += WRITE_OBSERVE_TIMEOUT_SECONDS + 1
+    writes(h).read = Workload.model_validate(
+        wl("a", check_state="Ready", workload_annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[0]})
+    )
+    assert await h.admission.reconcile("ns/a") == WRITE_OBSERVE_TIMEOUT_SECONDS
+    assert states(h) == ["Ready"] and h.capacity.holds("ns/a")

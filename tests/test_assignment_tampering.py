@@ -1,0 +1,209 @@
+"""Issue 12, defect 3: a user edits our assignment annotation on an admitted Workload.
+
+Before: a malformed edit dropped the workload's usage (a log line only) and stopped its
+ungating; a valid but different edit was trusted as written. Now our check entry (status)
+records a digest per PodSet; on a mismatch the capacity model keeps charging what we decided,
+the ungater releases no pod, and the guard restores our text (or, when it cannot know it after a
+restart, re-places the workload through Retry), with a Warning Event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import builders as mk
+from admission_harness import CHECK, HOST, HOSTS, Harness, harness, workload
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.assignment_record import (
+    assignment_tampering,
+    podset_digest,
+    record_suffix,
+    recorded,
+)
+from kueue_tas.controllers.assignment_guard import REASON, AssignmentGuard
+from kueue_tas.controllers.ungater import Ungater
+from kueue_tas.runtime.config import Settings
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
+from kueue_tas.topology.free import domain_free
+
+FIELD = f"metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]"
+
+
+def per_host(h: Harness) -> dict[str, int]:
+    snap = h.capacity.snapshot("gpu")
+    assert snap is not None
+    free = domain_free(snap)
+    return {host: int(free[(HOST, host, "nvidia.com/gpu")]) for host in HOSTS}
+
+
+def guard(h: Harness) -> AssignmentGuard:
+    return AssignmentGuard(
+        informers=h.informers,
+        checks=h.admission._checks,
+        writer=h.writes,
+        events=h.events,
+        settings=Settings(leader_election=False),
+    )
+
+
+async def admitted(h: Harness) -> dict[str, Any]:
+    """Decide ns/wl and play back our writes: the Workload as Kueue shows it once admitted."""
+    h.add_workload(workload())
+    assert await h.admission.reconcile("ns/wl") is None
+    entry = h.writes.checks[-1]
+    assert entry["state"] == "Ready"
+    ann = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[-1]}
+    obj = workload(check_state="Ready", check_message=entry["message"], workload_annotations=ann, resource_version="7")
+    h.modify_workload(obj)
+    return obj
+
+
+def edited(obj: dict[str, Any], text: str, rv: str = "8") -> dict[str, Any]:
+    new: dict[str, Any] = {**obj, "metadata": {**obj["metadata"], "resourceVersion": rv}}
+    new["metadata"]["annotations"] = {**obj["metadata"]["annotations"], c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
+    return new
+
+
+def other_hosts(text: str) -> str:
+    """A valid assignment of the same size on a host the original left free."""
+    [(name, ta)] = decode_assignment_annotation(text)
+    used = {d.values[-1] for d in ta.domains}
+    free = next(h for h in HOSTS if h not in used)
+    moved = TopologyAssignment((HOST,), (DomainAssignment((free,), ta.total),))
+    return encode_assignment_annotation([(name, moved)])
+
+
+async def test_our_ready_entry_records_the_assignment() -> None:
+    h = harness()
+    obj = await admitted(h)
+    wl = Workload.model_validate(obj)
+    [(name, ta)] = decode_assignment_annotation(h.writes.annotations[-1])
+    assert recorded(h.writes.checks[-1]["message"]) == {name: podset_digest("u1", name, ta)}
+    assert h.writes.checks[-1]["message"].startswith("topology assignment: main: 8 pods in ")
+    assert h.writes.checks[-1]["message"].endswith(f"[record main={podset_digest('u1', name, ta)}]")
+    assert assignment_tampering(wl, {CHECK}) is None
+
+
+async def test_malformed_edit_keeps_charging_and_is_restored() -> None:
+    h = harness()
+    g = guard(h)
+    obj = await admitted(h)
+    before = per_host(h)
+    assert sum(before.values()) == 32 - 8
+    h.modify_workload(edited(obj, "{not json"))
+    assert per_host(h) == before, "the edit dropped the workload's usage"
+    assert await g.reconcile("ns/wl") is None
+    assert h.writes.annotations[-1] == obj["metadata"]["annotations"][c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
+    [(_, kind, _, message)] = [e for e in h.events.seen if e[2] == REASON]
+    assert kind == "Warning" and message.startswith(f"{FIELD}: no longer decodes: ")
+    assert message.endswith("; restored the assignment kueue-tas recorded") and "\n" not in message
+
+
+async def test_valid_but_different_edit_is_not_followed() -> None:
+    h = harness()
+    g = guard(h)
+    obj = await admitted(h)
+    before = per_host(h)
+    text = obj["metadata"]["annotations"][c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
+    h.modify_workload(edited(obj, other_hosts(text)))
+    assert per_host(h) == before, "the edited hosts were charged instead of ours"
+    # The ungater releases no gated pod into the edited domains.
+    patches: list[str] = []
+
+    class Patcher:
+        async def patch(self, namespace: str, name: str, patch: dict[str, Any], resource_version: str) -> None:
+            patches.append(name)
+
+    ungater = Ungater(
+        informers=h.informers,
+        checks=h.admission._checks,
+        patcher=Patcher(),
+        events=h.events,
+        metrics=h.metrics,
+        settings=Settings(leader_election=False),
+    )
+    labels = {c.WORKLOAD_LABEL: "u1", c.PODSET_LABEL: "main"}
+    for i in range(8):
+        pod = mk.pod(
+            f"p{i}", namespace="ns", uid=f"p{i}", resource_version="1", labels=labels, gates=[c.SCHEDULING_GATE]
+        )
+        h.informers.pods.handle_event("ADDED", pod)
+    assert await ungater.reconcile("ns/wl") is None and patches == []
+    assert await g.reconcile("ns/wl") is None
+    assert h.writes.annotations[-1] == text
+    [(_, _, _, message)] = [e for e in h.events.seen if e[2] == REASON]
+    assert message == f'{FIELD}: PodSet "main" differs from the assignment kueue-tas recorded; restored the ' + (
+        "assignment kueue-tas recorded"
+    )
+    # Once restored, the ungater follows our assignment again.
+    h.modify_workload(edited(obj, text, rv="9"))
+    await ungater.reconcile("ns/wl")  # asks to look again when the releases are due to be seen
+    assert len(patches) == 8
+
+
+async def test_restart_after_edit_re_places_the_workload() -> None:
+    h = harness()
+    obj = await admitted(h)
+    text = obj["metadata"]["annotations"][c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
+    moved = other_hosts(text)
+    # A new process: it first sees the Workload already edited.
+    h2 = harness()
+    g = guard(h2)
+    h2.add_workload(edited(obj, moved))
+    # Conservative until Kueue re-places it: the edited assignment, as far as it decodes, is charged.
+    assert sum(per_host(h2).values()) == 32 - 8
+    assert await g.reconcile("ns/wl") is None
+    [entry] = h2.writes.checks
+    assert entry["name"] == CHECK and entry["state"] == "Retry"
+    assert entry["message"].startswith(f'{FIELD}: PodSet "main" differs from the assignment kueue-tas recorded; ')
+    assert "re-placed" in entry["message"] and h2.writes.annotations == []
+    assert [e[1:3] for e in h2.events.seen] == [("Warning", REASON)]
+
+
+async def test_restart_after_malformed_edit_re_places_and_names_the_problem() -> None:
+    h = harness()
+    obj = await admitted(h)
+    h2 = harness()
+    g = guard(h2)
+    h2.add_workload(edited(obj, '{"podSets": 7}'))
+    assert await g.reconcile("ns/wl") is None
+    [entry] = h2.writes.checks
+    assert entry["state"] == "Retry" and entry["message"].startswith(f"{FIELD}: no longer decodes: ")
+
+
+async def test_entries_without_a_record_are_trusted_as_written() -> None:
+    # Admitted by the previous version: no record in the message.
+    ta = TopologyAssignment((HOST,), (DomainAssignment(("h3",), 4),))
+    wl = Workload.model_validate(
+        workload(check_state="Ready", check_message="topology assignment: main: 4 pods in 1 domain(s)", assignment=ta)
+    )
+    assert assignment_tampering(wl, {CHECK}) is None
+
+
+def test_record_ignores_encoding_and_domain_order() -> None:
+    a = TopologyAssignment((HOST,), (DomainAssignment(("h1",), 2), DomainAssignment(("h2",), 3)))
+    b = TopologyAssignment((HOST,), (DomainAssignment(("h2",), 3), DomainAssignment(("h1",), 2)))
+    assert podset_digest("u", "main", a) == podset_digest("u", "main", b)
+    assert podset_digest("u", "main", a) != podset_digest("v", "main", a)  # another Workload
+    changed = TopologyAssignment((HOST,), (DomainAssignment(("h1",), 3), DomainAssignment(("h2",), 2)))
+    assert podset_digest("u", "main", a) != podset_digest("u", "main", changed)
+    assert recorded("topology assignment: x" + record_suffix("u", [("main", a), ("w", b)])) == {
+        "main": podset_digest("u", "main", a),
+        "w": podset_digest("u", "w", b),
+    }
+    assert recorded("no record here") == {}
+
+
+async def test_a_second_check_of_ours_merging_its_podset_is_not_tampering() -> None:
+    ta = TopologyAssignment((HOST,), (DomainAssignment(("h3",), 4),))
+    other = TopologyAssignment((HOST,), (DomainAssignment(("h4",), 2),))
+    message = "topology assignment: main" + record_suffix("u1", [("main", ta)])
+    text = encode_assignment_annotation([("main", ta), ("worker", other)])
+    wl = Workload.model_validate(
+        workload(
+            check_state="Ready", check_message=message, workload_annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
+        )
+    )
+    assert assignment_tampering(wl, {CHECK}) is None
