@@ -85,36 +85,7 @@ def podset_request_for(
         raise PlanInputError(f"{context}: {path}.spec.tolerations: {loc}: {err['msg']}") from exc
     except (ValueError, TypeError) as exc:
         raise PlanInputError(f"{context}: {path}.spec.containers[].resources: {exc}") from exc
-    _check_slices_divide(obj, index, ps.count, request, field, prefix)
     return request
-
-
-def _check_slices_divide(
-    obj: KubeObject,
-    index: int,
-    count: int,
-    request: PodSetRequest,
-    field: PodSetTopologyRequestModel | None,
-    prefix: str,
-) -> None:
-    """Slices are whole: a count that is not a multiple of the (outermost) slice size would be
-    placed in part, the rest of its pods never released."""
-    topology = request.topology
-    if topology is None:
-        return
-    layers = topology.slice_layers
-    # A size without a slice level asks for no slices (Kueue reads the pair only together).
-    size = layers[0].size if layers else (topology.slice_size if topology.slice_level is not None else None)
-    if not size or count % size == 0:
-        return
-    if _from_field(obj, index, field, prefix):
-        name = "podsetSliceRequiredTopologyConstraints[0].size" if layers else "podSetSliceSize"
-        where = f"{_field_path(index)}.topologyRequest.{name}"
-    else:
-        suffix = c.SUFFIX_SLICE_CONSTRAINTS if layers else c.SUFFIX_SLICE_SIZE
-        where = f"{template_path(obj, index)}.metadata.annotations[{prefix}{suffix}]"
-    # Worded as admit's rule for the controller (issue 12, defect 7), which supersedes this one.
-    raise PlanInputError(f'{describe(obj)}: {where}: invalid value "{size}": must evenly divide pod set count {count}')
 
 
 def check_workload_counts(wl: Workload) -> None:
