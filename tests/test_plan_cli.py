@@ -961,7 +961,7 @@ def test_requests_not_a_mapping_is_a_clean_error(tmp_path: Path, capsys: pytest.
     j = mk.job("j", 4)
     j["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = ["cpu"]
     res = plan(tmp_path, capsys, [*mk.cluster(), j])
-    assert_invalid(res, "Job/team-a/j", "spec.template.spec.containers[].resources")
+    assert_invalid(res, "Job/team-a/j", "spec.template.spec.containers[0].resources.requests: expected a mapping")
 
 
 def test_malformed_toleration_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

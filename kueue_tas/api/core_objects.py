@@ -11,6 +11,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.object_base import (
     Condition,
     KubeModel,
+    NonNegativeInt32,
     ObjectMeta,
     TaintModel,
     TolerationModel,
@@ -86,8 +87,8 @@ class Pod(TypedObject):
 
 
 class JobSpec(KubeModel):
-    parallelism: int | None = None
-    completions: int | None = None
+    parallelism: NonNegativeInt32 | None = None
+    completions: NonNegativeInt32 | None = None
     completion_mode: str | None = None
     suspend: bool | None = None
     template: dict[str, Any] = Field(default_factory=dict)
@@ -104,7 +105,7 @@ class JobTemplateSpec(KubeModel):
 
 class ReplicatedJob(KubeModel):
     name: str
-    replicas: int = 1  # JobSet's CRD default
+    replicas: NonNegativeInt32 = 1  # JobSet's CRD default
     template: JobTemplateSpec = Field(default_factory=JobTemplateSpec)
 
 

@@ -10,8 +10,15 @@ write them back, and they must round-trip unchanged.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+INT32_MAX = 2**31 - 1
+# Counts the API server keeps as int32 with a minimum of 0 (pods, replicas, parallelism); beyond
+# them no object can exist, and a negative count would "fit" anywhere.
+NonNegativeInt32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
 
 
 class KubeModel(BaseModel):

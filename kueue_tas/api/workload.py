@@ -9,6 +9,11 @@ from pydantic import Field
 from kueue_tas.api import constants as c
 from kueue_tas.api.object_base import Condition, KubeModel, TolerationModel, TypedObject, condition_is_true
 
+# Kueue's v1beta2 Workload holds at most 18 PodSets (its CRD's maxItems). The model does not
+# enforce it, nor the counts' bounds: the controller refuses such a Workload with a message
+# instead of dropping it unread.
+MAX_PODSETS = 18
+
 
 class SliceConstraintModel(KubeModel):
     """One entry of ``topologyRequest.podsetSliceRequiredTopologyConstraints``."""

@@ -14,6 +14,7 @@ from kueue_tas.cli.planner import PlanInputError, Planner, PodSetPlan, WorkloadP
 from kueue_tas.cli.render import render_text
 from kueue_tas.topology.codec import encode_v1beta2
 from kueue_tas.topology.features import FeatureGateError, FeatureGates
+from kueue_tas.topology.wire import AssignmentFormatError
 
 
 def podset_json(ps: PodSetPlan) -> dict[str, Any]:
@@ -54,14 +55,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"warning: {w}", file=sys.stderr)
         planner = Planner(objects, default_flavor=args.flavor, prefix=args.annotation_prefix, gates=gates)
         plans = planner.run()
+        for w in dict.fromkeys(planner.warnings):
+            print(f"warning: {w}", file=sys.stderr)
+        if args.output == "text":
+            text = render_text(plans, planner)
+        else:
+            doc = plan_json(plans)
+            text = json.dumps(doc, indent=2) + "\n" if args.output == "json" else yaml.safe_dump(doc, sort_keys=False)
     except (InputError, PlanInputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if args.output == "json":
-        json.dump(plan_json(plans), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    elif args.output == "yaml":
-        yaml.safe_dump(plan_json(plans), sys.stdout, sort_keys=False)
-    else:
-        sys.stdout.write(render_text(plans, planner))
+    except AssignmentFormatError as exc:  # an assignment Kueue's API could not hold
+        print(f"error: -o {args.output}: an assignment cannot be written as Kueue's: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(text)
     return 0

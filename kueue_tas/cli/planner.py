@@ -21,6 +21,7 @@ from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.podsets import PodSetSpec, podsets_of
 from kueue_tas.api.quantity import QuantityError
+from kueue_tas.api.shapes import template_shape_error
 from kueue_tas.api.workload import PodSetTopologyRequestModel, Workload
 from kueue_tas.capacity.daemonsets import DaemonSetError, daemonset_spec
 from kueue_tas.capacity.feed import feed_pod, feed_workload, workload_key
@@ -39,14 +40,19 @@ from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors
 from kueue_tas.topology.inputs import node_info
+from kueue_tas.topology.kube_syntax import label_value_errors
+from kueue_tas.topology.levels import topology_levels_problem
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.plan_replacements import ReplacementIndex
 from kueue_tas.topology.plan_requests import (
     PlanInputError,
     check_groups,
+    check_jobset_counts,
     check_levels,
+    check_workload_counts,
     describe,
     podset_request_for,
+    unknown_keys,
 )
 from kueue_tas.topology.plan_requests import template_path as _template_path
 from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
@@ -112,6 +118,11 @@ class Planner:
         self.gates = gates
         self.default_flavor = default_flavor
         self.topologies = {o.name: o for o in objects if isinstance(o, Topology)}
+        for topology in self.topologies.values():
+            problem = topology_levels_problem(topology.levels)
+            if problem is not None:
+                raise PlanInputError(f"{describe(topology)}: {problem[0]}: {problem[1]}")
+        self.warnings: list[str] = []  # about the input; the command prints them, one a line
         self.flavors = {o.name: o for o in objects if isinstance(o, ResourceFlavor)}
         checks = [o for o in objects if isinstance(o, AdmissionCheck)]
         self.our_checks = our_checks(checks, c.CONTROLLER_NAME)
@@ -179,7 +190,15 @@ class Planner:
     def _feed_cluster(self) -> None:
         if self._cluster_fed:
             return
+        # Domains are told apart by these labels' values: one Kubernetes would refuse (a comma,
+        # 64 characters) could merge two domains or not fit in an assignment.
+        level_keys = {level for spec in self.specs.values() for level in spec.levels}
         for n in self.nodes:
+            for key in level_keys & n.metadata.labels.keys():
+                errors = label_value_errors(n.metadata.labels[key])
+                if errors:
+                    value = n.metadata.labels[key]
+                    raise PlanInputError(f"{describe(n)}: metadata.labels[{key}]: invalid value {value!r}: {errors[0]}")
             try:
                 self.capacity.upsert_node(node_info(n))
             except (QuantityError, ValueError) as exc:
@@ -201,6 +220,9 @@ class Planner:
         """The pod as the controller's informer keeps it; None for a pod with malformed requests
         that would not be charged anyway (they are never read)."""
         raw = pod.model_dump(by_alias=True, exclude_none=True)
+        problem = template_shape_error({"spec": raw["spec"]}, "")
+        if problem is not None:
+            raise PlanInputError(f"{describe(pod)}: {problem}")
         try:
             return slim_pod(raw, prefix=self.prefix)
         except QuantityError as exc:
@@ -255,6 +277,8 @@ class Planner:
             ):
                 continue  # its Workload is in the input and is placed instead
             podsets = podsets_of(obj)
+            if isinstance(obj, JobSet):
+                check_jobset_counts(obj, podsets)
             if isinstance(obj, Workload):
                 podsets = [PodSetSpec(ps.name, self._admitted_count(obj, ps), ps.template) for ps in podsets]
             out.append(Placeable(obj, podsets))
@@ -266,6 +290,8 @@ class Planner:
         return psa.count if psa is not None and psa.count is not None else ps.count
 
     def run(self) -> list[WorkloadPlan]:
+        for wl in self.workloads:
+            check_workload_counts(wl)
         self._feed_usage()  # validates every assignment annotation up front
         return [self.place(p) for p in self.placeables()]
 
@@ -278,6 +304,7 @@ class Planner:
         fields: list[PodSetTopologyRequestModel | None] = []
         for index, ps in enumerate(item.podsets):
             annotations = _annotations(obj, ps, index)
+            self.warnings.extend(unknown_keys(obj, index, annotations, self.prefix))
             field = _topology_field(obj, ps.name)
             explicit = has_topology_annotation(annotations, prefix=self.prefix) or field_is_explicit(field)
             flavor = self._flavor_of(obj, ps.name, context)

@@ -25,7 +25,7 @@ from typing import Final
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.quantity import QuantityError
-from kueue_tas.api.workload import Workload
+from kueue_tas.api.workload import MAX_PODSETS, Workload
 from kueue_tas.capacity.assignment_record import record_suffix
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import UsageEntry
@@ -41,8 +41,7 @@ from kueue_tas.topology.request_field import uses_field
 from kueue_tas.topology.slice_replacement import place_options
 from kueue_tas.topology.snapshot import TopologySnapshot
 
-# Kueue's Workload API limits (v1beta2): spec.podSets maxItems, admissionChecks[].message maxLength.
-MAX_PODSETS: Final = 18
+# Kueue's Workload API limit (v1beta2): admissionChecks[].message maxLength (podSets maxItems: MAX_PODSETS).
 CHECK_MESSAGE_LIMIT: Final = 32768
 
 

@@ -31,7 +31,7 @@ def parse_go_bool(value: str) -> bool | None:
 
 def parse_go_int32(value: str) -> int | None:
     """Go's ``strconv.ParseInt(value, 10, 32)``: optional sign, ASCII digits, int32 range; else None."""
-    if not _GO_DECIMAL_INT.match(value):
+    if not _GO_DECIMAL_INT.fullmatch(value):
         return None
     number = int(value)
     if number < INT32_MIN or number > INT32_MAX:
@@ -73,7 +73,7 @@ def label_name_errors(value: str) -> list[str]:
         else:
             if len(prefix) > 253:
                 errors.append("prefix part must be no more than 253 bytes")
-            if not _DNS1123_SUBDOMAIN_RE.match(prefix):
+            if not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
                 detail = _regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com")
                 errors.append("prefix part " + detail)
     else:
@@ -86,6 +86,27 @@ def label_name_errors(value: str) -> list[str]:
         errors.append("name part must be non-empty")
     elif len(name) > 63:
         errors.append("name part must be no more than 63 bytes")
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         errors.append("name part " + _regex_error(_NAME_MSG, _NAME_FMT, "MyName", "my.name", "123-abc"))
+    return errors
+
+
+# --- label-value validation (apimachinery IsValidLabelValue) ----------------------------------
+
+LABEL_VALUE_MAX_LENGTH = 63
+_LABEL_VALUE_FMT = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
+_LABEL_VALUE_RE = re.compile(f"^{_LABEL_VALUE_FMT}$")
+_LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+
+
+def label_value_errors(value: str) -> list[str]:
+    """Problems with ``value`` as a label value, in apimachinery's words ([] when valid)."""
+    errors = []
+    if len(value) > LABEL_VALUE_MAX_LENGTH:
+        errors.append(f"must be no more than {LABEL_VALUE_MAX_LENGTH} characters")
+    if not _LABEL_VALUE_RE.fullmatch(value):
+        errors.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errors

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology import messages
+from kueue_tas.topology.kube_syntax import label_name_errors
 from kueue_tas.topology.model import TopologyRequest
 
 
@@ -63,3 +64,35 @@ def _layer_path(index: int, leaf: str) -> tuple[str, str]:
         f"{c.SUFFIX_SLICE_CONSTRAINTS}[{index}].{leaf}",
         f"podsetSliceRequiredTopologyConstraints[{index}].{leaf}",
     )
+
+
+# Kueue's Topology CRD: 1 to 16 levels, each a label key of at most 316 characters, no level
+# twice, kubernetes.io/hostname only as the lowest.
+MAX_TOPOLOGY_LEVELS = 16
+MAX_LEVEL_LABEL_LENGTH = 316
+
+
+def topology_levels_problem(levels: Sequence[str]) -> tuple[str, str] | None:
+    """``(field under spec.levels, problem)`` for the first way ``levels`` breaks Kueue's
+    Topology schema, or None."""
+    if not levels:
+        return "spec.levels", "must list at least one level"
+    if len(levels) > MAX_TOPOLOGY_LEVELS:
+        return "spec.levels", f"has {len(levels)} entries, at most {MAX_TOPOLOGY_LEVELS} allowed"
+    seen: dict[str, int] = {}
+    for i, level in enumerate(levels):
+        where = f"spec.levels[{i}].nodeLabel"
+        if len(level) > MAX_LEVEL_LABEL_LENGTH:
+            return where, f"is {len(level)} characters long, at most {MAX_LEVEL_LABEL_LENGTH} allowed"
+        errors = label_name_errors(level)
+        if errors:
+            return where, f"invalid label key {level!r}: {errors[0]}"
+        if level in seen:
+            return where, f"{level!r} is already level {seen[level]}: must be unique"
+        seen[level] = i
+    if c.HOSTNAME_LABEL in seen and levels[-1] != c.HOSTNAME_LABEL:
+        return (
+            f"spec.levels[{seen[c.HOSTNAME_LABEL]}].nodeLabel",
+            f"the {c.HOSTNAME_LABEL} label can only be used at the lowest level of topology",
+        )
+    return None

@@ -8,15 +8,19 @@ one that was used.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Mapping, Sequence
 
 import pydantic
 
+from kueue_tas.api import constants as c
 from kueue_tas.api.core_objects import JobSet
 from kueue_tas.api.kinds import KubeObject
+from kueue_tas.api.object_base import INT32_MAX
 from kueue_tas.api.podsets import PodSetSpec
 from kueue_tas.api.quantity import QuantityError
-from kueue_tas.api.workload import PodSetTopologyRequestModel, Workload
+from kueue_tas.api.shapes import template_shape_error
+from kueue_tas.api.workload import MAX_PODSETS, PodSetTopologyRequestModel, Workload
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.groups import GroupMember, group_errors
 from kueue_tas.topology.inputs import PodSpecError, podset_request
@@ -60,8 +64,11 @@ def podset_request_for(
 ) -> PodSetRequest:
     context = describe(obj)
     path = template_path(obj, index)
+    problem = template_shape_error(ps.template, path)
+    if problem is not None:
+        raise PlanInputError(f"{context}: {problem}")
     try:
-        return podset_request(
+        request = podset_request(
             ps.name, ps.count, ps.template, prefix=prefix, implied=implied, gates=gates, topology_field=field
         )
     except TopologyFieldError as exc:
@@ -78,6 +85,53 @@ def podset_request_for(
         raise PlanInputError(f"{context}: {path}.spec.tolerations: {loc}: {err['msg']}") from exc
     except (ValueError, TypeError) as exc:
         raise PlanInputError(f"{context}: {path}.spec.containers[].resources: {exc}") from exc
+    return request
+
+
+def check_workload_counts(wl: Workload) -> None:
+    """What Kueue's Workload schema allows: 1 to 18 PodSets, counts 0 to int32."""
+    n = len(wl.spec.pod_sets)
+    if n > MAX_PODSETS:
+        raise PlanInputError(f"{describe(wl)}: spec.podSets: has {n} entries, at most {MAX_PODSETS} allowed")
+    counts = [(f"spec.podSets[{i}].count", ps.count) for i, ps in enumerate(wl.spec.pod_sets)]
+    if wl.status.admission is not None:
+        counts += [
+            (f"status.admission.podSetAssignments[{i}].count", psa.count)
+            for i, psa in enumerate(wl.status.admission.pod_set_assignments)
+            if psa.count is not None
+        ]
+    for where, count in counts:
+        if not 0 <= count <= INT32_MAX:
+            bound = "at least 0" if count < 0 else f"at most {INT32_MAX}"
+            raise PlanInputError(f"{describe(wl)}: {where}: must be {bound}, got {count}")
+
+
+def check_jobset_counts(obj: JobSet, podsets: Sequence[PodSetSpec]) -> None:
+    """A JobSet becomes one Workload: at most its PodSet limit, each count an int32."""
+    if len(podsets) > MAX_PODSETS:
+        raise PlanInputError(
+            f"{describe(obj)}: spec.replicatedJobs: has {len(podsets)} entries, "
+            f"a Workload holds at most {MAX_PODSETS} PodSets"
+        )
+    for i, ps in enumerate(podsets):
+        if ps.count > INT32_MAX:
+            raise PlanInputError(
+                f"{describe(obj)}: spec.replicatedJobs[{i}]: replicas x pods per Job is {ps.count}, "
+                f"more than a PodSet counts ({INT32_MAX})"
+            )
+
+
+def unknown_keys(obj: KubeObject, index: int, annotations: Mapping[str, str], prefix: str) -> list[str]:
+    """Warnings for template annotations under our prefix that we do not read (a typo drops the request)."""
+    known = [prefix + suffix for suffix in c.TOPOLOGY_ANNOTATION_SUFFIXES]
+    warnings = []
+    for key in annotations:
+        if key.startswith(prefix) and key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            where = f"{describe(obj)}: {template_path(obj, index)}.metadata.annotations[{key}]"
+            warnings.append(f"{where}: not a key kueue-tas reads, ignored{hint}")
+    return warnings
 
 
 def _from_field(obj: KubeObject, index: int, field: PodSetTopologyRequestModel | None, prefix: str) -> bool:
