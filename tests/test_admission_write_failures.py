@@ -20,6 +20,7 @@ from kueue_tas.controllers.admission import (
     UNKNOWN_WRITE_SETTLE_SECONDS,
     WRITE_OBSERVE_TIMEOUT_SECONDS,
     WRITE_RETRY_MAX_SECONDS,
+    settle_seconds,
 )
 from kueue_tas.controllers.admission_writes import GateInjectionError
 from kueue_tas.kube.errors import Forbidden, NotFound, ServerError, TooManyRequests, TransportError
@@ -120,7 +121,7 @@ async def test_an_entry_write_with_no_answer_is_counted_evented_and_keeps_its_ca
 ) -> None:
     add(h, "a")
     writes(h).fail_at["check"] = error
-    assert await h.admission.reconcile("ns/a") == UNKNOWN_WRITE_SETTLE_SECONDS
+    assert await h.admission.reconcile("ns/a") == settle_seconds(error)
     assert errors(h) == 1
     assert h.events.reasons() == [("Workload/a", "Warning", "TopologyAssignmentFailed")]
     assert h.capacity.holds("ns/a") and h.free_gpus() == 32 - 12
@@ -263,3 +264,32 @@ async def test_an_unseen_successful_write_is_reread_before_deciding_again(h: Har
     )
     assert await h.admission.reconcile("ns/a") == WRITE_OBSERVE_TIMEOUT_SECONDS
     assert states(h) == ["Ready"] and h.capacity.holds("ns/a")
+
+
+@pytest.mark.parametrize(
+    ("error", "answered"),
+    [
+        (ServerError(500, "InternalError", 'failed calling webhook "vworkload.kb.io"'), True),
+        (ServerError(503, "ServiceUnavailable", "shutting down"), True),
+        (ServerError(504, "Timeout", "request did not complete within 60s"), False),
+        (TransportError("connection refused"), False),
+    ],
+    ids=["500-webhook", "503", "504", "transport"],
+)
+async def test_an_answered_5xx_is_settled_by_a_reread_at_once_not_after_the_request_timeout(
+    h: Harness, error: Exception, answered: bool
+) -> None:
+    # Chaos seed 7: a webhook outage answered our Ready entry write with a 500; the workload then
+    # sat Pending with no message for the whole 65 s settle time.
+    add(h, "a")
+    writes(h).fail_at["check"] = error
+    settle = await h.admission.reconcile("ns/a")
+    assert settle is not None
+    if answered:
+        assert settle <= 2.0, "the apiserver answered: a re-read tells at once"
+    else:
+        assert settle == pytest.approx(UNKNOWN_WRITE_SETTLE_SECONDS), "may still land until the request timeout"
+    h.now[0] += settle
+    writes(h).read = Workload.model_validate(wl("a", resource_version="9"))
+    await h.admission.reconcile("ns/a")
+    assert writes(h).reads == 1 and states(h) == ["Ready"], "decided again from the fresh copy"

@@ -47,7 +47,7 @@ EXPECTED_CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
     ("kueue.x-k8s.io", "clusterqueues"): {"list", "watch"},
     ("kueue.x-k8s.io", "admissionchecks"): {"list", "watch"},
     ("kueue.x-k8s.io", "admissionchecks/status"): {"patch"},
-    ("kueue.x-k8s.io", "workloads"): {"list", "watch", "patch"},
+    ("kueue.x-k8s.io", "workloads"): {"get", "list", "watch", "patch"},
     ("kueue.x-k8s.io", "workloads/status"): {"patch"},
     ("batch", "jobs"): {"get", "patch"},
     ("jobset.x-k8s.io", "jobsets"): {"get", "patch"},

@@ -43,6 +43,8 @@ NEEDED: list[tuple[str, str, str, bool]] = [
     ],
     ("patch", KUEUE_GROUP, "admissionchecks/status", False),
     *[(v, KUEUE_GROUP, "workloads", False) for v in ("list", "watch")],
+    # The re-read that settles a write with an unknown outcome (found by the chaos campaign, seed 7).
+    ("get", KUEUE_GROUP, "workloads", True),
     ("patch", KUEUE_GROUP, "workloads", True),
     ("patch", KUEUE_GROUP, "workloads/status", True),
     *[(v, "batch", "jobs", True) for v in ("get", "patch")],

@@ -40,7 +40,7 @@ from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import on_any_change
 from kueue_tas.controllers.workload_events import workload_event
-from kueue_tas.kube.errors import ApiError, Conflict, may_have_applied, retry_after
+from kueue_tas.kube.errors import ApiError, Conflict, ServerError, may_have_applied, retry_after
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import AssignmentFormatError
@@ -54,6 +54,11 @@ WRITE_OBSERVE_TIMEOUT_SECONDS: Final = 30.0
 # An entry write that got no answer may still be applied until the apiserver's own request
 # timeout (60 s by default) runs out: its capacity stays held and the Workload is re-read only then.
 UNKNOWN_WRITE_SETTLE_SECONDS: Final = 65.0
+# A 5xx other than 504 is the apiserver's own answer: its handler has finished with the request
+# (committed or not), so a quorum read a moment later settles it. A 504 is different: the
+# apiserver's timeout filter answers while the handler may still commit. Without this, a write
+# refused by a failing webhook left the workload silent for the whole settle time (chaos seed 7).
+ANSWERED_WRITE_SETTLE_SECONDS: Final = 1.0
 # Backoff after a failed write or re-read: 1, 2, 4 ... seconds, and never more than this
 # (also the cap on a server's Retry-After).
 WRITE_RETRY_MAX_SECONDS: Final = 60.0
@@ -183,9 +188,11 @@ class WorkloadAdmission:
                 return 0.5
             except EntryWriteUnknown as unknown:
                 # Our Ready entry may be on the Workload: keep holding its capacity.
-                self._awaiting_write[key] = self._ctx.clock() + UNKNOWN_WRITE_SETTLE_SECONDS
-                await self._write_failed(wl, unknown.__cause__ or unknown, held=True)
-                return UNKNOWN_WRITE_SETTLE_SECONDS
+                cause = unknown.__cause__ or unknown
+                settle = settle_seconds(cause)
+                self._awaiting_write[key] = self._ctx.clock() + settle
+                await self._write_failed(wl, cause, held=True)
+                return settle
             except Exception as exc:
                 self._ctx.capacity.forget(key)
                 await self._write_failed(wl, exc, held=False)
@@ -347,3 +354,10 @@ def _entry_says(wl: Workload, entry: dict[str, Any]) -> bool:
         st.name == entry["name"] and st.state == entry["state"] and st.message == entry["message"]
         for st in wl.status.admission_checks
     )
+
+
+def settle_seconds(exc: BaseException) -> float:
+    """How long an entry write that failed with ``exc`` may still land before a re-read tells."""
+    if isinstance(exc, ServerError) and exc.status != 504:
+        return ANSWERED_WRITE_SETTLE_SECONDS
+    return UNKNOWN_WRITE_SETTLE_SECONDS
