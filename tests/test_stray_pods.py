@@ -210,9 +210,10 @@ async def test_nothing_is_deleted_while_a_repair_is_being_written(s: Strays) -> 
     r = s.r
     before = await r.admit()
     small, big, rack = roles(before)
-    s.running({big: 8, small: 4})
+    s.running({big: 8})
     r.node("h5", rack, event="ADDED")
     r.node(small, rack, ready=False)
+    s.pod("gone", small, deleting=True)  # evicted by the taint manager, stuck on the dead node
     r.clock.now += 30
     await r.scan()  # decided and written; the informer has not shown it yet
     assert r.h.capacity.holds_extra(KEY)
