@@ -23,6 +23,7 @@ from kueue_tas.kube.client import (
     STRATEGIC_MERGE_PATCH,
     apply_status,
     call_json,
+    delete_pod,
     ensure_no_proxy,
     map_api_exception,
     merge_patch_custom,
@@ -194,6 +195,18 @@ async def test_patch_pod_conflict_and_not_found(fake: tuple[FakeApiServer, k8s.A
     srv.responses[("PATCH", "/api/v1/namespaces/ns/pods/p")] = (404, {"reason": "NotFound", "message": "gone"})
     with pytest.raises(NotFound):
         await patch_pod(api, namespace="ns", name="p", patch={})
+
+
+async def test_delete_pod_is_guarded_by_the_uid(fake: tuple[FakeApiServer, k8s.ApiClient, Path]) -> None:
+    srv, api, _ = fake
+    await delete_pod(api, namespace="ns", name="p", uid="u-1")
+    req = srv.requests[-1]
+    assert (req.method, req.path) == ("DELETE", "/api/v1/namespaces/ns/pods/p")
+    assert req.body["preconditions"] == {"uid": "u-1"}
+    assert "gracePeriodSeconds" not in req.body  # the pod's own grace period
+    srv.responses[("DELETE", "/api/v1/namespaces/ns/pods/p")] = (409, STATUS_409)  # another incarnation
+    with pytest.raises(Conflict):
+        await delete_pod(api, namespace="ns", name="p", uid="u-1")
 
 
 async def test_kube_lease_api_wire_format(fake: tuple[FakeApiServer, k8s.ApiClient, Path]) -> None:

@@ -11,6 +11,7 @@ from kueue_tas.capacity.node_health import (
     FailureKind,
     NodeFailure,
     PodSetHosts,
+    PodTermination,
     describe_failures,
     failed_nodes,
     grace_left,
@@ -147,3 +148,47 @@ def test_the_workload_pass_is_the_per_node_rule(spec: dict[str, tuple[bool, bool
     for h in hosts:
         r, u, w = spec.get(h, (True, False, 0.0))
         assert (h in failures) == (h not in spec or u or (not r and w >= 30.0))
+
+
+KUEUE = PodTermination()  # Kueue v0.19.2's defaults
+
+
+def test_progressing_pods_keep_a_failing_node_serving_their_workload() -> None:
+    """Kueue's TASReplaceNodeOnPodTermination (default on): a node with a pod of the workload
+    still running there has not failed for it; a deleted node, or one without a Ready
+    condition, has (as in Kueue)."""
+
+    def judged(n: NodeInfo | None, gates: PodTermination = KUEUE, waited: float = 60.0) -> str | None:
+        failure = node_failure("x3", n, (ps("x3"),), waited, 30.0, progressing=True, gates=gates)
+        return None if failure is None else str(failure)
+
+    sick = node("x3", ready=False)
+    assert judged(sick) is None
+    assert judged(node("x3", taints=(Taint("maintenance", "now", "NoExecute"),))) is None
+    assert judged(node("x3", unschedulable=True)) is None
+    assert judged(node("x3", labels={HOST: "x3", "pool": "gpu"})) is None
+    assert judged(None) == "node x3 deleted"
+    assert judged(node("x3", ready=False, status=""), waited=0) == "node x3 has no Ready condition"
+    # TASReplaceNodeDueToNotReadyOverFixedTime: NotReady past the grace fails whatever the pods do.
+    fixed = PodTermination(not_ready_over_fixed_time=True)
+    assert judged(sick, fixed) == "node x3 NotReady for 60s"
+    assert judged(sick, fixed, waited=10) is None
+    assert judged(node("x3", unschedulable=True, ready=False), fixed) == "node x3 NotReady for 60s"
+    assert judged(node("x3", unschedulable=True), fixed) is None
+    # TASReplaceNodeOnPodTermination off: the pods do not matter.
+    assert judged(sick, PodTermination(on_pod_termination=False)) == "node x3 NotReady for 60s"
+
+
+def test_failed_nodes_reports_the_nodes_its_pods_spare() -> None:
+    nodes = {"x3": node("x3", ready=False), "x4": node("x4", unschedulable=True), "x5": node("x5")}
+    spared: set[str] = set()
+    failures, wait = failed_nodes(
+        (ps("x3", "x4", "x5", "x6"),),
+        nodes.get,
+        lambda _n: 40.0,
+        30.0,
+        progressing={"x3", "x5", "x6"},
+        spared=spared,
+    )
+    assert set(failures) == {"x4", "x6"}  # x6 is deleted: failed at once, its pods or not
+    assert spared == {"x3"} and wait is None

@@ -26,6 +26,7 @@ from kueue_tas.controllers.node_repair import SCAN, NodeRepair
 from kueue_tas.kube.errors import Conflict, ServerError, TransportError
 from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.free import domain_free
 
 ANN = c.TOPOLOGY_ASSIGNMENT_ANNOTATION
@@ -109,12 +110,16 @@ class Rig:
         return [m for _, _, r, m in self.h.events.seen if r == reason]
 
 
-def rig(**settings: Any) -> Rig:
+def rig(gates: FeatureGates | None = None, **settings: Any) -> Rig:
     h = harness()
     clock = Clock()
     rewrites = OurRewrites()
     ctx = dataclasses.replace(
-        h.ctx, flavors_of=lambda _check: {"gpu"}, settings=Settings(leader_election=False, **settings), clock=clock
+        h.ctx,
+        flavors_of=lambda _check: {"gpu"},
+        settings=Settings(leader_election=False, **settings),
+        clock=clock,
+        gates=gates or h.ctx.gates,
     )
     repair = NodeRepair(ctx, rewrites=rewrites, wall=lambda: 0.0)
     return Rig(h, repair, clock, rewrites)

@@ -35,6 +35,7 @@ NEEDED: list[tuple[str, str, str, bool]] = [
     *[(v, "", "nodes", False) for v in ("list", "watch")],
     *[(v, "", "pods", False) for v in ("list", "watch")],
     ("patch", "", "pods", True),
+    ("delete", "", "pods", True),  # controllers/stray_pods.py
     *[(v, "apps", "daemonsets", False) for v in ("list", "watch")],
     *[
         (v, KUEUE_GROUP, r, False)
@@ -60,8 +61,8 @@ DENIED: list[tuple[str, str, str, str | None]] = [
     ("get", "", "secrets", LEASE_NS),
     ("create", "", "pods", "NS"),
     ("update", "", "pods", "NS"),
-    ("delete", "", "pods", "NS"),
     ("create", "", "pods/eviction", "NS"),
+    ("patch", "", "pods/status", "NS"),  # stray pods are deleted, never marked Failed
     ("get", "", "nodes", None),
     ("patch", "", "nodes", None),
     ("update", "", "nodes", None),

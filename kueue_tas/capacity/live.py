@@ -138,6 +138,10 @@ class LiveCapacity:
         if key in self._extra:
             self._set(self._extra, key, (), self._replaces.get(key))
 
+    def holds_extra(self, key: str) -> bool:
+        """A node repair's added slots are held for ``key`` (its new assignment not yet seen)."""
+        return key in self._extra
+
     def holds(self, key: str) -> bool:
         return key in self._committed or key in self._assumed
 

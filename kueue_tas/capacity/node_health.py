@@ -12,6 +12,15 @@ A node named by a PodSet's hostname-level assignment has failed for that workloa
 * NotReady or Unknown for at least ``grace`` seconds (Kueue's NodeFailureDelay, 30 s), or without
   a Ready condition at all (Kueue marks such a node failed at once).
 
+A node that still exists and has a Ready condition is failed for a workload only once none of
+the workload's pods bound to it is progressing (running or pending there, not being deleted):
+Kueue's ``TASReplaceNodeOnPodTermination`` (on by default since Kueue 0.14). Moving the slots
+of pods that still run would give their capacity twice and leave those pods stray; they move
+once they go (the taint manager's eviction, a drain, a kubelet that stops them). Kueue's
+``TASReplaceNodeDueToNotReadyOverFixedTime`` (off by default since 0.19) brings back the old
+rule for NotReady nodes: failed after the grace, whatever its pods do. A deleted node, or one
+without a Ready condition, fails at once, as in Kueue.
+
 Only hostname-level assignments are judged: a coarser leaf domain survives the loss of one of its
 nodes (the scheduler picks another node of the domain for the recreated pods), and Kueue too
 replaces nodes only when the lowest level is the hostname.
@@ -20,7 +29,7 @@ replaces nodes only when the lowest level is the hostname.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -66,19 +75,44 @@ def _seconds(value: float) -> str:
     return f"{math.floor(value):d}s"
 
 
+@dataclass(frozen=True, slots=True)
+class PodTermination:
+    """Kueue's gates on whether a node with progressing pods of the workload has failed."""
+
+    on_pod_termination: bool = True  # TASReplaceNodeOnPodTermination
+    not_ready_over_fixed_time: bool = False  # TASReplaceNodeDueToNotReadyOverFixedTime
+
+
 def node_failure(
     name: str,
     node: NodeInfo | None,
     podsets: Iterable[PodSetHosts],
     not_ready_for: float | None,
     grace: float,
+    *,
+    progressing: bool = False,
+    gates: PodTermination = PodTermination(),
 ) -> NodeFailure | None:
     """The failure of node ``name`` for the PodSets placed on it, or None while it serves them.
 
-    ``not_ready_for``: seconds the node has been NotReady (None when Ready)."""
+    ``not_ready_for``: seconds the node has been NotReady (None when Ready); ``progressing``:
+    a pod of the workload is bound to it, neither finished nor being deleted."""
+    failure = _failure(name, node, list(podsets), not_ready_for, grace)
+    if failure is None or node is None or not node.ready_status or not progressing or not gates.on_pod_termination:
+        return failure  # deleted, or without a Ready condition: failed at once, as in Kueue
+    if gates.not_ready_over_fixed_time:
+        return _not_ready(name, node, not_ready_for, grace)  # None: its pods still run there
+    return None  # its pods still run there: they move once they go
+
+
+def _failure(
+    name: str, node: NodeInfo | None, podsets: list[PodSetHosts], not_ready_for: float | None, grace: float
+) -> NodeFailure | None:
+    """The failure, whatever the workload's pods on the node do."""
     if node is None:
         return NodeFailure(name, FailureKind.DELETED, "deleted")
-    podsets = list(podsets)
+    if not node.ready and not node.ready_status:
+        return NodeFailure(name, FailureKind.NOT_READY, "has no Ready condition")
     for ps in podsets:
         for key in (*ps.levels, *ps.flavor_labels):
             want = ps.flavor_labels.get(key)
@@ -91,14 +125,15 @@ def node_failure(
             continue
         if any(not any(tolerates(t, taint) for t in ps.tolerations) for ps in podsets):
             return NodeFailure(name, FailureKind.TAINTED, f"tainted {taint_string(taint)}")
-    if not node.ready:
-        if not node.ready_status:
-            return NodeFailure(name, FailureKind.NOT_READY, "has no Ready condition")
-        waited = not_ready_for or 0.0
-        if waited >= grace:
-            state = "Unknown" if node.ready_status == "Unknown" else "NotReady"
-            return NodeFailure(name, FailureKind.NOT_READY, f"{state} for {_seconds(waited)}")
-    return None
+    return _not_ready(name, node, not_ready_for, grace)
+
+
+def _not_ready(name: str, node: NodeInfo, not_ready_for: float | None, grace: float) -> NodeFailure | None:
+    waited = not_ready_for or 0.0
+    if node.ready or waited < grace:
+        return None
+    state = "Unknown" if node.ready_status == "Unknown" else "NotReady"
+    return NodeFailure(name, FailureKind.NOT_READY, f"{state} for {_seconds(waited)}")
 
 
 def grace_left(node: NodeInfo | None, not_ready_for: float | None, grace: float) -> float | None:
@@ -121,9 +156,14 @@ def failed_nodes(
     node: Callable[[str], NodeInfo | None],
     not_ready_for: Callable[[str], float | None],
     grace: float,
+    *,
+    progressing: Container[str] = (),
+    gates: PodTermination = PodTermination(),
+    spared: set[str] | None = None,
 ) -> tuple[dict[str, NodeFailure], float | None]:
     """(node -> failure, seconds until the next NotReady grace runs out) for one workload: every
-    node of its PodSets at once."""
+    node of its PodSets at once. ``progressing``: the nodes with a progressing pod of it;
+    ``spared`` receives the nodes that failed but for those pods (when they go, look again)."""
     by_host: dict[str, list[PodSetHosts]] = {}
     for ps in podsets:
         for host in ps.hosts:
@@ -133,10 +173,12 @@ def failed_nodes(
     for host, on_it in by_host.items():
         info = node(host)
         since = not_ready_for(host)
-        failure = node_failure(host, info, on_it, since, grace)
+        failure = node_failure(host, info, on_it, since, grace, progressing=host in progressing, gates=gates)
         if failure is not None:
             failures[host] = failure
             continue
+        if spared is not None and host in progressing and _failure(host, info, on_it, since, grace) is not None:
+            spared.add(host)
         left = grace_left(info, since, grace)
         if left is not None:
             wait = left if wait is None else min(wait, left)

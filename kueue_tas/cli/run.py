@@ -2,7 +2,7 @@
 
 One Manager owns the API client and the shared informers; the reconcilers registered on it
 (workload admission, AdmissionCheck status, assignment guard, node repair, ungater, topology
-health, capacity gauges) run while this process holds the leader Lease.
+health, stray pods, capacity gauges) run while this process holds the leader Lease.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from kueue_tas.controllers.capacity_gauges import CapacityGauges
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.controllers.node_repair import NodeRepair
+from kueue_tas.controllers.stray_pods import KubePodDeleter, StrayPods
 from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
 from kueue_tas.controllers.ungate_writes import KubePodPatcher
 from kueue_tas.controllers.ungater import Ungater
@@ -83,6 +84,16 @@ def register(manager: Manager, settings: Settings) -> None:
         gates=gates,
         node_usable=node_usable,
     )
+    strays = StrayPods(
+        informers=informers,
+        checks=checks,
+        capacity=capacity,
+        deleter=KubePodDeleter(manager.api),
+        events=manager.event_recorder,
+        metrics=manager.metrics,
+        settings=settings,
+        gates=gates,
+    )
     health = TopologyHealth(
         informers=informers,
         checks=checks,
@@ -98,6 +109,7 @@ def register(manager: Manager, settings: Settings) -> None:
     manager.add("assignment-guard", guard.run)
     manager.add("node-repair", repair.run)
     manager.add("ungater", ungater.run)
+    manager.add("stray-pods", strays.run)
     manager.add("topology-health", health.run)
 
 

@@ -34,8 +34,8 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.capacity.node_health import NodeFailure, describe_failures, failed_nodes
-from kueue_tas.capacity.rules import UsageEntry, assignment_trusted
+from kueue_tas.capacity.node_health import NodeFailure, PodTermination, describe_failures, failed_nodes
+from kueue_tas.capacity.rules import UsageEntry, assignment_trusted, workload_identity
 from kueue_tas.controllers.admission import WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.admission_writes import check_entry, merged_annotation
 from kueue_tas.controllers.assignment_guard import OurRewrites
@@ -88,11 +88,12 @@ class NodeRepair:
         self.queue: WorkQueue[str] = WorkQueue("node-repair")
         self._not_ready_since: dict[str, float] = {}
         self._counted: set[str] = set()  # failed nodes already counted in failed_nodes_seen_total
+        self._spared: set[str] = set()  # failed nodes its workloads' progressing pods keep serving
         self._episodes: dict[str, _Episode] = {}
         self._writes = RepairWrites(ctx, rewrites)
         ctx.informers.nodes.add_handler(self._on_node, self._on_node_changed, self._on_node_deleted)
         ctx.informers.workloads.add_handler(self._on_workload, self._on_workload_changed, self._on_workload_deleted)
-        ctx.informers.pods.add_handler(lambda _p: None, self._on_pod_changed, lambda _p: self._capacity_freed())
+        ctx.informers.pods.add_handler(lambda _p: None, self._on_pod_changed, self._on_pod_deleted)
 
     # --- events -------------------------------------------------------------------------------
 
@@ -148,6 +149,24 @@ class NodeRepair:
     def _on_pod_changed(self, old: SlimPod, new: SlimPod) -> None:
         if new.is_terminal and not old.is_terminal:
             self._capacity_freed()
+        if _progressing(old) and not _progressing(new):
+            self._pod_left(old.node_name)
+
+    def _on_pod_deleted(self, pod: SlimPod) -> None:
+        self._capacity_freed()
+        if _progressing(pod):
+            self._pod_left(pod.node_name)
+
+    def _pod_left(self, node: str) -> None:
+        """A pod stopped progressing on ``node``: if the node is failing, what held its workload
+        there (Kueue's TASReplaceNodeOnPodTermination) may be gone."""
+        if node in self._spared:
+            self.queue.add(SCAN)
+
+    def _progressing(self, wl: Workload) -> set[str]:
+        """The nodes a pod of ``wl`` runs or waits on, neither finished nor being deleted."""
+        pods = self._ctx.informers.pod_store.of_workload(wl.namespace or "", workload_identity(wl))
+        return {p.node_name for p in pods if _progressing(p)}
 
     def _capacity_freed(self) -> None:
         if any(ep.stuck_since is not None for ep in self._episodes.values()):
@@ -168,7 +187,10 @@ class NodeRepair:
         ours = self._ctx.checks.names()
         specs = self._ctx.capacity.flavors()
         grace = self._ctx.settings.node_failure_grace_seconds
+        gates = self._ctx.gates
+        rule = PodTermination(gates.replace_on_pod_termination, gates.replace_not_ready_fixed_time)
         wakes: list[float] = []
+        spared: set[str] = set()
         affected: set[str] = set()
         failed_now: set[str] = set()
         for wl in self._workloads.values():
@@ -187,7 +209,15 @@ class NodeRepair:
                 current = dict(decode_assignment_annotation(wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]))
             except ValueError:
                 continue  # holds nothing; the assignment guard deals with it
-            failures, wait = failed_nodes(podset_hosts(wl, current, specs), self._nodes.get, self._not_ready_for, grace)
+            failures, wait = failed_nodes(
+                podset_hosts(wl, current, specs),
+                self._nodes.get,
+                self._not_ready_for,
+                grace,
+                progressing=self._progressing(wl),
+                gates=rule,
+                spared=spared,
+            )
             if wait is not None:
                 wakes.append(wait)
             if not failures:
@@ -202,6 +232,7 @@ class NodeRepair:
             delay = await self._repair(wl, key, current, failures, episode)
             if delay is not None:
                 wakes.append(delay)
+        self._spared = spared
         for key in set(self._episodes) - affected:
             del self._episodes[key]
         self._ctx.metrics.failed_nodes_seen_total.inc(len(failed_now - self._counted))
@@ -327,3 +358,7 @@ class NodeRepair:
         self.queue.add(SCAN)
         log.info("node_repair_started", grace_seconds=self._ctx.settings.node_failure_grace_seconds)
         await self.queue.run(1, self.reconcile)
+
+
+def _progressing(pod: SlimPod) -> bool:
+    return bool(pod.node_name) and not pod.terminating and not pod.is_terminal

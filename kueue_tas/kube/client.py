@@ -294,3 +294,18 @@ async def patch_pod(
     core = k8s.CoreV1Api(api)
     kw = raw_kwargs(timeout, _content_type=content_type, field_manager=field_manager)
     return await call_json(core.patch_namespaced_pod(name, namespace, body, **kw))
+
+
+async def delete_pod(
+    api: k8s.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    uid: str,
+    timeout: Timeout = DEFAULT_TIMEOUT_SECONDS,
+) -> dict[str, Any]:
+    """Delete a pod gracefully (its own grace period), only the incarnation ``uid``: a pod
+    re-created under the same name gives ``Conflict`` and is left alone."""
+    options = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid))
+    core = k8s.CoreV1Api(api)
+    return await call_json(core.delete_namespaced_pod(name, namespace, body=options, **raw_kwargs(timeout)))

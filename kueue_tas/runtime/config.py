@@ -113,6 +113,10 @@ class Settings(BaseSettings):
     node_failure_grace_seconds: float = Field(default=30, ge=0, le=86400)
     node_failure_policy: NodeFailurePolicy = "Wait"
     node_failure_requeue_after_seconds: float = Field(default=300, ge=0, le=86400)
+    # A bound pod of an admitted workload that its current assignment has no slot for (a node
+    # repair moved its node's slots away) is deleted once it has been so this long: long enough
+    # for the informer to show an assignment update that would give it a slot after all.
+    stray_pod_grace_seconds: float = Field(default=5, ge=0, le=3600)
 
     # leader election (coordination.k8s.io/v1 Lease)
     leader_election: bool = True

@@ -97,6 +97,11 @@ class Metrics:
             buckets=REPAIR_BUCKETS,
             registry=r,
         )
+        self.stray_pods_terminated_total = Counter(
+            "kueue_tas_stray_pods_terminated_total",
+            "Pods of admitted workloads deleted because their assignment has no slot for them where they run.",
+            registry=r,
+        )
         self._domain_series: dict[tuple[str, str], dict[tuple[str, str, str], float]] = {}
         self._collect_hooks: dict[str, Callable[[], None]] = {}
 

@@ -43,6 +43,8 @@ BALANCED = "TASBalancedPlacement"
 NODE_AFFINITY_PREFERRED = "TASRespectNodeAffinityPreferred"
 OVERLAPPING_FLAVORS = "TASHandleOverlappingFlavors"
 FAILED_NODE_REPLACEMENT = "TASFailedNodeReplacement"
+REPLACE_ON_POD_TERMINATION = "TASReplaceNodeOnPodTermination"
+REPLACE_NOT_READY_FIXED_TIME = "TASReplaceNodeDueToNotReadyOverFixedTime"
 ELASTIC = "ElasticJobsViaWorkloadSlices"
 ELASTIC_TAS = "ElasticJobsViaWorkloadSlicesWithTAS"
 
@@ -93,6 +95,14 @@ class FeatureGates:
     @property
     def failed_node_replacement(self) -> bool:
         return self.enabled(FAILED_NODE_REPLACEMENT)
+
+    @property
+    def replace_on_pod_termination(self) -> bool:
+        return self.enabled(REPLACE_ON_POD_TERMINATION)
+
+    @property
+    def replace_not_ready_fixed_time(self) -> bool:
+        return self.enabled(REPLACE_NOT_READY_FIXED_TIME)
 
     @property
     def elastic_tas(self) -> bool:
