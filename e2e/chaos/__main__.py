@@ -35,7 +35,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=1, help="seed of the first run; run i uses seed+i")
     ap.add_argument("--duration", type=float, default=45.0, help="seconds of planned faults per run (default 45)")
     ap.add_argument("--settle", type=float, default=90.0, help="bound on the end-of-run wait (default 90 s)")
-    ap.add_argument("--pending-bound", type=float, default=45.0, help="silent-pending bound (default 45 s)")
+    ap.add_argument(
+        "--pending-bound",
+        type=float,
+        default=None,
+        help="silent-pending bound (default: the controller's unknown-write settle time + 25 s = 90 s)",
+    )
     ap.add_argument(
         "--faults",
         default=",".join((*FAULTS, BURST)),
@@ -99,7 +104,9 @@ async def campaign(args: argparse.Namespace) -> int:
     if unknown:
         log(f"unknown fault type(s): {', '.join(sorted(unknown))}; known: {', '.join((*FAULTS, BURST))}")
         return 2
-    opts = Options(duration_s=args.duration, settle_s=args.settle, pending_bound_s=args.pending_bound)
+    opts = Options(duration_s=args.duration, settle_s=args.settle)
+    if args.pending_bound is not None:
+        opts.pending_bound_s = args.pending_bound
     if args.replay:
         header, plan = read_plan(args.replay)
         opts.duration_s = float(header.get("duration_s", opts.duration_s))
