@@ -7,7 +7,7 @@ e2e.cluster up``; a running one is used and left running). Starts its own ``kueu
 (one replica, no leader election, ``node_failure_grace_seconds=--grace``), a pool of 1 block x
 3 racks x 4 hosts of 8 GPUs (96 GPUs), and an Indexed Job of ``--pods`` one-GPU pods requiring
 the block. Once every pod runs, ``--fail`` nodes holding pods are failed at once
-(``e2e/pending/node_failure_helpers``: kwok lets go, Ready patched False) and their pods
+(``e2e/node_faults``: kwok lets go, Ready patched False) and their pods
 deleted, as the taint manager would (here at once, not after the pods' 300 s toleration: the
 figure is ours, not Kubernetes'). Prints:
 
@@ -34,8 +34,8 @@ from e2e.cluster_health import is_healthy
 from e2e.cluster_state import load_state
 from e2e.controller import ControllerGroup
 from e2e.kube import Kube, eventually, new_api_client
+from e2e.node_faults import evict_pods_of, fail_node, force_delete, running_pods_per_node
 from e2e.nodes import BLOCK_LABEL, NodePool
-from e2e.pending.node_failure_helpers import evict_pods_of, fail_node, force_delete, running_pods_per_node
 from e2e.pods import pods_raw
 from kueue_tas.runtime.logging import configure_logging
 
