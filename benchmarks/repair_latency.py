@@ -2,14 +2,14 @@
 
     .venv/bin/python -m benchmarks.repair_latency [--pods 64] [--fail 4] [--grace 30]
 
-NOT RUN YET (written without a free cluster). Needs the local control plane (``python -m
-e2e.cluster up``; a running one is used and left running). Starts its own ``kueue-tas run``
-(one replica, no leader election, ``node_failure_grace_seconds=--grace``), a pool of 1 block x
-3 racks x 4 hosts of 8 GPUs (96 GPUs), and an Indexed Job of ``--pods`` one-GPU pods requiring
-the block. Once every pod runs, ``--fail`` nodes holding pods are failed at once
-(``e2e/pending/node_failure_helpers``: kwok lets go, Ready patched False) and their pods
-deleted, as the taint manager would (here at once, not after the pods' 300 s toleration: the
-figure is ours, not Kubernetes'). Prints:
+Needs the local control plane (``python -m e2e.cluster up``; a running one is used and left
+running). Starts its own ``kueue-tas run`` (one replica, no leader election,
+``node_failure_grace_seconds=--grace``), a pool of 1 block x 3 racks x 4 hosts of 8 GPUs (96
+GPUs), and an Indexed Job of ``--pods`` one-GPU pods requiring the block (with
+``backoffLimitPerIndex``: ``e2e.node_faults.evictable``). Once every pod runs, the ``--fail``
+nodes holding the most pods are failed at once (``e2e.node_faults``: kwok lets go, Ready
+patched False) and their pods deleted, as the taint manager would (here at once, not after the
+pods' 300 s toleration: the figure is ours, not Kubernetes'). Prints:
 
 * nodes NotReady -> repair Event (includes the grace);
 * grace over -> repair written (the controller's own ``kueue_tas_node_repair_seconds``);
@@ -34,8 +34,8 @@ from e2e.cluster_health import is_healthy
 from e2e.cluster_state import load_state
 from e2e.controller import ControllerGroup, metric_value
 from e2e.kube import Kube, eventually, new_api_client
+from e2e.node_faults import evict_pods_of, evictable, fail_node, force_delete, running_pods_per_node
 from e2e.nodes import BLOCK_LABEL, NodePool
-from e2e.pending.node_failure_helpers import evict_pods_of, fail_node, force_delete, running_pods_per_node
 from e2e.pods import pods_raw
 from kueue_tas.runtime.logging import configure_logging
 
@@ -52,12 +52,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         state.kubeconfig, Path(state.log_dir) / "kueue-tas-bench", replicas=1, leader_election=False, extra_env=env
     )
     namespace = f"bench-{uuid.uuid4().hex[:8]}"
+    evicted: list[str] = []
     pool = NodePool(name=f"rl{uuid.uuid4().hex[:5]}", blocks=1, racks_per_block=3, hosts_per_rack=4)
     try:
         await group.start()
         await kube.core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
         s = await st.tas_stack(kube, namespace, group.controller_name, pool)
-        await jobs.create_job(kube, namespace, jobs.job("bench", args.pods, required=BLOCK_LABEL, run_for="1h"))
+        await jobs.create_job(
+            kube, namespace, evictable(jobs.job("bench", args.pods, required=BLOCK_LABEL, run_for="1h"))
+        )
         wl = await workloads.wait_check(kube, s, "bench", ("Ready",), timeout_s=120)
 
         async def all_running() -> bool:
@@ -72,7 +75,6 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for v in victims:
             await fail_node(kube, v)
         failed_at = time.monotonic()
-        evicted: list[str] = []
         for v in victims:
             evicted += await evict_pods_of(kube, namespace, v)
 
@@ -93,10 +95,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await eventually("every replacement pod bound", replacements_bound, 300, interval_s=0.1)
         bound_at = time.monotonic()
         metrics = group.processes[0].metrics()
-        await force_delete(kube, namespace, evicted)
     finally:
         group.stop()
+        # The Job first: with backoffLimitPerIndex its controller holds its failed pods'
+        # finalizers in a Terminating namespace (see e2e/tests/test_node_failures.py).
+        await kube.batch.delete_collection_namespaced_job(namespace, propagation_policy="Background")
+        await force_delete(kube, namespace, evicted)
         await kube.core.delete_namespace(namespace)
+        await kube.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         await kube.cleanup()
         await api.close()
     grace_over = failed_at + args.grace

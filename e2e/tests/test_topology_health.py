@@ -1,8 +1,4 @@
-"""Issue 13 "Done when" (d) and (e) on the real local cluster: NOT YET RUN.
-
-Written while no cluster was free; kept out of ``e2e/tests`` (and so out of ``make test``) until
-it has run once. To run: move it to ``e2e/tests/`` (it uses that package's fixtures) and
-``pytest -q e2e/tests/test_topology_health.py``.
+"""Issue 13 "Done when" (d) and (e) on the real local cluster.
 
 (d) The Topology loses the rack level. Kueue's Topology levels are immutable, so "losing a
     level" is the Topology deleted and created again without it: first the entry says the
@@ -14,16 +10,16 @@ it has run once. To run: move it to ``e2e/tests/`` (it uses that package's fixtu
     capacity is released (kueue-tas capacity shows only the high one once its pods are gone),
     and when the high one is deleted the low one is admitted again and placed afresh.
 
-In both, a monitor checks throughout that no domain ever holds more of a Job's released pods
-than its current assignment gives it.
+In both, the invariant monitor (``invariant_monitor``) checks throughout that no domain ever
+holds more of a Job's live released pods than its current assignment gives it (nor a node more
+than its allocatable, nor a pod is released outside its assignment).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -33,8 +29,9 @@ from e2e import stack as st
 from e2e.cluster_state import State
 from e2e.controller import ControllerGroup
 from e2e.kube import KUEUE_GROUP, KUEUE_VERSION, Kube, condition, eventually
+from e2e.monitor import Monitor
 from e2e.nodes import BLOCK_LABEL, GPU, POOL_LABEL, RACK_LABEL, NodePool
-from e2e.pods import is_gated, is_live, pods_raw, selector_domain
+from e2e.pods import is_live, pods_raw
 from e2e.tests.admission_helpers import events_of, hosts
 from e2e.tests.test_cli_live import cli
 from kueue_tas.api.constants import HOSTNAME_LABEL
@@ -42,6 +39,7 @@ from kueue_tas.api.constants import HOSTNAME_LABEL
 NOT_ENFORCED = "; placement not enforced. "
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_NAME = "batch.kubernetes.io/job-name"
+StartMonitor = Callable[..., Awaitable[Monitor]]
 HOST_GPUS = 8
 
 
@@ -84,37 +82,6 @@ async def wait_event_saying(kube: Kube, wl: dict[str, Any], reason: str, text: s
     return await eventually(f"{reason} Event saying {text!r}", found, 30)
 
 
-@contextlib.asynccontextmanager
-async def no_domain_overfilled(kube: Kube, s: st.TasStack, job_names: list[str]) -> AsyncIterator[list[str]]:
-    """Watch, until the block ends, that each Job's released live pods per domain stay within its
-    current assignment (read each round; a Job whose entry is not Ready may hold none)."""
-    over: list[str] = []
-    stop = asyncio.Event()
-
-    async def watch() -> None:
-        while not stop.is_set():
-            for job in job_names:
-                wl = await workloads.workload_of(kube, s.namespace, job)
-                entry = workloads.check_entry(wl, s.check) if wl else None
-                ready = wl is not None and entry is not None and entry.get("state") == "Ready"
-                counts = workloads.domain_counts(wl, "main") if ready and wl is not None else {}
-                levels = workloads.podset_levels(wl, "main") if ready and wl is not None else (HOSTNAME_LABEL,)
-                pods = await pods_raw(kube, s.namespace, f"{JOB_NAME}={job}")
-                released = Counter(selector_domain(p, levels) for p in pods if is_live(p) and not is_gated(p))
-                for domain, n in released.items():
-                    # A pod pinned through podSetUpdates (one domain) carries the selector too.
-                    if domain is not None and n > counts.get(domain, 0) and ready:
-                        over.append(f"{job} {domain}: {n} > {counts.get(domain, 0)}")
-            await asyncio.sleep(0.2)
-
-    task = asyncio.create_task(watch())
-    try:
-        yield over
-    finally:
-        stop.set()
-        await task
-
-
 async def bound(kube: Kube, namespace: str, job: str, n: int) -> list[dict[str, Any]]:
     async def all_bound() -> list[dict[str, Any]] | None:
         pods = [p for p in await pods_raw(kube, namespace, f"{JOB_NAME}={job}") if is_live(p)]
@@ -127,48 +94,53 @@ async def bound(kube: Kube, namespace: str, job: str, n: int) -> list[dict[str, 
 
 
 async def test_topology_losing_its_rack_level_is_said_described_and_recovered(
-    kube: Kube, namespace: str, unique: str, tas: ControllerGroup, cluster_state: State
+    kube: Kube,
+    namespace: str,
+    unique: str,
+    tas: ControllerGroup,
+    cluster_state: State,
+    invariant_monitor: StartMonitor,
 ) -> None:
     pool = NodePool(name=f"th{unique}", blocks=1, racks_per_block=2, hosts_per_rack=2)
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool)
+    monitor = await invariant_monitor([s.check], node_selector=f"{POOL_LABEL}={pool.name}")
     await jobs.create_job(kube, namespace, jobs.job("train", 12, required=RACK_LABEL))
     wl = await workloads.wait_admitted(kube, s, "train")
     admitted_message = message(wl, s)
     placed = hosts(wl)
     before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in await bound(kube, namespace, "train", 12)}
 
-    async with no_domain_overfilled(kube, s, ["train"]) as over:
-        await delete_topology(kube, s.topology)
-        gone = f'Topology "{s.topology}" no longer exists'
-        wl = await wait_workload(kube, s, "train", gone, lambda w: message(w, s).startswith(gone + NOT_ENFORCED))
-        assert state(wl, s) == "Ready"
-        assert message(wl, s) == f"{gone}{NOT_ENFORCED}{admitted_message}", "the record stays the message's end"
+    await delete_topology(kube, s.topology)
+    gone = f'Topology "{s.topology}" no longer exists'
+    wl = await wait_workload(kube, s, "train", gone, lambda w: message(w, s).startswith(gone + NOT_ENFORCED))
+    assert state(wl, s) == "Ready"
+    assert message(wl, s) == f"{gone}{NOT_ENFORCED}{admitted_message}", "the record stays the message's end"
 
-        await kube.create_topology(s.topology, [BLOCK_LABEL, HOSTNAME_LABEL])
-        lost = f"topology level {RACK_LABEL} is no longer available"
-        wl = await wait_workload(kube, s, "train", lost, lambda w: message(w, s).startswith(lost + NOT_ENFORCED))
-        assert state(wl, s) == "Ready"
-        event = await wait_event_saying(kube, wl, "TopologyPlacementNotEnforced", lost)
-        assert event["type"] == "Warning" and event["note"] == f"{lost}; placement not enforced"
+    await kube.create_topology(s.topology, [BLOCK_LABEL, HOSTNAME_LABEL])
+    lost = f"topology level {RACK_LABEL} is no longer available"
+    wl = await wait_workload(kube, s, "train", lost, lambda w: message(w, s).startswith(lost + NOT_ENFORCED))
+    assert state(wl, s) == "Ready"
+    event = await wait_event_saying(kube, wl, "TopologyPlacementNotEnforced", lost)
+    assert event["type"] == "Warning" and event["note"] == f"{lost}; placement not enforced"
 
-        run = await cli(tas, cluster_state.kubeconfig, "describe", "workload", "--for-job", "train", "-n", namespace)
-        assert run.code == 0, run.err
-        assert f"NOT ENFORCED: {lost}" in run.out, run.out
-        assert lost in run.out.split("Check ")[1], "the check line shows the message"
-        run = await cli(
-            tas, cluster_state.kubeconfig, "describe", "workload", "--for-job", "train", "-n", namespace, "-o", "json"
-        )
-        assert run.code == 0, run.err
-        assert run.json["placementNotEnforced"] == [lost]
+    run = await cli(tas, cluster_state.kubeconfig, "describe", "workload", "--for-job", "train", "-n", namespace)
+    assert run.code == 0, run.err
+    assert f"NOT ENFORCED: {lost}" in run.out, run.out
+    assert lost in run.out.split("Check ")[1], "the check line shows the message"
+    run = await cli(
+        tas, cluster_state.kubeconfig, "describe", "workload", "--for-job", "train", "-n", namespace, "-o", "json"
+    )
+    assert run.code == 0, run.err
+    assert run.json["placementNotEnforced"] == [lost]
 
-        # Back as it was: the note goes, a Normal Event says so.
-        await delete_topology(kube, s.topology)
-        await kube.create_topology(s.topology, s.levels)
-        wl = await wait_workload(kube, s, "train", "message restored", lambda w: message(w, s) == admitted_message)
-        assert state(wl, s) == "Ready"
-        restored = await wait_event_saying(kube, wl, "TopologyPlacementRestored", "placement enforced again")
-        assert restored["type"] == "Normal"
-    assert over == [], over[:5]
+    # Back as it was: the note goes, a Normal Event says so.
+    await delete_topology(kube, s.topology)
+    await kube.create_topology(s.topology, s.levels)
+    wl = await wait_workload(kube, s, "train", "message restored", lambda w: message(w, s) == admitted_message)
+    assert state(wl, s) == "Ready"
+    restored = await wait_event_saying(kube, wl, "TopologyPlacementRestored", "placement enforced again")
+    assert restored["type"] == "Normal"
+    assert monitor.checker.checks["domain-overfill"] > 0 and monitor.violations == [], monitor.report()
     # Nothing moved: the same pods on the same nodes, the same assignment.
     after = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in await bound(kube, namespace, "train", 12)}
     assert after == before
@@ -243,55 +215,60 @@ async def capacity_free(tas: ControllerGroup, kubeconfig: str, s: st.TasStack) -
 
 
 async def test_preempted_job_releases_its_capacity_and_is_placed_afresh(
-    kube: Kube, namespace: str, unique: str, tas: ControllerGroup, cluster_state: State
+    kube: Kube,
+    namespace: str,
+    unique: str,
+    tas: ControllerGroup,
+    cluster_state: State,
+    invariant_monitor: StartMonitor,
 ) -> None:
     pool = NodePool(name=f"pe{unique}", blocks=1, racks_per_block=2, hosts_per_rack=2)
     s = await preemption_stack(kube, namespace, tas.controller_name, pool)
     u = pool.name
     all_hosts = set(st.host_racks(pool))
 
-    async with no_domain_overfilled(kube, s, ["low", "high"]) as over:
-        await jobs.create_job(kube, namespace, prioritised(jobs.job("low", 16, required=RACK_LABEL), f"low-{u}"))
-        low = await workloads.wait_admitted(kube, s, "low")
-        first = workloads.assignment(low)
-        await bound(kube, namespace, "low", 16)
+    monitor = await invariant_monitor([s.check], node_selector=f"{POOL_LABEL}={pool.name}")
+    await jobs.create_job(kube, namespace, prioritised(jobs.job("low", 16, required=RACK_LABEL), f"low-{u}"))
+    low = await workloads.wait_admitted(kube, s, "low")
+    first = workloads.assignment(low)
+    await bound(kube, namespace, "low", 16)
 
-        await jobs.create_job(kube, namespace, prioritised(jobs.job("high", 16, required=RACK_LABEL), f"high-{u}"))
-        low = await wait_workload(
-            kube, s, "low", "preempted", lambda w: (condition(w, "Evicted") or {}).get("status") == "True"
-        )
-        assert state(low, s) == "Pending", "Kueue resets our entry on eviction"
-        high = await workloads.wait_admitted(kube, s, "high", timeout_s=120)
-        high_hosts = hosts(high)
-        await bound(kube, namespace, "high", 16)
+    await jobs.create_job(kube, namespace, prioritised(jobs.job("high", 16, required=RACK_LABEL), f"high-{u}"))
+    low = await wait_workload(
+        kube, s, "low", "preempted", lambda w: (condition(w, "Evicted") or {}).get("status") == "True"
+    )
+    assert state(low, s) == "Pending", "Kueue resets our entry on eviction"
+    high = await workloads.wait_admitted(kube, s, "high", timeout_s=120)
+    high_hosts = hosts(high)
+    await bound(kube, namespace, "high", 16)
 
-        # Once the low Job's pods are gone, only the high one holds capacity.
-        async def only_high() -> dict[str, int] | None:
-            live = [p for p in await pods_raw(kube, namespace, f"{JOB_NAME}=low") if is_live(p)]
-            if live:
-                return None
-            free = await capacity_free(tas, cluster_state.kubeconfig, s)
-            want = {h: HOST_GPUS - high_hosts.get(h, 0) for h in all_hosts}
-            return free if free == want else None
-
-        await eventually("the preempted Job's capacity released", only_high, 90)
-
-        # The high Job goes: the low one is admitted again and placed afresh.
-        await jobs.delete_job(kube, namespace, "high")
-        low = await wait_workload(
-            kube,
-            s,
-            "low",
-            "admitted again",
-            lambda w: (condition(w, "Admitted") or {}).get("status") == "True" and state(w, s) == "Ready",
-            timeout_s=120,
-        )
-        pods = await bound(kube, namespace, "low", 16)
-        placed = hosts(low)
-        assert sum(placed.values()) == 16
-        assert Counter(p["spec"]["nodeName"] for p in pods) == placed
-        # Capacity holds the new assignment once (its pods fill its slots), nothing of the old.
+    # Once the low Job's pods are gone, only the high one holds capacity.
+    async def only_high() -> dict[str, int] | None:
+        live = [p for p in await pods_raw(kube, namespace, f"{JOB_NAME}=low") if is_live(p)]
+        if live:
+            return None
         free = await capacity_free(tas, cluster_state.kubeconfig, s)
-        assert free == {h: HOST_GPUS - placed.get(h, 0) for h in all_hosts}
-        assert first, "the first admission had an assignment"
-    assert over == [], over[:5]
+        want = {h: HOST_GPUS - high_hosts.get(h, 0) for h in all_hosts}
+        return free if free == want else None
+
+    await eventually("the preempted Job's capacity released", only_high, 90)
+
+    # The high Job goes: the low one is admitted again and placed afresh.
+    await jobs.delete_job(kube, namespace, "high")
+    low = await wait_workload(
+        kube,
+        s,
+        "low",
+        "admitted again",
+        lambda w: (condition(w, "Admitted") or {}).get("status") == "True" and state(w, s) == "Ready",
+        timeout_s=120,
+    )
+    pods = await bound(kube, namespace, "low", 16)
+    placed = hosts(low)
+    assert sum(placed.values()) == 16
+    assert Counter(p["spec"]["nodeName"] for p in pods) == placed
+    # Capacity holds the new assignment once (its pods fill its slots), nothing of the old.
+    free = await capacity_free(tas, cluster_state.kubeconfig, s)
+    assert free == {h: HOST_GPUS - placed.get(h, 0) for h in all_hosts}
+    assert first, "the first admission had an assignment"
+    assert monitor.checker.checks["domain-overfill"] > 0 and monitor.violations == [], monitor.report()

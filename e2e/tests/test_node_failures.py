@@ -1,9 +1,10 @@
 """Issue 13 "Done when" (a), (b), (c) on the real local cluster: failed nodes under running TAS
 Jobs are repaired in place, or the nodeFailurePolicy decides.
 
-NOT RUN YET: written without a free cluster. The lead moves this file into ``e2e/tests/``
-when one is free (its helpers stay in ``e2e/pending/node_failure_helpers.py``, which the
-benchmark ``benchmarks/repair_latency.py`` imports too).
+Nodes are failed as ``e2e/node_faults.py`` describes (kwok lets go, Ready patched False, pods
+deleted gracefully and left Terminating). The invariant monitor (``invariant_monitor``) runs
+through each test: no domain ever holds more live pods than its current assignment gives it, no
+node more than its allocatable, no pod is ungated outside its assignment.
 
 The pool: 2 blocks x 3 racks x 2 hosts of 8 GPUs (a, b) or smaller pools (c). Jobs ask for
 one-GPU pods with a required level; pods run for ``RUN_FOR`` once bound (kwok), so a Job
@@ -13,17 +14,22 @@ finishes by itself once every index has run.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+
+import pytest_asyncio
 
 from e2e import jobs, workloads
 from e2e import stack as st
 from e2e.controller import ControllerGroup
 from e2e.kube import Kube, condition_true, eventually
-from e2e.nodes import BLOCK_LABEL, RACK_LABEL, NodePool
-from e2e.pending.node_failure_helpers import DomainMonitor, evict_pods_of, fail_node, force_delete
+from e2e.monitor import Monitor
+from e2e.node_faults import evict_pods_of, evictable, fail_node, force_delete
+from e2e.nodes import BLOCK_LABEL, POOL_LABEL, RACK_LABEL, NodePool
 from e2e.pods import is_gated, pods_raw
 from e2e.tests.admission_helpers import entry_of, events_of, hosts
+
+StartMonitor = Callable[..., Awaitable[Monitor]]
 
 RUN_FOR = "40s"
 GRACE_S = 30  # the controller's default node_failure_grace_seconds
@@ -65,45 +71,77 @@ async def replacements_running_on(kube: Kube, namespace: str, job: str, nodes: s
     await eventually(f"{count} pods of {job} running on {sorted(nodes)}", there, 120)
 
 
-async def fail_and_evict(kube: Kube, namespace: str, nodes: list[str]) -> list[str]:
+async def watch(invariant_monitor: StartMonitor, s: st.TasStack) -> Monitor:
+    return await invariant_monitor([s.check], node_selector=f"{POOL_LABEL}={s.pool.name}")
+
+
+def train_job(name: str, pods: int, required: str, run_for: str) -> dict[str, Any]:
+    return evictable(jobs.job(name, pods, required=required, run_for=run_for))
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def evicted(kube: Kube, namespace: str) -> AsyncIterator[list[str]]:
+    """The pods a test evicts; afterwards (before the namespace goes) its Jobs are deleted and
+    the evicted pods still Terminating force-deleted.
+
+    The Jobs go first: with ``backoffLimitPerIndex`` the Job controller keeps its finalizer on an
+    index's last failed pod until the index has a replacement, which a Terminating namespace
+    never gets, and the namespace controller deletes the Jobs only once every pod is gone; the
+    Job's deletion lets the Job controller release the pods."""
+    names: list[str] = []
+    yield names
+    await kube.batch.delete_collection_namespaced_job(namespace, propagation_policy="Background")
+    await force_delete(kube, namespace, names)
+
+
+async def fail_and_evict(kube: Kube, namespace: str, nodes: list[str], evicted: list[str]) -> list[str]:
+    """Fail ``nodes`` at once, then evict their pods; the names of those pods."""
     for node in nodes:
         await fail_node(kube, node)
-    evicted: list[str] = []
+    names: list[str] = []
     for node in nodes:
-        evicted += await evict_pods_of(kube, namespace, node)
-    return evicted
+        names += await evict_pods_of(kube, namespace, node)
+    evicted += names
+    return names
 
 
 # --- (a) one node of a required-block Job fails ------------------------------------------------
 
 
 async def test_one_failed_node_moves_only_its_pods_inside_the_block(
-    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
+    kube: Kube,
+    namespace: str,
+    unique: str,
+    tas: ControllerGroup,
+    invariant_monitor: StartMonitor,
+    evicted: list[str],
 ) -> None:
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool(unique, "nf", 2, 3, 2))
-    await jobs.create_job(kube, namespace, jobs.job("train", 36, required=BLOCK_LABEL, run_for=RUN_FOR))
+    monitor = await watch(invariant_monitor, s)
+    await jobs.create_job(kube, namespace, train_job("train", 36, BLOCK_LABEL, RUN_FOR))
     wl = await workloads.wait_check(kube, s, "train", ("Ready",))
     before = hosts(wl)
     assert len({block_of(h) for h in before}) == 1
-    monitor = DomainMonitor(kube, namespace, "train")
-    async with monitor.running():
-        await eventually("pods of train running", lambda: _running(kube, namespace, "train", 36), 90)
-        victim = max(before, key=lambda h: before[h])
-        evicted = await fail_and_evict(kube, namespace, [victim])
-        wl = await repaired(kube, s, "train")
-        after = hosts(wl)
-        assert victim not in after
-        assert {h: n for h, n in after.items() if h in before} == {h: n for h, n in before.items() if h != victim}
-        assert sum(after.values()) == 36 and len({block_of(h) for h in after}) == 1  # still inside the block
-        moved = set(after) - set(before) | {h for h in after if after[h] > before.get(h, 0)}
-        message = entry_of(wl, s)["message"]
-        assert message.startswith(f"node {victim} NotReady for ")
-        assert f"pod(s) of PodSet main moved from {victim} to" in message
-        assert entry_of(wl, s)["state"] == "Ready"
-        await replacements_running_on(kube, namespace, "train", moved, before[victim])
-        await force_delete(kube, namespace, evicted)  # pod GC once the node is given up
-        await job_finished(kube, namespace, "train")
-    assert monitor.samples > 10 and monitor.violations == []
+    await eventually("pods of train running", lambda: _running(kube, namespace, "train", 36), 90)
+    victim = max(before, key=lambda h: before[h])
+    lost = await fail_and_evict(kube, namespace, [victim], evicted)
+    wl = await repaired(kube, s, "train")
+    after = hosts(wl)
+    assert victim not in after
+    assert {h: n for h, n in after.items() if h in before} == {h: n for h, n in before.items() if h != victim}
+    assert sum(after.values()) == 36 and len({block_of(h) for h in after}) == 1  # still inside the block
+    moved = set(after) - set(before) | {h for h in after if after[h] > before.get(h, 0)}
+    message = entry_of(wl, s)["message"]
+    assert message.startswith(f"node {victim} NotReady for "), message
+    assert f"pod(s) of PodSet main moved from {victim} to" in message
+    assert entry_of(wl, s)["state"] == "Ready"
+    await replacements_running_on(kube, namespace, "train", moved, before[victim])
+    # The lost pods still Terminating on the failed node all along, as with no kubelet to confirm.
+    left = {p["metadata"]["name"]: p for p in await pods_raw(kube, namespace, "job-name=train")}
+    assert all(left[n]["metadata"].get("deletionTimestamp") for n in lost) and len(lost) == before[victim]
+    await force_delete(kube, namespace, lost)  # pod GC once the node is given up
+    await job_finished(kube, namespace, "train")
+    assert monitor.checker.checks["domain-overfill"] > 10 and monitor.violations == [], monitor.report()
 
 
 async def _running(kube: Kube, namespace: str, job: str, count: int) -> bool:
@@ -116,51 +154,62 @@ async def _running(kube: Kube, namespace: str, job: str, count: int) -> bool:
 
 
 async def test_two_failed_nodes_of_two_racks_are_repaired_in_one_decision(
-    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
+    kube: Kube,
+    namespace: str,
+    unique: str,
+    tas: ControllerGroup,
+    invariant_monitor: StartMonitor,
+    evicted: list[str],
 ) -> None:
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool(unique, "nt", 2, 3, 2))
+    monitor = await watch(invariant_monitor, s)
     racks = st.host_racks(s.pool)
-    await jobs.create_job(kube, namespace, jobs.job("train", 32, required=BLOCK_LABEL, run_for=RUN_FOR))
+    await jobs.create_job(kube, namespace, train_job("train", 32, BLOCK_LABEL, RUN_FOR))
     wl = await workloads.wait_check(kube, s, "train", ("Ready",))
     before = hosts(wl)
-    monitor = DomainMonitor(kube, namespace, "train")
-    async with monitor.running():
-        await eventually("pods of train running", lambda: _running(kube, namespace, "train", 32), 90)
-        by_rack: dict[str, str] = {}
-        for h in sorted(before, key=lambda h: -before[h]):
-            by_rack.setdefault(racks[h], h)
-        victims = sorted(by_rack.values())[:2]
-        assert len({racks[v] for v in victims}) == 2
-        evicted = await fail_and_evict(kube, namespace, victims)
-        wl = await repaired(kube, s, "train")
-        events = await events_of(kube, wl, "TopologyRepaired")
-        assert len(events) == 1, [e.get("note") for e in events]  # one decision for both
-        note = events[0].get("note") or ""
-        assert note.startswith(f"nodes {victims[0]} NotReady for ") and f", {victims[1]} NotReady for " in note
-        after = hosts(wl)
-        assert not set(victims) & set(after) and sum(after.values()) == 32
-        assert len({block_of(h) for h in after}) == 1
-        await force_delete(kube, namespace, evicted)
-        await job_finished(kube, namespace, "train")
-    assert monitor.violations == []
+    await eventually("pods of train running", lambda: _running(kube, namespace, "train", 32), 90)
+    by_rack: dict[str, str] = {}
+    for h in sorted(before, key=lambda h: -before[h]):
+        by_rack.setdefault(racks[h], h)
+    victims = sorted(by_rack.values())[:2]
+    assert len({racks[v] for v in victims}) == 2
+    lost = await fail_and_evict(kube, namespace, victims, evicted)
+    wl = await repaired(kube, s, "train")
+    events = await events_of(kube, wl, "TopologyRepaired")
+    assert len(events) == 1, [e.get("note") for e in events]  # one decision for both
+    note = events[0].get("note") or ""
+    assert note.startswith(f"nodes {victims[0]} NotReady for ") and f", {victims[1]} NotReady for " in note, note
+    after = hosts(wl)
+    assert not set(victims) & set(after) and sum(after.values()) == 32
+    assert len({block_of(h) for h in after}) == 1
+    await force_delete(kube, namespace, lost)
+    await job_finished(kube, namespace, "train")
+    assert monitor.checker.checks["domain-overfill"] > 0 and monitor.violations == [], monitor.report()
 
 
 # --- (c) no room: Wait, then a node is added; Requeue evicts and re-admits --------------------
 
 
 async def test_wait_keeps_pods_gated_until_a_node_is_added(
-    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
+    kube: Kube,
+    namespace: str,
+    unique: str,
+    tas: ControllerGroup,
+    invariant_monitor: StartMonitor,
+    evicted: list[str],
 ) -> None:
     s = await st.tas_stack(kube, namespace, tas.controller_name, pool(unique, "nw", 1, 1, 2))
-    await jobs.create_job(kube, namespace, jobs.job("full", 16, required=RACK_LABEL, run_for="5m"))
+    monitor = await watch(invariant_monitor, s)
+    await jobs.create_job(kube, namespace, train_job("full", 16, RACK_LABEL, "5m"))
     wl = await workloads.wait_check(kube, s, "full", ("Ready",))
     await eventually("pods of full running", lambda: _running(kube, namespace, "full", 16), 90)
     victim = sorted(hosts(wl))[0]
-    await fail_and_evict(kube, namespace, [victim])
+    await fail_and_evict(kube, namespace, [victim], evicted)
     wl = await _event_appears(kube, s, "full", "TopologyRepairPending", GRACE_S + 30)
     message = entry_of(wl, s)["message"]
     assert entry_of(wl, s)["state"] == "Ready"
-    assert message.startswith(f"node {victim} NotReady for ")
+    # Topology health's note on the rack no longer whole may stand in front of the repair's.
+    assert f"node {victim} NotReady for " in message, message
     assert "waiting for capacity (nodeFailurePolicy Wait)" in message
 
     async def replacements_gated() -> bool:
@@ -173,10 +222,16 @@ async def test_wait_keeps_pods_gated_until_a_node_is_added(
     wl = await repaired(kube, s, "full", 60)
     assert hosts(wl)[new] == 8
     await replacements_running_on(kube, namespace, "full", {new}, 8)
+    assert monitor.checker.checks["domain-overfill"] > 0 and monitor.violations == [], monitor.report()
 
 
 async def test_requeue_evicts_after_the_timeout_and_the_job_is_admitted_elsewhere(
-    kube: Kube, namespace: str, unique: str, tas_factory: Callable[..., Awaitable[ControllerGroup]]
+    kube: Kube,
+    namespace: str,
+    unique: str,
+    tas_factory: Callable[..., Awaitable[ControllerGroup]],
+    invariant_monitor: StartMonitor,
+    evicted: list[str],
 ) -> None:
     group = await tas_factory(
         replicas=1,
@@ -185,16 +240,17 @@ async def test_requeue_evicts_after_the_timeout_and_the_job_is_admitted_elsewher
         KUEUE_TAS_NODE_FAILURE_GRACE_SECONDS="5",
     )
     s = await st.tas_stack(kube, namespace, group.controller_name, pool(unique, "nq", 1, 2, 2))
+    monitor = await watch(invariant_monitor, s)
     racks = st.host_racks(s.pool)
-    await jobs.create_job(kube, namespace, jobs.job("full", 16, required=RACK_LABEL, run_for="5m"))
+    await jobs.create_job(kube, namespace, train_job("full", 16, RACK_LABEL, "5m"))
     wl = await workloads.wait_check(kube, s, "full", ("Ready",))
     first_rack = {racks[h] for h in hosts(wl)}
     assert len(first_rack) == 1
     await eventually("pods of full running", lambda: _running(kube, namespace, "full", 16), 90)
     victim = sorted(hosts(wl))[0]
-    evicted = await fail_and_evict(kube, namespace, [victim])
+    lost = await fail_and_evict(kube, namespace, [victim], evicted)
     wl = await _event_appears(kube, s, "full", "TopologyRepairImpossible", 60)
-    await force_delete(kube, namespace, evicted)
+    await force_delete(kube, namespace, lost)
 
     async def readmitted() -> dict[str, Any] | None:
         w = await workloads.workload_of(kube, namespace, "full")
@@ -207,6 +263,7 @@ async def test_requeue_evicts_after_the_timeout_and_the_job_is_admitted_elsewher
     wl = await eventually("Job full re-admitted in the other rack", readmitted, 120)
     assert victim not in hosts(wl)
     await replacements_running_on(kube, namespace, "full", set(hosts(wl)), 16)
+    assert monitor.checker.checks["domain-overfill"] > 0 and monitor.violations == [], monitor.report()
 
 
 async def _event_appears(kube: Kube, s: st.TasStack, job: str, reason: str, timeout_s: float) -> dict[str, Any]:

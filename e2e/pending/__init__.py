@@ -1,1 +1,0 @@
-"""e2e tests written without a free cluster: not collected (the lead moves them to e2e/tests)."""
