@@ -77,7 +77,8 @@ class _PodTemplate(_Shape):
     spec: _PodSpec | None = None
 
 
-def _kind(value: object) -> str:
+def json_kind(value: object) -> str:
+    """The JSON/YAML name of ``value``'s type, for 'expected X, got Y' messages."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -100,9 +101,9 @@ def error_line(exc: ValidationError, prefix: str = "") -> str:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     match err["type"]:
         case "dict_type" | "model_type" | "model_attributes_type":
-            problem = f"expected a mapping, got {_kind(err['input'])}"
+            problem = f"expected a mapping, got {json_kind(err['input'])}"
         case "list_type":
-            problem = f"expected an array, got {_kind(err['input'])}"
+            problem = f"expected an array, got {json_kind(err['input'])}"
         case "int_type" | "int_parsing" | "int_from_float":
             problem = f"expected an integer, got {err['input']!r}"
         case "greater_than_equal":

@@ -16,7 +16,7 @@ from typing import Any
 import pydantic
 
 from kueue_tas.api.kinds import KubeObject, parse_object
-from kueue_tas.api.shapes import error_line
+from kueue_tas.api.shapes import error_line, json_kind
 from kueue_tas.cli.documents import DocumentError, collector_paused, parse_documents
 
 
@@ -33,18 +33,6 @@ class Origin:
     def __str__(self) -> str:
         where = f"{self.source} (document {self.document}"
         return where + (f", item {self.item})" if self.item is not None else ")")
-
-
-def _kind_of(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else type(value).__name__
 
 
 def _is_list(doc: dict[str, Any]) -> bool:
@@ -65,14 +53,14 @@ def _objects_of(
             return
         where = f"{where}: {value.get('kind')}: items"
         if not isinstance(items, list):
-            raise InputError(f"{where}: expected an array, got {_kind_of(items)}")
+            raise InputError(f"{where}: expected an array, got {json_kind(items)}")
     elif isinstance(value, list):
         items = value
     else:
-        raise InputError(f"{where}: expected a Kubernetes object (a mapping), got {_kind_of(value)}")
+        raise InputError(f"{where}: expected a Kubernetes object (a mapping), got {json_kind(value)}")
     for i, entry in enumerate(items):
         if entry is None or not isinstance(entry, dict | list):
-            raise InputError(f"{where}[{i}]: expected a Kubernetes object (a mapping), got {_kind_of(entry)}")
+            raise InputError(f"{where}[{i}]: expected a Kubernetes object (a mapping), got {json_kind(entry)}")
         yield from _objects_of(entry, source, number, f"{where}[{i}]", i)
 
 
