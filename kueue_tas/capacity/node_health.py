@@ -50,6 +50,12 @@ class FailureKind(StrEnum):
     NOT_READY = "NotReady"
 
 
+def node_serves(node: NodeInfo | None) -> bool:
+    """The node exists, is Ready and takes new pods: the ungater may release onto it and a
+    repair may place onto it."""
+    return node is not None and node.ready and not node.unschedulable
+
+
 @dataclass(frozen=True, slots=True)
 class NodeFailure:
     node: str

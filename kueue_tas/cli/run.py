@@ -14,6 +14,7 @@ import signal
 import structlog
 
 from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.node_health import node_serves
 from kueue_tas.controllers.admission import WorkloadAdmission
 from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
 from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus, KubeCheckStatusWriter
@@ -70,8 +71,7 @@ def register(manager: Manager, settings: Settings) -> None:
     repair = NodeRepair(decisions, rewrites=rewrites)
 
     def node_usable(name: str) -> bool:
-        node = informers.nodes.store.get(name)
-        return node is not None and node.ready and not node.unschedulable
+        return node_serves(informers.nodes.store.get(name))
 
     status = AdmissionCheckStatus(informers=informers, checks=checks, writer=KubeCheckStatusWriter(manager.api))
     ungater = Ungater(

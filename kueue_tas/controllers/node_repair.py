@@ -34,7 +34,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.capacity.node_health import NodeFailure, PodTermination, describe_failures, failed_nodes
+from kueue_tas.capacity.node_health import NodeFailure, PodTermination, describe_failures, failed_nodes, node_serves
 from kueue_tas.capacity.rules import UsageEntry, assignment_trusted, workload_identity
 from kueue_tas.controllers.admission import WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.admission_writes import check_entry, merged_annotation
@@ -173,8 +173,7 @@ class NodeRepair:
             self.queue.add(SCAN)
 
     def _serves(self, name: str) -> bool:
-        node = self._nodes.get(name)
-        return node is not None and node.ready and not node.unschedulable
+        return node_serves(self._nodes.get(name))
 
     def _not_ready_for(self, name: str) -> float | None:
         since = self._not_ready_since.get(name)
