@@ -24,6 +24,7 @@ from enum import StrEnum
 from typing import Final
 
 from kueue_tas.api import constants as c
+from kueue_tas.api.object_base import INT32_MAX
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.workload import MAX_PODSETS, Workload
 from kueue_tas.capacity.assignment_record import record_suffix
@@ -33,7 +34,6 @@ from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.groups import GroupMember, group_errors
 from kueue_tas.topology.inputs import podset_request, requests_topology
-from kueue_tas.topology.kube_syntax import INT32_MAX
 from kueue_tas.topology.levels import level_problem
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.request import TopologyRequestError, template_annotations

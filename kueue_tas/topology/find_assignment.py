@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from kueue_tas.api.object_base import INT32_MAX
 from kueue_tas.topology.affinity import preferred_scores
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.capacity import Matrix
@@ -27,7 +28,6 @@ from kueue_tas.topology.layers import as_single_layer, effective_layers, inner_l
 from kueue_tas.topology.messages import ExclusionStats
 from kueue_tas.topology.model import PODS, PodSetRequest
 from kueue_tas.topology.placement import (
-    MAX_INT32,
     PlacementFailure,
     build_assignment,
     leaf_counts,
@@ -145,7 +145,7 @@ def _count_in(remaining: Matrix, request: IntArray) -> IntArray:
     cols = np.flatnonzero(request)
     if cols.size == 0:
         return np.zeros(remaining.shape[0], dtype=np.int64)
-    counts: IntArray = np.clip(remaining[:, cols] // request[cols], 0, MAX_INT32).min(axis=1)
+    counts: IntArray = np.clip(remaining[:, cols] // request[cols], 0, INT32_MAX).min(axis=1)
     return counts
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 
-INT32_MAX = 2**31 - 1
+from kueue_tas.api.object_base import INT32_MAX
+
 INT32_MIN = -(2**31)
 
 

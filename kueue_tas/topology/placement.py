@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from kueue_tas.api.object_base import INT32_MAX
 from kueue_tas.topology import messages
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.capacity import Matrix
@@ -24,7 +25,6 @@ from kueue_tas.topology.messages import ExclusionStats
 from kueue_tas.topology.model import HOSTNAME_LABEL, TopologyRequest
 from kueue_tas.topology.tree import IntArray, TopologyTree
 
-MAX_INT32 = 2**31 - 1
 _INT64_MAX = np.iinfo(np.int64).max  # np.iinfo is slow to build; placements read it often
 
 
@@ -114,7 +114,7 @@ def leaf_counts(
     cols.sort(key=lambda c: column_names[c])
     if not cols:
         return np.zeros(n, dtype=np.int64)
-    fits = np.clip(remaining[:, cols] // request[cols], 0, MAX_INT32)
+    fits = np.clip(remaining[:, cols] // request[cols], 0, INT32_MAX)
     counts: IntArray = fits.min(axis=1)
     counts[~eligible] = 0
     zero = np.flatnonzero(eligible & (counts == 0))

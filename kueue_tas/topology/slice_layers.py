@@ -15,7 +15,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from kueue_tas.topology.kube_syntax import INT32_MAX, INT32_MIN, label_name_errors
+from kueue_tas.api.object_base import INT32_MAX
+from kueue_tas.topology.kube_syntax import INT32_MIN, label_name_errors
 from kueue_tas.topology.model import SliceLayer
 
 MAX_LAYERS = 3

@@ -31,6 +31,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from kueue_tas.api.object_base import INT32_MAX
+
 __all__ = [
     "MAX_DOMAINS_PER_SLICE",
     "MAX_LEVELS",
@@ -57,7 +59,6 @@ MAX_V1BETA1_DOMAINS = 100_000
 # JSON) expand to 10^8 domains.  A million is far above any real cluster (Kueue's
 # own tests go to 200 000).
 MAX_TOTAL_DOMAINS = 1_000_000
-MAX_INT32 = 2**31 - 1
 _MAX_PODSET_NAME_LENGTH = 63
 _PODSET_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
@@ -106,7 +107,7 @@ def _podset_name(name: str) -> str:
 
 LevelKey = Annotated[str, Field(max_length=MAX_LEVEL_KEY_LENGTH)]
 LevelValue = Annotated[str, Field(max_length=MAX_VALUE_LENGTH)]
-PodCount = Annotated[int, Field(ge=1, le=MAX_INT32)]
+PodCount = Annotated[int, Field(ge=1, le=INT32_MAX)]
 Levels = Annotated[list[LevelKey], _Array, AfterValidator(_level_count)]
 PodSetName = Annotated[str, Strict(), AfterValidator(_podset_name)]
 
@@ -169,7 +170,7 @@ class PodCounts(_OneOf):
 
 
 class SliceWire(_Wire):
-    domain_count: Annotated[int, Field(ge=1, le=MAX_INT32), AfterValidator(_slice_size)]
+    domain_count: Annotated[int, Field(ge=1, le=INT32_MAX), AfterValidator(_slice_size)]
     values_per_level: Annotated[list[LevelValues], _Array]
     pod_counts: PodCounts
 
