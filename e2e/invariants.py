@@ -4,7 +4,9 @@
 with the caller's clock) and records a ``Violation`` when:
 
 (a) ``domain-overfill``: a domain at any level of a trusted assignment holds more live,
-    ungated pods of that PodSet than the assignment gives it;
+    ungated pods of that PodSet than the assignment gives it (a pod bound to a deleted node
+    counts nowhere: it runs nowhere and its node's capacity is gone with it, which is why the
+    repair, as Kueue's, moves its slot at once);
 (b) ``node-overcommit``: the bound, non-terminal pods of a node request more than its
     allocatable (``pods`` included);
 (c) ``double-booking``: when an assignment becomes trusted, the trusted assignments inside one
@@ -63,6 +65,7 @@ class InvariantChecker:
     pending_bound_s: float = 60.0
     confirm_s: float = 2.0
     nodes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # name -> labels (kept after deletion)
+    deleted_nodes: set[str] = field(default_factory=set)
     allocatable: dict[str, Mapping[str, int]] = field(default_factory=dict)  # existing nodes only
     pods: dict[str, PodView] = field(default_factory=dict)  # by uid
     workloads: dict[str, WorkloadView] = field(default_factory=dict)  # by uid
@@ -83,7 +86,9 @@ class InvariantChecker:
         self.nodes[name] = dict(object_labels(obj))
         if kind == "DELETED":
             self.allocatable.pop(name, None)
+            self.deleted_nodes.add(name)
         else:
+            self.deleted_nodes.discard(name)
             try:
                 self.allocatable[name] = resource_list_to_ints((obj.get("status") or {}).get("allocatable"))
             except QuantityError:
@@ -187,6 +192,8 @@ class InvariantChecker:
                     allowed[d.values[:k]] += d.count
             have: Counter[Domain] = Counter()
             for pod in pods:
+                if pod.node in self.deleted_nodes:
+                    continue
                 dom = self._pod_domain(pod, a.levels)
                 for k in range(len(a.levels) + 1) if dom is not None else (0,):
                     have[dom[:k] if dom is not None else ()] += 1

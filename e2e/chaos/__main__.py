@@ -34,7 +34,15 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs", type=int, default=1, help="number of runs (default 1)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the first run; run i uses seed+i")
     ap.add_argument("--duration", type=float, default=45.0, help="seconds of planned faults per run (default 45)")
-    ap.add_argument("--settle", type=float, default=90.0, help="bound on the end-of-run wait (default 90 s)")
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=90.0,
+        help="the end-of-run wait ends after this long without progress (default 90 s)",
+    )
+    ap.add_argument(
+        "--settle-cap", type=float, default=420.0, help="bound on the whole end-of-run wait (default 420 s)"
+    )
     ap.add_argument(
         "--pending-bound",
         type=float,
@@ -104,7 +112,7 @@ async def campaign(args: argparse.Namespace) -> int:
     if unknown:
         log(f"unknown fault type(s): {', '.join(sorted(unknown))}; known: {', '.join((*FAULTS, BURST))}")
         return 2
-    opts = Options(duration_s=args.duration, settle_s=args.settle)
+    opts = Options(duration_s=args.duration, settle_s=args.settle, settle_cap_s=args.settle_cap)
     if args.pending_bound is not None:
         opts.pending_bound_s = args.pending_bound
     if args.replay:

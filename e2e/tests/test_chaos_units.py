@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -188,3 +189,64 @@ def test_verdict_accepts_finished_or_pending_with_a_message_only() -> None:
         "Job running",
         "Job silent",
     ]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+    async def sleep(self, s: float) -> None:
+        self.t += s
+
+
+class _Workloads:
+    """A cluster whose Workloads follow a script: the i-th list is returned on the i-th read."""
+
+    def __init__(self, script: list[list[dict[str, Any]]]) -> None:
+        self.script, self.reads = script, 0
+
+    async def workloads(self, namespace: str) -> list[dict[str, Any]]:
+        self.reads += 1
+        return self.script[min(self.reads, len(self.script)) - 1]
+
+
+def _settle_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    from e2e.chaos import run as chaos_run
+    from e2e.chaos.run import ChaosRun, Options
+
+    clock = _Clock()
+    monkeypatch.setattr(chaos_run, "time", SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(chaos_run, "asyncio", SimpleNamespace(sleep=clock.sleep))
+    r = ChaosRun(None, 1, [], Options(settle_s=10, settle_cap_s=100), tmp_path / "log.jsonl")  # type: ignore[arg-type]
+    r.submitted = {n: {"workload": "job"} for n in ("a", "b")}
+    asyncio.run(r._settle(_Workloads(script), "ac"))  # type: ignore[arg-type]
+    lines = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    return next(x for x in lines if x["type"] == "verdict")
+
+
+RUNNING = {"Admitted": "Admitted"}
+DONE = {"Admitted": "Admitted", "Finished": "Succeeded"}
+
+
+def test_settle_waits_past_its_window_while_workloads_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chaos seed 252: a backlog that drains slowly but steadily is waited for, not failed."""
+    slow = [[wl("a", "Job", RUNNING, ("Ready", "x")), wl("b", "Job", RUNNING, ("Ready", "x"))]] * 8
+    slow += [[wl("a", "Job", DONE, ("Ready", "x")), wl("b", "Job", RUNNING, ("Ready", "x"))]] * 8
+    slow += [[wl("a", "Job", DONE, ("Ready", "x")), wl("b", "Job", DONE, ("Ready", "x"))]]
+    v = _settle_run(tmp_path, monkeypatch, slow)
+    assert v["ended"] == "ok" and v["problems"] == [] and v["settle_s"] > 10
+
+
+def test_settle_gives_up_when_nothing_moves_and_at_its_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stuck = [[wl("a", "Job", DONE, ("Ready", "x")), wl("b", "Job", RUNNING, ("Ready", "x"))]]
+    v = _settle_run(tmp_path, monkeypatch, stuck)
+    assert v["ended"] == "stalled" and len(v["problems"]) == 1 and 10 < v["settle_s"] < 13
+    flapping = [
+        [wl("a", "Job", DONE, ("Ready", "x")), wl("b", "Job", RUNNING, ("Ready", f"try {i}"))] for i in range(500)
+    ]
+    (tmp_path / "f").mkdir()
+    v = _settle_run(tmp_path / "f", monkeypatch, flapping)
+    assert v["ended"] == "cap" and 100 < v["settle_s"] < 103

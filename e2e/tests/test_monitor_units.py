@@ -275,3 +275,30 @@ def test_resync_drops_objects_a_broken_watch_missed_deleting() -> None:
     c.tick(3)
     assert c.violations == []
     assert len(c.pods) == 2
+
+
+def test_pods_bound_to_a_deleted_node_count_nowhere() -> None:
+    """Seed 255: a node is deleted, the repair moves its slots to another host of the same rack at
+    once (as Kueue's does), and the pods still bound to the gone node must not overfill the rack."""
+    c = checker("h1", "h2", "h3")
+    one = TopologyAssignment((RACK, HOST), (DomainAssignment(("r1", "h1"), 2),))
+    moved = TopologyAssignment((RACK, HOST), (DomainAssignment(("r1", "h2"), 2),))
+    wl = workload("w", None)
+    wl["metadata"]["annotations"][kc.TOPOLOGY_ASSIGNMENT_ANNOTATION] = encode_assignment_annotation([("main", one)])
+    c.workload_event("ADDED", wl, 0)
+    for i in range(2):
+        c.pod_event("ADDED", pod(f"p{i}", "w", node_name="h1", phase="Running"), 0)
+    c.node_event("DELETED", node("h1"), 1)
+    wl["metadata"]["annotations"][kc.TOPOLOGY_ASSIGNMENT_ANNOTATION] = encode_assignment_annotation([("main", moved)])
+    c.workload_event("MODIFIED", wl, 1.5)
+    for i in range(2, 4):
+        c.pod_event("ADDED", pod(f"p{i}", "w", node_name="h2", phase="Running"), 2)
+    for t in (2.0, 3.0, 5.0, 8.0):
+        c.tick(t)
+    assert c.violations == [], [v.line() for v in c.violations]
+    assert c.checks["domain-overfill"] > 0
+    # The same pods on a node that still exists do overfill: the exemption is for deleted nodes only.
+    c.node_event("ADDED", node("h1"), 9)
+    c.tick(9)
+    c.tick(12)
+    assert set(kinds(c)) == {"domain-overfill"} and any(v.subject.endswith(" r1") for v in c.violations)
