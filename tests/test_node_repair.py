@@ -238,7 +238,9 @@ async def test_wait_notes_once_then_repairs_when_a_node_is_added(r: Rig) -> None
     pending = r.events("TopologyRepairPending")
     assert len(pending) == 1  # once
     assert pending[0].startswith(f"node {small} NotReady for 40s: no replacement fits: ")
-    assert pending[0].endswith("waiting for capacity (nodeFailurePolicy Wait)")
+    # h1 is full of the workload's own pods: only a node can make room, and the note says so.
+    assert "can never fit, in its domain, even with every other workload gone" in pending[0]
+    assert pending[0].endswith("waiting for the failed nodes to serve again or for new nodes (nodeFailurePolicy Wait)")
     note = r.h.writes.checks[-1]
     assert note["state"] == "Ready" and note["message"].startswith(pending[0] + " [record main=")
     assert metric(r, "kueue_tas_node_repairs_pending") == 1
@@ -284,7 +286,7 @@ async def test_a_podset_pinned_to_one_host_is_not_moved_in_place(r: Rig) -> None
     assert r.events("TopologyRepairPending") == [
         f'node {host} unschedulable: no replacement fits: PodSet "main" runs in one domain, pinned there by '
         "the nodeSelector of the check's podSetUpdates, which Kueue keeps unchanged while the workload is "
-        "admitted; waiting for capacity (nodeFailurePolicy Wait)"
+        "admitted; waiting for the node to serve again (nodeFailurePolicy Wait)"
     ]
 
 
@@ -346,3 +348,35 @@ async def test_an_annotation_write_with_no_answer_is_settled_by_a_reread(r: Rig)
     assert r.free("h5") == 8
     await r.scan()
     assert len(r.h.writes.annotations) == 2 and r.events("TopologyRepaired")
+
+
+async def test_wait_says_it_waits_for_nodes_when_no_room_could_ever_be_made(r: Rig) -> None:
+    """16 pods fill rack r1 (h1 and h2, 8 GPUs each); h2 is deleted: no rack can hold 16 pods any
+    more even empty, so the note names what can end the wait (nodes), not capacity."""
+    before = await r.admit(count=16)
+    assert sorted(before.values()) == [8, 8]
+    victim = sorted(before)[1]
+    r.node(victim, RACK_OF[victim], event="DELETED")
+    await r.scan()
+    (note,) = r.events("TopologyRepairPending")
+    assert note.startswith(f"node {victim} deleted: no replacement fits: "), note
+    assert "can never fit, in its domain, even with every other workload gone" in note
+    assert note.endswith("waiting for the failed nodes to serve again or for new nodes (nodeFailurePolicy Wait)")
+    assert "waiting for capacity" not in note
+
+
+async def test_wait_says_it_waits_for_capacity_when_another_workload_holds_the_room(r: Rig) -> None:
+    """The spare host h5 is full of someone else's pod: room can come from that pod ending, so the
+    note waits for capacity; when it ends, the repair moves the pods there."""
+    small, _, rack = roles(await r.admit())
+    r.node("h5", rack, event="ADDED")
+    r.h.informers.pods.handle_event("ADDED", mk.pod("other", "h5", gpus=8, uid="other-uid"))
+    r.node(small, rack, ready=False)
+    r.clock.now += 30
+    await r.scan()
+    (note,) = r.events("TopologyRepairPending")
+    assert "can never fit" not in note
+    assert note.endswith("; waiting for capacity (nodeFailurePolicy Wait)"), note
+    r.h.informers.pods.handle_event("DELETED", mk.pod("other", "h5", gpus=8, uid="other-uid"))
+    await r.scan()
+    assert r.events("TopologyRepaired")[0].endswith(f"moved from {small} to h5 in rack {rack}")

@@ -210,7 +210,8 @@ async def test_wait_keeps_pods_gated_until_a_node_is_added(
     assert entry_of(wl, s)["state"] == "Ready"
     # Topology health's note on the rack no longer whole may stand in front of the repair's.
     assert f"node {victim} NotReady for " in message, message
-    assert "waiting for capacity (nodeFailurePolicy Wait)" in message
+    # The rack is full of the Job's own pods: only a node can make room, and the note says so.
+    assert "waiting for the failed nodes to serve again or for new nodes (nodeFailurePolicy Wait)" in message
 
     async def replacements_gated() -> bool:
         pods = await pods_raw(kube, namespace, "job-name=full")

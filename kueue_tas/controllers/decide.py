@@ -252,13 +252,17 @@ def decide(
         failed = next((r for r in results if r.assignment is None), None)
         if failed is not None:
             # Judged without ``current``: an elastic slice failing to grow around the pods it
-            # keeps says nothing about the request itself, so it is retried, not rejected.
-            never = snap.place(requests, gates=gates, allocatable_only=True)
+            # keeps says nothing about the request itself, so it is retried, not rejected. A
+            # repair is judged with it: its pods must stay in their domain, so "never" there
+            # means no other workload's leaving can make room (only nodes can).
+            repair = current is not None and bool(unhealthy_nodes)
+            never = snap.place(requests, gates=gates, allocatable_only=True, **(extra if repair else {}))
             never_failed = next((r for r in never if r.assignment is None), None)
             if never_failed is not None:
+                where = "in its domain, even with every other workload gone" if repair else "even on an empty cluster"
                 return Decision(
                     Outcome.REJECTED,
-                    f'PodSet "{never_failed.name}" can never fit, even on an empty cluster: {never_failed.message}',
+                    f'PodSet "{never_failed.name}" can never fit, {where}: {never_failed.message}',
                 )
             return Decision(Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}')
         for request, result in zip(requests, results, strict=True):

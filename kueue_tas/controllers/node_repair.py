@@ -64,6 +64,10 @@ log = structlog.get_logger(__name__)
 SCAN: Final = "scan"
 # A pending repair is decided again at least this often, besides every relevant change.
 PENDING_RETRY_SECONDS: Final = 30.0
+# What a Wait note says it waits for: only what can end the wait.
+WAIT_FOR_CAPACITY: Final = "waiting for capacity"
+WAIT_FOR_NODE: Final = "waiting for the node to serve again"
+WAIT_FOR_NODES: Final = "waiting for the failed nodes to serve again or for new nodes"
 
 
 @dataclass
@@ -258,6 +262,7 @@ class NodeRepair:
                 ep,
                 f'PodSet "{stuck[0]}" runs in one domain, pinned there by the nodeSelector of the check\'s '
                 "podSetUpdates, which Kueue keeps unchanged while the workload is admitted",
+                WAIT_FOR_NODE,
             )
         async with self._ctx.lock:
             with self._ctx.capacity.without(key):
@@ -271,10 +276,13 @@ class NodeRepair:
                     unhealthy_nodes=tuple(sorted(failures)),
                 )
             moved = [p for p in decision.placements if current.get(p.name) != p.assignment]
+            # Rejected means no domain could hold it even empty: more capacity in use elsewhere
+            # will not help, only the failed nodes coming back or new ones.
+            waiting_for = WAIT_FOR_NODES if decision.outcome is Outcome.REJECTED else WAIT_FOR_CAPACITY
             if decision.outcome is not Outcome.READY or not moved:
                 reason = decision.message if decision.outcome is not Outcome.READY else "nothing could be moved"
                 if not self._ctx.gates.failed_node_replacement:
-                    reason = "the TASFailedNodeReplacement feature gate is off"
+                    reason, waiting_for = "the TASFailedNodeReplacement feature gate is off", WAIT_FOR_NODE
             else:
                 extra = tuple(
                     UsageEntry(p.flavor, added_assignment(current[p.name], p.assignment), p.per_pod)
@@ -284,7 +292,7 @@ class NodeRepair:
                 self._ctx.capacity.hold_extra(key, extra)
                 reason = ""
         if reason:
-            return await self._stuck(wl, key, ep, reason)
+            return await self._stuck(wl, key, ep, reason, waiting_for)
         spec = self._ctx.capacity.flavors().get(moved[0].flavor)
         parent = spec.levels[-2] if spec is not None and len(spec.levels) > 1 else None
         labels = {n.name: n.labels for n in self._nodes.values()}
@@ -295,7 +303,9 @@ class NodeRepair:
         self._episodes.pop(key, None)  # decided: what is left is writing it
         return await self._writes.advance(wl, key)
 
-    async def _stuck(self, wl: Workload, key: str, ep: _Episode, reason: str) -> float | None:
+    async def _stuck(
+        self, wl: Workload, key: str, ep: _Episode, reason: str, waiting_for: str = WAIT_FOR_CAPACITY
+    ) -> float | None:
         """No repair fits now: note it once, and apply the policy."""
         now = self._ctx.clock()
         if ep.stuck_since is None:
@@ -324,7 +334,7 @@ class NodeRepair:
             note = f"{why}; requeued in {left:g}s unless a replacement fits (nodeFailurePolicy Requeue)"
             wait = min(left, PENDING_RETRY_SECONDS)
         else:
-            note = f"{why}; waiting for capacity (nodeFailurePolicy Wait)"
+            note = f"{why}; {waiting_for} (nodeFailurePolicy Wait)"
             wait = PENDING_RETRY_SECONDS
         if ep.noted is None:
             ep.noted = note
