@@ -44,13 +44,19 @@ def test_ready_single_rack_and_multi_domain() -> None:
     [p] = d.placements
     assert p.assignment.total == 8
     assert {v.values[0][:5] for v in p.assignment.domains} == {"b1-r1"}
-    assert p.multi_domain and p.node_selector() == {}
+    assert p.multi_domain and p.gated(False) and p.gated(True)
+    assert p.node_selector(False) == {} and p.node_selector(True) == {}
 
 
-def test_single_domain_gets_node_selector() -> None:
+def test_single_host_is_gated_when_repairs_are_on_else_pinned_by_node_selector() -> None:
+    """Kueue keeps podSetUpdates unchanged while admitted: a PodSet pinned there could never follow
+    a node repair, so with repairs on its pods are gated and placed by the ungater."""
     d = decide(admitted("a", 3, {REQ: HOSTNAME_LABEL}), {"gpu"}, capacity())
     assert d.outcome is Outcome.READY
-    assert d.placements[0].node_selector() == {HOSTNAME_LABEL: "b1-r1-h0"}
+    [p] = d.placements
+    assert not p.multi_domain
+    assert p.gated(True) and p.node_selector(True) == {}
+    assert not p.gated(False) and p.node_selector(False) == {HOSTNAME_LABEL: "b1-r1-h0"}
 
 
 def test_assumed_usage_prevents_double_booking() -> None:

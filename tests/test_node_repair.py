@@ -276,10 +276,35 @@ async def test_requeue_sets_retry_after_the_timeout() -> None:
     assert [e["state"] for e in r.h.writes.checks].count("Retry") == 1  # written once
 
 
-async def test_a_podset_pinned_to_one_host_is_not_moved_in_place(r: Rig) -> None:
+async def test_a_podset_on_one_host_is_gated_and_moved_to_another_host(r: Rig) -> None:
+    """With repairs on, a single-host PodSet is gated at admission (no nodeSelector in the entry),
+    so its pods can follow a repair: all 8 move to a free host of the same rack."""
     before = await r.admit(count=8)
-    assert len(before) == 1  # one host: pinned by the entry's nodeSelector, not gated
+    assert len(before) == 1
     (host,) = before
+    assert r.h.writes.gated == [{"main"}]
+    assert "nodeSelector" not in r.h.writes.checks[-1]["podSetUpdates"][0]
+    rack = RACK_OF[host]
+    r.node(host, rack, unschedulable=True)
+    await r.scan()
+    (other,) = (h for h, rk in RACK_OF.items() if rk == rack and h != host)
+    assert r.events("TopologyRepaired") == [
+        f"node {host} unschedulable: 8 pod(s) of PodSet main moved from {host} to {other} in rack {rack}"
+    ]
+    r.observe()
+    assert r.hosts() == {other: 8}
+
+
+async def test_a_podset_pinned_by_node_selector_is_not_moved_in_place() -> None:
+    """An entry that pins its PodSet by nodeSelector (admitted with TASFailedNodeReplacement off,
+    or by an older kueue-tas) cannot follow a repair: Kueue keeps podSetUpdates unchanged."""
+    r = rig()
+    before = await r.admit(count=8)
+    (host,) = before
+    pinned_entry = copy.deepcopy(r.obj["status"]["admissionChecks"][0])
+    pinned_entry["podSetUpdates"][0]["nodeSelector"] = {c.HOSTNAME_LABEL: host}
+    r.h.writes.checks.append(pinned_entry)
+    r.observe()
     r.node(host, RACK_OF[host], unschedulable=True)
     await r.scan()
     assert len(r.h.writes.annotations) == 1

@@ -64,9 +64,11 @@ async def test_required_rack_fits_annotation_entry_gate_event_and_pods(
     ((host, count),) = hosts(small).items()
     assert count == 4
     update = workloads.pod_set_updates(entry)["main"]
-    assert update["nodeSelector"] == {HOSTNAME_LABEL: host}  # one domain: pinned through podSetUpdates
+    # One host, yet gated: a pin in podSetUpdates could never follow a node repair (Kueue keeps
+    # podSetUpdates unchanged while admitted), so the ungater pins these pods too, as Kueue's does.
+    assert not update.get("nodeSelector")
     assert update["labels"] == {WORKLOAD_LABEL: small["metadata"]["uid"], PODSET_LABEL: "main"}
-    assert GATE not in await jobs.job_gates(kube, namespace, "small")
+    assert GATE in await jobs.job_gates(kube, namespace, "small")
     assert sum(placed[h] for h in placed if h == host) + count <= HOST_GPUS
 
     await workloads.wait_admitted(kube, s, "big")
@@ -130,7 +132,7 @@ async def test_preferred_rack_spreads_over_racks_when_none_fits(
 # --- d. a JobSet with two replicated jobs ------------------------------------------------------
 
 
-async def test_jobset_two_replicated_jobs_each_placed_gate_only_where_multi_domain(
+async def test_jobset_two_replicated_jobs_each_placed_and_gated(
     kube: Kube, namespace: str, unique: str, tas: ControllerGroup
 ) -> None:
     s = await st.tas_stack(kube, namespace, tas.controller_name, small_pool(unique, "d"))
@@ -154,12 +156,14 @@ async def test_jobset_two_replicated_jobs_each_placed_gate_only_where_multi_doma
     # The leader's 1 GPU leaves 15 in its rack, so the workers' 16 went to the other one.
     assert {racks[h] for h in leader}.isdisjoint({racks[h] for h in workers})
     updates = workloads.pod_set_updates(entry)
-    assert updates["leader"]["nodeSelector"] == {HOSTNAME_LABEL: next(iter(leader))}
-    assert not updates["workers"].get("nodeSelector")
+    # Both gated, the one-host leader too (so a node repair can move it): no pin in podSetUpdates.
+    assert not updates["leader"].get("nodeSelector") and not updates["workers"].get("nodeSelector")
     for name in ("leader", "workers"):
         assert updates[name]["labels"] == {WORKLOAD_LABEL: wl["metadata"]["uid"], PODSET_LABEL: name}
-    assert await jobs.jobset_gates(kube, namespace, "js") == {"leader": [], "workers": [GATE]}
+    assert await jobs.jobset_gates(kube, namespace, "js") == {"leader": [GATE], "workers": [GATE]}
     await workloads.wait_admitted(kube, s, "js", owner_kind="JobSet")
+    leader_pods = await bound_pods(kube, namespace, "js-leader-0", 1)  # JobSet names its Jobs <js>-<job>-<i>
+    assert [p["spec"]["nodeName"] for p in leader_pods] == list(leader)
 
 
 # --- h. malformed annotations: Rejected, the rest unaffected -----------------------------------

@@ -274,7 +274,7 @@ class WorkloadAdmission:
         decision, text = with_annotation(wl, decision)
         if decision.outcome is Outcome.READY:
             self._ctx.capacity.assume(key, decision.usage(), replaces=replaced)
-            gated = {p.name for p in decision.placements if p.multi_domain}
+            gated = {p.name for p in decision.placements if p.gated(self._ctx.gates.failed_node_replacement)}
             await self._ctx.writer.inject_gates(wl, gated, self._ctx.settings.scheduling_gate)
             if text is not None:
                 await self._ctx.writer.write_annotation(wl, text)
@@ -285,7 +285,8 @@ class WorkloadAdmission:
             base, cap = self._ctx.settings.retry_backoff_base_seconds, self._ctx.settings.retry_backoff_max_seconds
             requeue = int(min(base * 2**n, cap))
         try:
-            await self._ctx.writer.write_check(wl, check_entry(check, decision, wl, requeue))
+            entry = check_entry(check, decision, wl, requeue, repairs=self._ctx.gates.failed_node_replacement)
+            await self._ctx.writer.write_check(wl, entry)
         except Exception as exc:
             if decision.outcome is Outcome.READY and may_have_applied(exc):
                 raise EntryWriteUnknown() from exc

@@ -35,7 +35,11 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def check_entry(check: str, decision: Decision, workload: Workload, requeue_after: int | None = None) -> dict[str, Any]:
+def check_entry(
+    check: str, decision: Decision, workload: Workload, requeue_after: int | None = None, *, repairs: bool = True
+) -> dict[str, Any]:
+    """Our check entry for ``decision``; ``repairs``: node repairs are on (gate
+    TASFailedNodeReplacement), so single-domain PodSets on named hosts are gated, not pinned."""
     entry: dict[str, Any] = {
         "name": check,
         "state": decision.outcome.value,
@@ -49,7 +53,7 @@ def check_entry(check: str, decision: Decision, workload: Workload, requeue_afte
                 "name": p.name,
                 "labels": {c.WORKLOAD_LABEL: workload.metadata.uid or workload.name, c.PODSET_LABEL: p.name},
             }
-            selector = p.node_selector()
+            selector = p.node_selector(repairs)
             if selector:
                 update["nodeSelector"] = selector
             updates.append(update)

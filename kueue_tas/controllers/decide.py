@@ -63,9 +63,21 @@ class PodSetPlacement:
     def multi_domain(self) -> bool:
         return len(self.assignment.domains) > 1
 
-    def node_selector(self) -> dict[str, str]:
-        """For a single-domain PodSet: the labels that pin every pod to that domain."""
-        if len(self.assignment.domains) != 1:
+    def gated(self, repairs: bool) -> bool:
+        """Whether its pods get our scheduling gate and their domain from the ungater.
+
+        A multi-domain PodSet always does. A single-domain one is pinned by the check's
+        ``podSetUpdates`` nodeSelector instead (one write, no pod patches), unless node repairs
+        are on and it sits on named hosts: Kueue keeps ``podSetUpdates`` unchanged while the
+        workload is admitted, so only pods the ungater places can follow a repair (Kueue's own
+        TAS gates every pod for the same reason)."""
+        if self.multi_domain:
+            return True
+        return repairs and bool(self.assignment.levels) and self.assignment.levels[-1] == c.HOSTNAME_LABEL
+
+    def node_selector(self, repairs: bool) -> dict[str, str]:
+        """For a single-domain PodSet that is not gated: the labels that pin every pod to that domain."""
+        if len(self.assignment.domains) != 1 or self.gated(repairs):
             return {}
         return dict(zip(self.assignment.levels, self.assignment.domains[0].values, strict=True))
 

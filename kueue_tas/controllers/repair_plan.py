@@ -7,10 +7,11 @@ and the failed nodes as ``unhealthy_nodes`` (``decide`` -> ``TopologySnapshot.pl
 ``status.unhealthyNodes``). Only the pods of the failed nodes move; every failed node of the
 workload is handled in that one decision.
 
-A PodSet placed in a single domain is pinned there by the nodeSelector of our entry's
-``podSetUpdates``, and Kueue refuses any change of ``podSetUpdates`` while the entry stays
-Ready: its pods cannot be moved without a new admission, so such a PodSet is never repaired
-in place (the policy decides: wait for the node, or requeue).
+A PodSet pinned to its one domain by the nodeSelector of our entry's ``podSetUpdates`` (admitted
+with repairs off, or by an earlier kueue-tas) cannot move: Kueue refuses any change of
+``podSetUpdates`` while the entry stays Ready, so it is never repaired in place (the policy
+decides: wait for the node, or requeue). With repairs on, admission gates single-host PodSets
+instead (``PodSetPlacement.gated``), so they move like any other.
 """
 
 from __future__ import annotations
