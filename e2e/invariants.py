@@ -4,9 +4,9 @@
 with the caller's clock) and records a ``Violation`` when:
 
 (a) ``domain-overfill``: a domain at any level of a trusted assignment holds more live,
-    ungated pods of that PodSet than the assignment gives it (a pod bound to a deleted node
-    counts nowhere: it runs nowhere and its node's capacity is gone with it, which is why the
-    repair, as Kueue's, moves its slot at once);
+    ungated pods of that PodSet than the assignment gives it (a pod bound, or pinned by its
+    nodeSelector, to a deleted node counts nowhere: it runs nowhere and its node's capacity is
+    gone with it, which is why the repair, as Kueue's, moves its slot at once);
 (b) ``node-overcommit``: the bound, non-terminal pods of a node request more than its
     allocatable (``pods`` included);
 (c) ``double-booking``: when an assignment becomes trusted, the trusted assignments inside one
@@ -192,7 +192,7 @@ class InvariantChecker:
                     allowed[d.values[:k]] += d.count
             have: Counter[Domain] = Counter()
             for pod in pods:
-                if pod.node in self.deleted_nodes:
+                if (pod.node or pod.selector.get(kc.HOSTNAME_LABEL)) in self.deleted_nodes:
                     continue
                 dom = self._pod_domain(pod, a.levels)
                 for k in range(len(a.levels) + 1) if dom is not None else (0,):

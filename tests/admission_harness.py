@@ -66,6 +66,7 @@ class Writes:
     # The next annotation / entry write raises this (once) instead of being recorded.
     fail_annotation: Exception | None = None
     fail_check: Exception | None = None
+    fail_check_after: int = 0  # entry writes that land before ``fail_check`` is raised
 
     async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
         self.gated.append(set(podsets))
@@ -77,9 +78,10 @@ class Writes:
         self.annotations.append(text)
 
     async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
-        if self.fail_check is not None:
+        if self.fail_check is not None and self.fail_check_after <= 0:
             exc, self.fail_check = self.fail_check, None
             raise exc
+        self.fail_check_after -= 1
         self.checks.append(entry)
 
     async def read_workload(self, workload: Workload) -> Workload | None:

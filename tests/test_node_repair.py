@@ -20,7 +20,7 @@ from admission_harness import ALLOCATABLE, CHECK, RACK, Harness, guard, harness,
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
-from kueue_tas.capacity.assignment_record import assignment_tampering
+from kueue_tas.capacity.assignment_record import assignment_tampering, recorded, repairing, without_record
 from kueue_tas.controllers.assignment_guard import OurRewrites
 from kueue_tas.controllers.node_repair import SCAN, NodeRepair
 from kueue_tas.kube.errors import Conflict, ServerError, TransportError
@@ -198,23 +198,86 @@ async def test_two_failed_nodes_are_repaired_in_one_decision(r: Rig) -> None:
     assert metric(r, "kueue_tas_failed_nodes_seen_total") == 2
 
 
-async def test_the_assignment_guard_leaves_our_rewrite_alone(r: Rig) -> None:
-    g = guard(r.h, r.rewrites)
-    await r.spare_and_failed_host()
-    r.h.writes.fail_check = ServerError(500)
-    await r.scan()
-    # The annotation landed, the entry did not: annotation and record disagree, and that is us.
+def show(r: Rig, annotation: str, entry: dict[str, Any], rv: str) -> None:
+    """The Workload as the apiserver holds it after some of the repair's writes."""
     obj = copy.deepcopy(r.obj)
-    obj["metadata"]["annotations"][ANN] = r.h.writes.annotations[-1]
-    obj["metadata"]["resourceVersion"] = "99"
+    obj["metadata"]["annotations"][ANN] = annotation
+    obj["status"]["admissionChecks"] = [entry]
+    obj["metadata"]["resourceVersion"] = rv
     r.h.modify_workload(obj)
-    assert assignment_tampering(r.wl(), {CHECK}) is not None
+
+
+async def drain_guard(g: Any) -> None:
     while len(g.queue):
         key = await g.queue.get()
         g.queue.done(key)
         await g.reconcile(key)
-    assert len(r.h.writes.annotations) == 2  # nothing restored
+
+
+async def test_the_repair_announces_itself_so_its_own_annotation_is_never_tampering(r: Rig) -> None:
+    g = guard(r.h, r.rewrites)
+    await r.spare_and_failed_host()
+    old_text = r.wl().metadata.annotations[ANN]
+    r.h.writes.fail_check, r.h.writes.fail_check_after = ServerError(500), 1
+    await r.scan()
+    announce, new_text = r.h.writes.checks[-1], r.h.writes.annotations[-1]
+    assert " [repairing main=" in announce["message"] and announce["message"].count("[record main=") == 1
+    # Announced, annotation not written yet; then written, record not yet: neither is tampering.
+    show(r, old_text, announce, "97")
+    assert assignment_tampering(r.wl(), {CHECK}) is None
+    show(r, new_text, announce, "98")
+    assert assignment_tampering(r.wl(), {CHECK}) is None
+    await drain_guard(g)
+    assert len(r.h.writes.annotations) == 2 and r.h.writes.checks[-1] is announce  # the repair is still writing
     assert r.events("TopologyAssignmentTampered") == []
+
+
+async def test_a_restart_between_the_repairs_writes_is_settled_not_requeued(r: Rig) -> None:
+    """The controller stops after the annotation landed but before the record did: the next one
+    (no repair of its own in progress) finds the tag and records what the annotation holds."""
+    await r.spare_and_failed_host()
+    r.h.writes.fail_check, r.h.writes.fail_check_after = ServerError(500), 1
+    await r.scan()
+    announce, new_text = r.h.writes.checks[-1], r.h.writes.annotations[-1]
+    show(r, new_text, announce, "98")
+    restarted = guard(r.h, OurRewrites())
+    await drain_guard(restarted)
+    settled = r.h.writes.checks[-1]
+    assert settled["state"] == "Ready" and "[repairing" not in settled["message"]
+    assert recorded(settled["message"]) == repairing(announce["message"])  # the repair's record
+    assert without_record(settled["message"]) == without_record(announce["message"])  # what moved where
+    show(r, new_text, settled, "99")
+    assert assignment_tampering(r.wl(), {CHECK}) is None
+    assert r.events("TopologyRepaired") and r.events("TopologyAssignmentTampered") == []
+    assert all(e["state"] == "Ready" for e in r.h.writes.checks)
+
+
+async def test_a_restart_before_the_annotation_landed_keeps_the_old_record(r: Rig) -> None:
+    await r.spare_and_failed_host()
+    old_text = r.wl().metadata.annotations[ANN]
+    old_record = r.wl().status.admission_checks[0].message.rsplit(" [record ", 1)[1]
+    r.h.writes.fail_annotation = Conflict(409)
+    await r.scan()  # announced, then the annotation write is refused: dropped
+    announce = next(e for e in reversed(r.h.writes.checks) if "[repairing" in e["message"])
+    show(r, old_text, announce, "98")
+    restarted = guard(r.h, OurRewrites())
+    await drain_guard(restarted)
+    settled = r.h.writes.checks[-1]
+    assert settled["message"].endswith(" [record " + old_record)
+    assert "not applied (kueue-tas stopped while writing it)" in settled["message"]
+    assert r.events("TopologyRepaired") == []
+
+
+async def test_a_dropped_repair_leaves_no_tag_behind(r: Rig) -> None:
+    g = guard(r.h, r.rewrites)
+    await r.spare_and_failed_host()
+    r.h.writes.fail_annotation = Conflict(409)
+    await r.scan()
+    announce = r.h.writes.checks[-1]
+    assert "[repairing" in announce["message"]
+    show(r, r.wl().metadata.annotations[ANN], announce, "98")
+    await drain_guard(g)  # the drop told the guard; no repair of ours writes the tag any more
+    assert "[repairing" not in r.h.writes.checks[-1]["message"]
 
 
 async def test_a_conflict_drops_the_held_slots_and_decides_again(r: Rig) -> None:
@@ -348,7 +411,7 @@ async def test_the_replacement_keeps_whole_slices(r: Rig) -> None:
 
 async def test_held_slots_survive_failed_entry_writes_and_unrelated_events(r: Rig) -> None:
     small = await r.spare_and_failed_host()
-    r.h.writes.fail_check = ServerError(503)
+    r.h.writes.fail_check, r.h.writes.fail_check_after = ServerError(503), 1  # the announcement lands
     assert await r.scan() == pytest.approx(1.0)  # the entry write is retried after 1 s
     assert r.events("TopologyRepairFailed")[0].startswith("recording the repaired assignment failed")
     # Kueue touches the Workload meanwhile (old annotation, old record): the new slots stay held.

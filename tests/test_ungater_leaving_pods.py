@@ -4,6 +4,7 @@ no pod is released onto a node that cannot take it (Kueue #14092)."""
 
 from __future__ import annotations
 
+import builders as mk
 import pytest
 from test_ungater_controller import HOST, Harness, assignment
 
@@ -74,3 +75,36 @@ async def test_no_release_onto_a_node_that_cannot_take_the_pod() -> None:
     usable["n2"] = True
     await h.run_pass()
     assert h.rec.selectors() == {"b": "n2"}
+
+
+async def test_a_node_that_serves_again_lets_its_held_pods_go_without_a_pod_event() -> None:
+    """Chaos seed 451: a one-host Job's pod was held back while its node flapped NotReady for 7 s;
+    nothing about the pod or the Workload changed afterwards, so only the node's own event can
+    bring the ungater back to it."""
+    usable = {"n1": False}
+    h = Harness()
+    h.ungater = uc.Ungater(
+        informers=h.ungater_informers,
+        checks=h.checks,
+        patcher=h.rec,
+        events=h.rec,
+        metrics=h.metrics,
+        settings=h.ungater.settings,
+        node_usable=lambda name: usable.get(name, False),
+    )
+    h.workload(assignment(("n1", 1)))
+    h.pod("a")
+    await h.run_pass()
+    assert h.rec.patches == []
+    queued: list[str] = []
+    h.ungater.queue.add_after = lambda key, _delay: queued.append(key)  # type: ignore[method-assign]
+    h.ungater_informers.nodes.handle_event("MODIFIED", mk.node("n2", labels={HOST: "n2"}))
+    h.ungater_informers.nodes.handle_event("MODIFIED", mk.node("n1", labels={HOST: "n1"}, ready=False))
+    assert queued == []  # another node, or n1 still NotReady: nothing to do
+    usable["n1"] = True
+    h.ungater_informers.nodes.handle_event("MODIFIED", mk.node("n1", labels={HOST: "n1"}))
+    assert queued == ["ns/wl"]
+    h.ungater_informers.nodes.handle_event("MODIFIED", mk.node("n1", labels={HOST: "n1"}, resource_version="3"))
+    assert queued == ["ns/wl"]  # once: nothing is held back from n1 any more
+    await h.run_pass()
+    assert h.rec.selectors() == {"a": "n1"}

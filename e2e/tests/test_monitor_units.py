@@ -302,3 +302,18 @@ def test_pods_bound_to_a_deleted_node_count_nowhere() -> None:
     c.tick(9)
     c.tick(12)
     assert set(kinds(c)) == {"domain-overfill"} and any(v.subject.endswith(" r1") for v in c.violations)
+
+
+def test_ungated_pods_pinned_to_a_deleted_node_count_nowhere() -> None:
+    """Chaos seed 451: three pods were ungated into h1 just before h1 was deleted; the repair moved
+    their slots and the stray-pod reaper deleted them 5 s later. Unbound, pinned to a node that is
+    gone, they were never in the domain."""
+    c = checker("h1", "h2")
+    c.workload_event("ADDED", workload("w", {"h1": 3}), 0)
+    for i in range(3):
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="h1"), 0)
+    c.node_event("DELETED", node("h1"), 0.5)
+    c.workload_event("MODIFIED", workload("w", {"h2": 3}), 1)
+    for t in (1.0, 3.0, 6.0):
+        c.tick(t)
+    assert c.violations == [], [v.line() for v in c.violations]

@@ -144,6 +144,33 @@ async def test_one_failed_node_moves_only_its_pods_inside_the_block(
     assert monitor.checker.checks["domain-overfill"] > 10 and monitor.violations == [], monitor.report()
 
 
+async def test_a_job_on_one_host_moves_whole_to_another_host(
+    kube: Kube,
+    namespace: str,
+    unique: str,
+    tas: ControllerGroup,
+    invariant_monitor: StartMonitor,
+    evicted: list[str],
+) -> None:
+    """A single-host PodSet is gated, not pinned through podSetUpdates, so it can follow a repair."""
+    s = await st.tas_stack(kube, namespace, tas.controller_name, pool(unique, "n1", 1, 1, 2))
+    monitor = await watch(invariant_monitor, s)
+    await jobs.create_job(kube, namespace, train_job("one", 4, RACK_LABEL, RUN_FOR))
+    wl = await workloads.wait_check(kube, s, "one", ("Ready",))
+    ((victim, count),) = hosts(wl).items()
+    assert count == 4 and not workloads.pod_set_updates(entry_of(wl, s))["main"].get("nodeSelector")
+    await eventually("pods of one running", lambda: _running(kube, namespace, "one", 4), 90)
+    lost = await fail_and_evict(kube, namespace, [victim], evicted)
+    wl = await repaired(kube, s, "one")
+    ((spare, moved),) = hosts(wl).items()
+    assert spare != victim and moved == 4
+    assert entry_of(wl, s)["message"].startswith(f"node {victim} NotReady for "), entry_of(wl, s)
+    await replacements_running_on(kube, namespace, "one", {spare}, 4)
+    await force_delete(kube, namespace, lost)
+    await job_finished(kube, namespace, "one")
+    assert monitor.checker.checks["domain-overfill"] > 0 and monitor.violations == [], monitor.report()
+
+
 async def _running(kube: Kube, namespace: str, job: str, count: int) -> bool:
     pods = await pods_raw(kube, namespace, f"job-name={job}")
     running: int = sum((p.get("status") or {}).get("phase") == "Running" for p in pods)

@@ -15,22 +15,32 @@ While an edit is outstanding the capacity model keeps charging what we decided
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container
 from typing import Final
 
 import structlog
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
-from kueue_tas.capacity.assignment_record import assignment_tampering, records_of
+from kueue_tas.capacity.assignment_record import (
+    assignment_tampering,
+    records_of,
+    repairing,
+    repairs_of,
+    settled_message,
+    without_record,
+)
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.controllers.admission_writes import AdmissionWriter, check_entry
 from kueue_tas.controllers.decide import Decision, Outcome
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.repair_plan import ready_entry
 from kueue_tas.controllers.workload_events import workload_ref
 from kueue_tas.kube.errors import Conflict, retry_after
 from kueue_tas.kube.events import EventSink
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.workqueue import WorkQueue
+from kueue_tas.topology.codec import decode_assignment_annotation
 
 log = structlog.get_logger(__name__)
 
@@ -44,12 +54,23 @@ class OurRewrites:
 
     def __init__(self) -> None:
         self._texts: dict[str, str] = {}
+        self._on_done: list[Callable[[str], None]] = []
 
     def expect(self, key: str, text: str) -> None:
         self._texts[key] = text
 
     def done(self, key: str) -> None:
-        self._texts.pop(key, None)
+        if self._texts.pop(key, None) is not None:
+            for notify in self._on_done:
+                notify(key)
+
+    def writing(self, key: str) -> bool:
+        """Whether a rewrite of ours is in progress for the workload ``key``."""
+        return key in self._texts
+
+    def when_done(self, notify: Callable[[str], None]) -> None:
+        """Call ``notify(key)`` whenever a rewrite ends (landed or dropped)."""
+        self._on_done.append(notify)
 
     def ours(self, wl: Workload) -> bool:
         text = self._texts.get(workload_key(wl))
@@ -76,12 +97,15 @@ class AssignmentGuard:
         self._settings = settings
         self._restore: dict[str, str] = {}  # workload -> the annotation text that matched our record
         self.queue: WorkQueue[str] = WorkQueue("assignment-guard")
+        self._rewrites.when_done(self.queue.add)  # a repair's tag it left behind gets settled
         informers.workloads.add_handler(lambda wl: self._seen(None, wl), self._seen, self._on_deleted)
 
     def _seen(self, old: Workload | None, new: Workload) -> None:
         ours = self._checks.names()
         if self._rewrites.ours(new) or assignment_tampering(new, ours) is None:
             self._restore.pop(workload_key(new), None)
+            if repairs_of(new, ours) and not self._rewrites.writing(workload_key(new)):
+                self.queue.add(workload_key(new))
             return
         key = workload_key(new)
         text = None if old is None else old.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
@@ -107,6 +131,8 @@ class AssignmentGuard:
         problem = None if self._rewrites.ours(wl) else assignment_tampering(wl, ours)
         if problem is None:
             self._restore.pop(key, None)
+            if not self._rewrites.writing(key):
+                return await self._settle(wl, key, ours)
             return None
         text = self._restore.get(key)
         check = next(
@@ -141,6 +167,38 @@ class AssignmentGuard:
         log.warning("assignment_annotation_tampered", workload=key, problem=problem, restored=text is not None)
         await self._events.emit_event(workload_ref(wl), reason=REASON, message=message, type="Warning")
         self._restore.pop(key, None)
+        return None
+
+    async def _settle(self, wl: Workload, key: str, ours: Container[str]) -> float | None:
+        """A repair's tag no repair of ours is writing any more (it was dropped, or we restarted
+        between its writes): record what the annotation holds, so the tag cannot outlive it."""
+        entry = next(
+            (
+                st
+                for st in wl.status.admission_checks
+                if st.name in ours and st.state == c.CHECK_STATE_READY and repairing(st.message)
+            ),
+            None,
+        )
+        text = wl.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
+        if entry is None or text is None:
+            return None
+        try:
+            held = decode_assignment_annotation(text)
+        except ValueError:
+            return None  # tampering, handled above once the informer shows it
+        message, landed = settled_message(entry.message, wl.metadata.uid or "", held)
+        body = ready_entry(entry, wl, "", ())
+        body["message"] = message
+        try:
+            await self._writer.write_check(wl, body)
+        except Exception as exc:
+            log.warning("repair_tag_settle_failed", workload=key, error=f"{type(exc).__name__}: {exc}")
+            return retry_after(exc, 5.0, 60.0)
+        log.info("repair_tag_settled", workload=key, landed=landed)
+        if landed:
+            summary = without_record(message)
+            await self._events.emit_event(workload_ref(wl), reason="TopologyRepaired", message=summary)
         return None
 
     async def run(self) -> None:

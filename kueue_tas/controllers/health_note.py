@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from kueue_tas.capacity.assignment_record import recorded
+from kueue_tas.capacity.assignment_record import record_text
 from kueue_tas.controllers.decide import CHECK_MESSAGE_LIMIT
 
 NOT_ENFORCED: Final = "placement not enforced"
@@ -53,8 +53,6 @@ def with_note(message: str, problems: Sequence[str]) -> str:
     out = f"{note}{_END}{base}"
     if len(out) <= CHECK_MESSAGE_LIMIT:
         return out
-    record = ""
-    if recorded(base):
-        record = base[base.rindex(" [record ") :]
+    record = record_text(base)
     room = CHECK_MESSAGE_LIMIT - len(note) - len(_END) - len(record)
     return f"{note}{_END}{base[: max(room - 3, 0)]}...{record}"

@@ -298,7 +298,9 @@ class NodeRepair:
         labels = {n.name: n.labels for n in self._nodes.values()}
         summary = moved_summary(failures, current, decision.placements, labels, parent)
         text = merged_annotation(wl, decision)
-        self._writes.start(key, text, ready_entry(entry, wl, summary, decision.placements), summary, ep.detected)
+        announce = ready_entry(entry, wl, summary, decision.placements, announce=True)
+        final = ready_entry(entry, wl, summary, decision.placements)
+        self._writes.start(key, text, announce, final, summary, ep.detected)
         log.info("node_repair_decided", workload=key, summary=summary)
         self._episodes.pop(key, None)  # decided: what is left is writing it
         return await self._writes.advance(wl, key)

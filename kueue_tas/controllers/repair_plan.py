@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kueue_tas.api.workload import AdmissionCheckState, Workload
-from kueue_tas.capacity.assignment_record import record_suffix, record_text
+from kueue_tas.capacity.assignment_record import record_suffix, record_text, repairing_suffix
 from kueue_tas.capacity.node_health import NodeFailure, PodSetHosts, describe_failures, hostname_hosts
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.controllers.decide import CHECK_MESSAGE_LIMIT, PodSetPlacement
@@ -116,12 +116,20 @@ def added_assignment(old: TopologyAssignment, new: TopologyAssignment) -> Topolo
 
 
 def ready_entry(
-    entry: AdmissionCheckState, wl: Workload, message: str, record_from: Iterable[PodSetPlacement]
+    entry: AdmissionCheckState,
+    wl: Workload,
+    message: str,
+    record_from: Iterable[PodSetPlacement],
+    *,
+    announce: bool = False,
 ) -> dict[str, Any]:
     """Our Ready entry with a new message and record; ``podSetUpdates`` and the transition time
     exactly as they are (Kueue refuses any change of ``podSetUpdates`` from Ready to Ready, and
-    a server-side apply that left them out would remove them)."""
-    record = record_suffix(wl.metadata.uid or "", ((p.name, p.assignment) for p in record_from))
+    a server-side apply that left them out would remove them). ``announce``: the repair's
+    first write, which keeps the record as it is and tags it with ``record_from``
+    (``capacity.assignment_record``: a restart between the repair's writes loses nothing)."""
+    uid, assignments = wl.metadata.uid or "", ((p.name, p.assignment) for p in record_from)
+    record = repairing_suffix(uid, assignments, entry.message) if announce else record_suffix(uid, assignments)
     room = CHECK_MESSAGE_LIMIT - len(record)
     text = message if len(message) <= room else message[: room - 3] + "..."
     out: dict[str, Any] = {

@@ -1,7 +1,11 @@
 """The writes of a node repair, and what each failure does to the capacity held for it.
 
-Order (``node_repair`` holds the added slots with ``LiveCapacity.hold_extra`` before step 1):
+Order (``node_repair`` holds the added slots with ``LiveCapacity.hold_extra`` before step 0):
 
+0. Our Ready entry announcing the repair: the record as it is, tagged with the new assignment's
+   digests (``capacity.assignment_record``). Retried with backoff until it lands. From here a
+   restart loses nothing: the annotation may hold either assignment, and whoever finds the tag
+   with no repair of ours writing it settles it (``assignment_guard``).
 1. The new assignment into our annotation, guarded by the Workload's resourceVersion. A
    ``Conflict`` wrote nothing: the extra slots are released and the workload is decided again
    from a fresh copy. Another refusal (4xx) likewise. An unknown outcome (no answer, 5xx) keeps
@@ -44,9 +48,11 @@ OBSERVE_POLL_SECONDS: Final = 1.0
 @dataclass
 class _Write:
     text: str
+    announce: dict[str, Any]
     entry: dict[str, Any]
     summary: str
     detected: float  # when its nodes were counted failed: the repair latency starts there
+    announced: bool = False
     annotation: Literal["todo", "unknown", "written"] = "todo"
     entry_written: bool = False
     not_before: float = 0.0
@@ -62,8 +68,10 @@ class RepairWrites:
     def __contains__(self, key: str) -> bool:
         return key in self._writes
 
-    def start(self, key: str, text: str, entry: dict[str, Any], summary: str, detected: float) -> None:
-        self._writes[key] = _Write(text, entry, summary, detected)
+    def start(
+        self, key: str, text: str, announce: dict[str, Any], entry: dict[str, Any], summary: str, detected: float
+    ) -> None:
+        self._writes[key] = _Write(text, announce, entry, summary, detected)
         self._rewrites.expect(key, text)
 
     def drop(self, key: str) -> None:
@@ -105,6 +113,15 @@ class RepairWrites:
             return OBSERVE_POLL_SECONDS
         if now < w.not_before:
             return w.not_before - now
+        if not w.announced:
+            try:
+                await self._ctx.writer.write_check(wl, w.announce)
+            except Exception as exc:
+                if w.failures == 0:
+                    message = f"announcing the repaired assignment failed: {error_text(exc)}; retrying"
+                    await workload_event(self._ctx.events, wl, "Warning", "TopologyRepairFailed", message)
+                return self._later(w, exc)
+            w.announced, w.failures = True, 0
         if w.annotation == "unknown":
             try:
                 fresh = await self._ctx.writer.read_workload(wl)

@@ -49,7 +49,7 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
-from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers
+from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers, SlimNode
 from kueue_tas.controllers.ungate_plan import Expectations, Expected, PodView, Release, plan_releases
 from kueue_tas.controllers.ungate_writes import PodPatcher, ungate_patch
 from kueue_tas.controllers.workload_events import workload_ref
@@ -117,6 +117,8 @@ class Ungater:
             self._on_workload, lambda _o, w: self._on_workload(w), self._on_workload_deleted
         )
         informers.pods.add_handler(self._on_pod, lambda _o, p: self._on_pod(p), self._on_pod_deleted)
+        self._held: dict[str, set[str]] = {}  # node -> workloads with pods held back from it
+        informers.nodes.add_handler(self._on_node, lambda _o, n: self._on_node(n), lambda _n: None)
 
     # --- events -------------------------------------------------------------------------------
 
@@ -137,6 +139,8 @@ class Ungater:
 
     def _on_workload_deleted(self, wl: Workload) -> None:
         self.expectations.forget(workload_key(wl))
+        for keys in self._held.values():
+            keys.discard(workload_key(wl))
 
     def _on_pod(self, pod: SlimPod) -> None:
         key = self._key_of_pod(pod)
@@ -150,6 +154,13 @@ class Ungater:
                 # Changed but still gated: our patch, guarded by the older version, can never land.
                 self.expectations.observe(key, pod.uid)
         self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
+
+    def _on_node(self, node: SlimNode) -> None:
+        """A node that serves again lets go the pods held back from it: no pod or workload event
+        would say so (chaos seed 451: a node NotReady for 7 s left a one-host Job gated)."""
+        if node.name in self._held and self._node_usable(node.name):
+            for key in self._held.pop(node.name):
+                self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
 
     def _on_pod_deleted(self, pod: SlimPod) -> None:
         self.refused.pop(pod.uid, None)
@@ -285,7 +296,11 @@ class Ungater:
         in_flight = self.expectations.of(key)
         releases = plan_releases(ta, views, count=ta.total, sub_groups=sub_groups, in_flight=in_flight, holding=leaving)
         if ta.levels and ta.levels[-1] == c.HOSTNAME_LABEL:
-            releases = [r for r in releases if self._node_usable(r.node_selector[c.HOSTNAME_LABEL])]
+            held = {r.node_selector[c.HOSTNAME_LABEL] for r in releases}
+            held = {n for n in held if not self._node_usable(n)}
+            for node in held:
+                self._held.setdefault(node, set()).add(key)
+            releases = [r for r in releases if r.node_selector[c.HOSTNAME_LABEL] not in held]
         return releases
 
     async def _release(
