@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from test_ungater_controller import HOST, Harness, assignment
+from test_ungater_controller import HOST, Harness, assignment, workload
 from virtual_time import run_virtual, virtual_clock
 
 from kueue_tas.kube.errors import Conflict, Forbidden, ServerError, TooManyRequests, TransportError
@@ -255,3 +255,24 @@ async def test_a_conflict_after_the_newer_version_was_seen_is_retried_not_refuse
     assert h.rec.events == [] and h.ungater.refused == {} and len(h.ungater.expectations) == 0
     await h.run_pass()
     assert [(p["name"], p["rv"]) for p in h.rec.patches] == [("a", "2")]
+
+
+def test_an_expired_release_into_a_domain_a_repair_moved_places_the_pod_afresh() -> None:
+    """Chaos seed 404: both patches of a one-host Job failed with a 500 (Kueue's pod webhook was
+    down), the host was deleted and the repair moved its slots to n3; when the expectations
+    expired the pods were released again into the old host, outside the assignment."""
+
+    async def body(h: Harness) -> None:
+        h.workload(assignment(("n1", 2)))
+        h.pod("a")
+        h.pod("b")
+        h.rec.fail = {"a": ServerError(500), "b": ServerError(500)}
+        await asyncio.sleep(1)
+        assert h.rec.selectors() == {}
+        assert set(h.ungater.expectations.of("ns/wl")) == {"uid-a", "uid-b"}
+        h.rec.fail = {}
+        h.workloads.handle_event("MODIFIED", workload(assignment=assignment(("n3", 2)), resource_version="9"))
+        await asyncio.sleep(TIMEOUT + 5)
+        assert h.rec.selectors() == {"a": "n3", "b": "n3"}, "placed in the repaired domain, not the old one"
+
+    on_virtual_time(body)

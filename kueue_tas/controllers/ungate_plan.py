@@ -178,3 +178,11 @@ def plan_releases(
             releases.append(Release(gated[len(releases)], selectors[i]))
             free -= 1
     return releases
+
+
+def offers(ta: TopologyAssignment | None, selector: Mapping[str, str]) -> bool:
+    """Whether the domain ``selector`` names is one of ``ta``'s, with pods to place."""
+    if ta is None or any(k not in selector for k in ta.levels):
+        return False
+    values = tuple(selector[k] for k in ta.levels)
+    return any(d.values == values and d.count > 0 for d in ta.domains)

@@ -50,7 +50,7 @@ from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers, SlimNode
-from kueue_tas.controllers.ungate_plan import Expectations, Expected, PodView, Release, plan_releases
+from kueue_tas.controllers.ungate_plan import Expectations, Expected, PodView, Release, offers, plan_releases
 from kueue_tas.controllers.ungate_writes import PodPatcher, ungate_patch
 from kueue_tas.controllers.workload_events import workload_ref
 from kueue_tas.kube.errors import ApiError, Conflict, Gone, NotFound, TooManyRequests, may_have_applied, retry_after
@@ -202,7 +202,7 @@ class Ungater:
             # Pods go only where we decided; the admission side restores the record or re-places.
             log.warning("assignment_annotation_tampered", workload=key, problem=tampered)
             return None
-        releases = await self._expire(wl, key, pods)
+        releases = await self._expire(wl, key, pods, dict(decoded))
         pods = pods + self._earlier_slice_pods(wl)
         for podset, ta in decoded:
             releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods))
@@ -230,10 +230,14 @@ class Ungater:
         deadline = self.expectations.next_deadline(key)
         return None if deadline is None else max(deadline - self._clock(), 0.0) + 0.001
 
-    async def _expire(self, wl: Workload, key: str, pods: list[SlimPod]) -> list[tuple[tuple[str, ...], Release]]:
+    async def _expire(
+        self, wl: Workload, key: str, pods: list[SlimPod], assignments: dict[str, TopologyAssignment]
+    ) -> list[tuple[tuple[str, ...], Release]]:
         """Releases nobody confirmed in time: each pod is released again into the same domain,
         keeping its slot meanwhile (a slot is freed only by what the informer shows, or by a
-        refusal), so a release that did land but is still unseen never gives its slot away."""
+        refusal), so a release that did land but is still unseen never gives its slot away.
+        Unless that domain is no longer one of the assignment's, or its node cannot take the pod
+        (a repair moved the slot meanwhile: chaos seed 404): the pod is then placed afresh."""
         due = self.expectations.due(key, self._clock())
         if not due:
             return []
@@ -243,6 +247,9 @@ class Ungater:
             pod = live.get(uid)
             if pod is None or not pod.gated:
                 self.expectations.observe(key, uid)  # gone, or released after all
+                continue
+            if not self._still_offered(assignments.get(pod.podset or ""), dict(expected.selector)):
+                self.expectations.observe(key, uid)
                 continue
             retries.append((tuple(k for k, _ in expected.selector), Release(view(pod), dict(expected.selector))))
             self.metrics.ungate_errors_total.inc()
@@ -255,6 +262,10 @@ class Ungater:
                 f"{self.settings.ungate_expectation_timeout_seconds:g}s{why}; releasing it again",
             )
         return retries
+
+    def _still_offered(self, ta: TopologyAssignment | None, selector: dict[str, str]) -> bool:
+        host = selector.get(c.HOSTNAME_LABEL)
+        return offers(ta, selector) and (host is None or self._node_usable(host))
 
     def _earlier_slice_pods(self, wl: Workload) -> list[SlimPod]:
         """Released pods of the slices this elastic slice replaces, directly or through a chain.
