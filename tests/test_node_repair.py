@@ -468,3 +468,36 @@ async def test_wait_says_it_waits_for_capacity_when_another_workload_holds_the_r
     r.h.informers.pods.handle_event("DELETED", mk.pod("other", "h5", gpus=8, uid="other-uid"))
     await r.scan()
     assert r.events("TopologyRepaired")[0].endswith(f"moved from {small} to h5 in rack {rack}")
+
+
+async def test_a_podset_group_is_repaired_inside_the_domain_it_shares() -> None:
+    """A leader + workers group (podset-group-name) placed together in one rack: the failed
+    worker host's pods move inside that rack, the leader stays where it is."""
+    r = rig()
+    group = {"kueue-tas.io/podset-required-topology": RACK, "kueue-tas.io/podset-group-name": "g"}
+    podsets = [mk.podset("leader", 1, group, gpus=1), mk.podset("workers", 12, group, gpus=1)]
+    r.obj = mk.workload("wl", podsets=podsets, **{k: v for k, v in workload.keywords.items()})
+    r.h.add_workload(r.obj)
+    await r.h.admission.reconcile("ns/wl")
+    r.observe()
+    placed = {
+        name: {d.values[-1]: d.count for d in a.domains}
+        for name, a in decode_assignment_annotation(r.wl().metadata.annotations[ANN])
+    }
+    hosts_used = set(placed["leader"]) | set(placed["workers"])
+    (rack,) = {RACK_OF[h] for h in hosts_used}
+    victim = min(placed["workers"], key=lambda h: (placed["workers"][h], h))
+    assert victim not in placed["leader"]  # leader 1 + workers 7 on one host, workers 5 on the other
+    r.node("h5", rack, event="ADDED")
+    r.node(victim, rack, ready=False)
+    r.clock.now += 30
+    await r.scan()
+    r.observe()
+    after = {
+        name: {d.values[-1]: d.count for d in a.domains}
+        for name, a in decode_assignment_annotation(r.wl().metadata.annotations[ANN])
+    }
+    assert after["leader"] == placed["leader"]
+    assert victim not in after["workers"] and sum(after["workers"].values()) == 12
+    assert {RACK_OF.get(h, rack) for h in (*after["workers"], *after["leader"])} == {rack}
+    assert r.events("TopologyRepaired"), (placed, after)
