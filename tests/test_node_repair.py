@@ -67,6 +67,18 @@ class Rig:
         self.observe()
         return self.hosts()
 
+    async def read(self, _wl: Workload) -> Workload:
+        """The writer's re-read: the Workload with every write so far (not yet in the informer)."""
+        return Workload.model_validate(self.apiserver())
+
+    def apiserver(self) -> dict[str, Any]:
+        obj = copy.deepcopy(self.obj)
+        if self.h.writes.annotations:
+            obj["metadata"].setdefault("annotations", {})[ANN] = self.h.writes.annotations[-1]
+        if self.h.writes.checks:
+            obj["status"]["admissionChecks"] = [self.h.writes.checks[-1]]
+        return obj
+
     def observe(self) -> None:
         """Play the apiserver: the last annotation and entry written land on the Workload."""
         obj = copy.deepcopy(self.obj)
@@ -122,7 +134,9 @@ def rig(gates: FeatureGates | None = None, **settings: Any) -> Rig:
         gates=gates or h.ctx.gates,
     )
     repair = NodeRepair(ctx, rewrites=rewrites, wall=lambda: 0.0)
-    return Rig(h, repair, clock, rewrites)
+    r = Rig(h, repair, clock, rewrites)
+    h.writes.read_workload = r.read  # type: ignore[method-assign]
+    return r
 
 
 RACK_OF = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r2"}
@@ -501,3 +515,38 @@ async def test_a_podset_group_is_repaired_inside_the_domain_it_shares() -> None:
     assert victim not in after["workers"] and sum(after["workers"].values()) == 12
     assert {RACK_OF.get(h, rack) for h in (*after["workers"], *after["leader"])} == {rack}
     assert r.events("TopologyRepaired"), (placed, after)
+
+
+async def test_the_annotation_write_is_guarded_by_the_version_after_the_announcement(r: Rig) -> None:
+    """The announcement (a status write) changes the Workload's resourceVersion: guarding the
+    annotation with the version the decision saw would always conflict with ourselves."""
+    versions: list[str | None] = []
+    write = r.h.writes.write_annotation
+
+    async def spy(wl: Workload, text: str) -> None:
+        versions.append(wl.metadata.resource_version)
+        await write(wl, text)
+
+    async def read(_wl: Workload) -> Workload:
+        obj = r.apiserver()
+        obj["metadata"]["resourceVersion"] = "77"  # the announcement's
+        return Workload.model_validate(obj)
+
+    await r.spare_and_failed_host()
+    r.h.writes.write_annotation = spy  # type: ignore[method-assign]
+    r.h.writes.read_workload = read  # type: ignore[method-assign]
+    await r.scan()
+    assert versions == ["77"] and r.events("TopologyRepaired")
+
+
+async def test_a_workload_changed_after_the_announcement_is_decided_again(r: Rig) -> None:
+    await r.spare_and_failed_host()
+
+    async def read(_wl: Workload) -> Workload:
+        obj = r.apiserver()
+        obj["metadata"]["annotations"][ANN] = obj["metadata"]["annotations"][ANN].replace('"main"', '"main" ')
+        return Workload.model_validate(obj)
+
+    r.h.writes.read_workload = read  # type: ignore[method-assign]
+    assert await r.scan() == pytest.approx(0.5)
+    assert len(r.h.writes.annotations) == 1 and r.free("h5") == 8  # nothing written, nothing held

@@ -6,7 +6,9 @@ Order (``node_repair`` holds the added slots with ``LiveCapacity.hold_extra`` be
    digests (``capacity.assignment_record``). Retried with backoff until it lands. From here a
    restart loses nothing: the annotation may hold either assignment, and whoever finds the tag
    with no repair of ours writing it settles it (``assignment_guard``).
-1. The new assignment into our annotation, guarded by the Workload's resourceVersion. A
+1. The new assignment into our annotation, guarded by the resourceVersion of the Workload as
+   re-read after step 0 (still the old annotation, our announcement standing; else dropped and
+   decided again: the announcement itself changed the version we decided on). A
    ``Conflict`` wrote nothing: the extra slots are released and the workload is decided again
    from a fresh copy. Another refusal (4xx) likewise. An unknown outcome (no answer, 5xx) keeps
    them; once the apiserver can no longer be applying it, the Workload is re-read: our text
@@ -30,7 +32,7 @@ import structlog
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
-from kueue_tas.capacity.assignment_record import assignment_tampering
+from kueue_tas.capacity.assignment_record import assignment_tampering, repairing, repairs_of
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.assignment_guard import OurRewrites
@@ -53,6 +55,9 @@ class _Write:
     summary: str
     detected: float  # when its nodes were counted failed: the repair latency starts there
     announced: bool = False
+    # The Workload as the apiserver had it after our announcement: the annotation write's
+    # precondition (the announcement itself changed the resourceVersion we decided on).
+    base: Workload | None = None
     annotation: Literal["todo", "unknown", "written"] = "todo"
     entry_written: bool = False
     not_before: float = 0.0
@@ -92,9 +97,12 @@ class RepairWrites:
             self._end(key)
 
     def _shows(self, wl: Workload, w: _Write) -> bool:
+        """The informer shows the repair whole: new annotation, new record, no announcement."""
+        checks = self._ctx.checks.names()
         return (
             wl.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) == w.text
-            and assignment_tampering(wl, self._ctx.checks.names()) is None
+            and not repairs_of(wl, checks)
+            and assignment_tampering(wl, checks) is None
         )
 
     def _end(self, key: str) -> None:
@@ -122,6 +130,22 @@ class RepairWrites:
                     await workload_event(self._ctx.events, wl, "Warning", "TopologyRepairFailed", message)
                 return self._later(w, exc)
             w.announced, w.failures = True, 0
+        if w.annotation == "todo" and w.base is None:
+            try:
+                fresh = await self._ctx.writer.read_workload(wl)
+            except Exception as exc:
+                return self._later(w, exc)
+            old = wl.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
+            if (
+                fresh is None
+                or fresh.is_evicted
+                or fresh.is_finished
+                or fresh.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) != old
+                or repairs_of(fresh, self._ctx.checks.names()) != repairing(w.announce["message"])
+            ):
+                self.drop(key)  # changed under us since the decision: decide again
+                return CONFLICT_RETRY_SECONDS
+            w.base = fresh
         if w.annotation == "unknown":
             try:
                 fresh = await self._ctx.writer.read_workload(wl)
@@ -133,7 +157,7 @@ class RepairWrites:
             w.annotation = "written"
         if w.annotation == "todo":
             try:
-                await self._ctx.writer.write_annotation(wl, w.text)
+                await self._ctx.writer.write_annotation(w.base or wl, w.text)
             except Conflict:
                 self.drop(key)
                 return CONFLICT_RETRY_SECONDS
