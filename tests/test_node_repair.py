@@ -550,3 +550,21 @@ async def test_a_workload_changed_after_the_announcement_is_decided_again(r: Rig
     r.h.writes.read_workload = read  # type: ignore[method-assign]
     assert await r.scan() == pytest.approx(0.5)
     assert len(r.h.writes.annotations) == 1 and r.free("h5") == 8  # nothing written, nothing held
+
+
+async def test_the_repairs_writes_keep_the_topology_health_note_in_front(r: Rig) -> None:
+    """Dropping the note would have topology health write it back between the repair's writes,
+    turning the guarded annotation write into a conflict with ourselves, again and again."""
+    small, _, rack = roles(await r.admit())
+    noted = copy.deepcopy(r.h.writes.checks[-1])
+    noted["message"] = f"rack {rack} is no longer whole; placement not enforced. " + noted["message"]
+    r.h.writes.checks.append(noted)
+    r.observe()
+    r.node("h5", rack, event="ADDED")
+    r.node(small, rack, ready=False)
+    r.clock.now += 30
+    await r.scan()
+    announce, final = r.h.writes.checks[-2:]
+    assert "[repairing main=" in announce["message"] and "[repairing" not in final["message"]
+    for e in (announce, final):
+        assert e["message"].startswith(f"rack {rack} is no longer whole; placement not enforced. node {small} NotReady")

@@ -41,6 +41,7 @@ from kueue_tas.controllers.admission_writes import check_entry, merged_annotatio
 from kueue_tas.controllers.assignment_guard import OurRewrites
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.decision_context import DecisionContext
+from kueue_tas.controllers.health_note import note_of, with_note
 from kueue_tas.controllers.informers import SlimNode
 from kueue_tas.controllers.repair_plan import (
     added_assignment,
@@ -359,7 +360,8 @@ class NodeRepair:
         if entry is None:
             return
         body = ready_entry(entry, wl, "", ())
-        body["message"] = with_old_record(entry, message)
+        note = note_of(entry.message)  # the topology-health note stays in front (see ready_entry)
+        body["message"] = with_note(with_old_record(entry, message), [note] if note else [])
         try:
             await self._ctx.writer.write_check(wl, body)
         except Exception as exc:

@@ -25,6 +25,7 @@ from kueue_tas.capacity.assignment_record import record_suffix, record_text, rep
 from kueue_tas.capacity.node_health import NodeFailure, PodSetHosts, describe_failures, hostname_hosts
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.controllers.decide import CHECK_MESSAGE_LIMIT, PodSetPlacement
+from kueue_tas.controllers.health_note import note_of, with_note
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.inputs import tolerations
 
@@ -132,10 +133,13 @@ def ready_entry(
     record = repairing_suffix(uid, assignments, entry.message) if announce else record_suffix(uid, assignments)
     room = CHECK_MESSAGE_LIMIT - len(record)
     text = message if len(message) <= room else message[: room - 3] + "..."
+    # The topology-health note stays in front: dropping it would have that controller write it
+    # back between our writes, and each such write turns our next guarded write into a conflict.
+    note = note_of(entry.message)
     out: dict[str, Any] = {
         "name": entry.name,
         "state": entry.state,
-        "message": text + record,
+        "message": with_note(text + record, [note] if note else []),
         "lastTransitionTime": entry.last_transition_time,
     }
     if entry.pod_set_updates:
