@@ -156,6 +156,9 @@ class ControllerGroup:
                 "KUEUE_TAS_HEALTH_BIND": f"127.0.0.1:{health}",
                 "KUEUE_TAS_METRICS_BIND": f"127.0.0.1:{metrics}",
                 "KUEUE_TAS_LOG_LEVEL": "debug",
+                # A SIGKILLed replica (a chaos fault, the teardown) keeps its last lines: a failed
+                # run's logs must reach its end (chaos seed 653's stopped 90 s early).
+                "PYTHONUNBUFFERED": "1",
             }
         )
         for var in ("NO_PROXY", "no_proxy"):
