@@ -6,7 +6,9 @@ with the caller's clock) and records a ``Violation`` when:
 (a) ``domain-overfill``: a domain at any level of a trusted assignment holds more live,
     ungated pods of that PodSet than the assignment gives it (a pod bound, or pinned by its
     nodeSelector, to a deleted node counts nowhere: it runs nowhere and its node's capacity is
-    gone with it, which is why the repair, as Kueue's, moves its slot at once);
+    gone with it, which is why the repair, as Kueue's, moves its slot at once; when that node
+    is re-created with such pods still bound to it, they are the stray-pod reaper's to delete
+    within its grace, and count only once ``resurrection_window_s`` has passed);
 (b) ``node-overcommit``: the bound, non-terminal pods of a node request more than its
     allocatable (``pods`` included);
 (c) ``double-booking``: when an assignment becomes trusted, the trusted assignments inside one
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from e2e.observed import Obj, PodView, WorkloadView, object_labels, object_uid, pod_view, workload_view
 from kueue_tas.api import constants as kc
 from kueue_tas.api.quantity import QuantityError, resource_list_to_ints
+from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.assignment import TopologyAssignment
 
 Domain = tuple[str, ...]
@@ -66,6 +69,11 @@ class InvariantChecker:
     confirm_s: float = 2.0
     nodes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # name -> labels (kept after deletion)
     deleted_nodes: set[str] = field(default_factory=set)
+    # A node re-created (deleted, then added again) at this time: the pods still bound to it from
+    # before are the stray-pod reaper's to delete, within its grace (``resurrection_window_s``).
+    recreated_at: dict[str, float] = field(default_factory=dict)
+    resurrection_window_s: float = Settings().stray_pod_grace_seconds + 5.0
+    _bound_at: dict[str, float] = field(default_factory=dict)  # pod key -> when first seen bound
     allocatable: dict[str, Mapping[str, int]] = field(default_factory=dict)  # existing nodes only
     pods: dict[str, PodView] = field(default_factory=dict)  # by uid
     workloads: dict[str, WorkloadView] = field(default_factory=dict)  # by uid
@@ -88,6 +96,8 @@ class InvariantChecker:
             self.allocatable.pop(name, None)
             self.deleted_nodes.add(name)
         else:
+            if name in self.deleted_nodes:
+                self.recreated_at[name] = now
             self.deleted_nodes.discard(name)
             try:
                 self.allocatable[name] = resource_list_to_ints((obj.get("status") or {}).get("allocatable"))
@@ -98,12 +108,16 @@ class InvariantChecker:
     def pod_event(self, kind: str, obj: Obj, now: float) -> None:
         uid = object_uid(obj)
         if kind == "DELETED":
-            self.pods.pop(uid, None)
+            gone = self.pods.pop(uid, None)
+            if gone is not None:
+                self._bound_at.pop(gone.key, None)
             self._dirty = True
             return
         new = pod_view(obj)
         old = self.pods.get(uid)
         self.pods[uid] = new
+        if new.node:
+            self._bound_at.setdefault(new.key, now)
         self._dirty = True
         if old is not None and old.gated and not new.gated:
             self._ungates[uid] += 1
@@ -149,8 +163,10 @@ class InvariantChecker:
 
     def tick(self, now: float) -> None:
         """Re-evaluate the state-based invariants; call it every fraction of a second."""
-        if self._dirty or self._candidates:
-            found = {**self._overfills(), **self._overcommits()}
+        # A resurrection window that just closed changes the verdict with no event to say so.
+        closing = any(now < at + self.resurrection_window_s + self.confirm_s + 1 for at in self.recreated_at.values())
+        if self._dirty or self._candidates or closing:
+            found = {**self._overfills(now), **self._overcommits()}
             self._dirty = False
             for k in [k for k in self._candidates if k not in found]:
                 del self._candidates[k]
@@ -175,7 +191,14 @@ class InvariantChecker:
             return tuple(source[k] for k in levels)
         return None
 
-    def _overfills(self) -> dict[tuple[str, str], str]:
+    def _resurrected(self, pod: PodView, now: float) -> bool:
+        """Bound to a node before that node was deleted and re-created, and still within the
+        reaper's window: a leftover the infrastructure brought back, not a placement of ours."""
+        at = self.recreated_at.get(pod.node or "")
+        bound = self._bound_at.get(pod.key)
+        return at is not None and bound is not None and bound < at and now < at + self.resurrection_window_s
+
+    def _overfills(self, now: float) -> dict[tuple[str, str], str]:
         by_podset: dict[tuple[str, str], list[PodView]] = {}
         for pod in self.pods.values():
             if pod.live and not pod.gated and pod.workload and pod.podset:
@@ -192,7 +215,9 @@ class InvariantChecker:
                     allowed[d.values[:k]] += d.count
             have: Counter[Domain] = Counter()
             for pod in pods:
-                if (pod.node or pod.selector.get(kc.HOSTNAME_LABEL)) in self.deleted_nodes:
+                if (pod.node or pod.selector.get(kc.HOSTNAME_LABEL)) in self.deleted_nodes or self._resurrected(
+                    pod, now
+                ):
                     continue
                 dom = self._pod_domain(pod, a.levels)
                 for k in range(len(a.levels) + 1) if dom is not None else (0,):

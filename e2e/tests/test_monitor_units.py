@@ -301,6 +301,9 @@ def test_pods_bound_to_a_deleted_node_count_nowhere() -> None:
     c.node_event("ADDED", node("h1"), 9)
     c.tick(9)
     c.tick(12)
+    assert c.violations == []  # re-created with them: the reaper's window (see the next test)
+    c.tick(20)
+    c.tick(23)
     assert set(kinds(c)) == {"domain-overfill"} and any(v.subject.endswith(" r1") for v in c.violations)
 
 
@@ -317,3 +320,34 @@ def test_ungated_pods_pinned_to_a_deleted_node_count_nowhere() -> None:
     for t in (1.0, 3.0, 6.0):
         c.tick(t)
     assert c.violations == [], [v.line() for v in c.violations]
+
+
+def test_pods_a_recreated_node_brings_back_count_only_after_the_reapers_window() -> None:
+    """Chaos seeds 601 and 702: a node deleted under running pods, their slots moved at once by
+    the repair, the node re-created 5 s later with the pods still bound. The stray-pod reaper
+    deletes them within its grace; if it did not, the overfill is recorded."""
+    c = checker("h1", "h2")
+    c.workload_event("ADDED", workload("w", {"h1": 2}), 0)
+    for i in range(2):
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="h1", node_name="h1", phase="Running"), 0)
+    c.node_event("DELETED", node("h1"), 1)
+    c.workload_event("MODIFIED", workload("w", {"h2": 2}), 1.5)
+    c.node_event("ADDED", node("h1"), 5)
+    for t in (5.0, 7.0, 10.0, 14.0):
+        c.tick(t)
+    assert c.violations == [], [v.line() for v in c.violations]
+    for t in (16.0, 19.0):  # past 5 + the window (10 s): the reaper should have deleted them
+        c.tick(t)
+    assert kinds(c) and set(kinds(c)) == {"domain-overfill"}
+
+
+def test_a_pod_bound_after_the_node_came_back_is_not_exempt() -> None:
+    c = checker("h1", "h2")
+    c.workload_event("ADDED", workload("w", {"h2": 2}), 0)
+    c.node_event("DELETED", node("h1"), 1)
+    c.node_event("ADDED", node("h1"), 2)
+    for i in range(2):
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="h1", node_name="h1", phase="Running"), 3)
+    c.tick(3)
+    c.tick(6)
+    assert set(kinds(c)) == {"domain-overfill"}
