@@ -53,8 +53,8 @@ async def test_a_terminating_pod_outside_the_assignment_holds_nothing(h: Harness
     assert h.rec.selectors() == {"b2": "n7"}
 
 
-async def test_no_release_onto_a_node_that_cannot_take_the_pod() -> None:
-    usable = {"n1": True, "n2": False}
+def harness_with(usable: dict[str, bool]) -> Harness:
+    """A harness whose ungater asks ``usable`` whether a node can take a pod now."""
     h = Harness()
     h.ungater = uc.Ungater(
         informers=h.ungater_informers,
@@ -65,6 +65,12 @@ async def test_no_release_onto_a_node_that_cannot_take_the_pod() -> None:
         settings=h.ungater.settings,
         node_usable=lambda name: usable.get(name, False),
     )
+    return h
+
+
+async def test_no_release_onto_a_node_that_cannot_take_the_pod() -> None:
+    usable = {"n1": True, "n2": False}
+    h = harness_with(usable)
     h.workload(assignment(("n1", 1), ("n2", 1)))
     h.pod("a")
     h.pod("b")
@@ -82,16 +88,7 @@ async def test_a_node_that_serves_again_lets_its_held_pods_go_without_a_pod_even
     nothing about the pod or the Workload changed afterwards, so only the node's own event can
     bring the ungater back to it."""
     usable = {"n1": False}
-    h = Harness()
-    h.ungater = uc.Ungater(
-        informers=h.ungater_informers,
-        checks=h.checks,
-        patcher=h.rec,
-        events=h.rec,
-        metrics=h.metrics,
-        settings=h.ungater.settings,
-        node_usable=lambda name: usable.get(name, False),
-    )
+    h = harness_with(usable)
     h.workload(assignment(("n1", 1)))
     h.pod("a")
     await h.run_pass()

@@ -80,6 +80,23 @@ def train_job(name: str, pods: int, required: str, run_for: str) -> dict[str, An
     return evictable(jobs.job(name, pods, required=required, run_for=run_for))
 
 
+async def admitted(
+    kube: Kube,
+    namespace: str,
+    tas: ControllerGroup,
+    invariant_monitor: StartMonitor,
+    nodes: NodePool,
+    job: tuple[str, int, str],
+) -> tuple[st.TasStack, Monitor, dict[str, Any]]:
+    """A stack on ``nodes`` watched by the monitor, and its Workload once the Job ``job`` (name,
+    pods, required level) is Ready."""
+    name, pods, level = job
+    s = await st.tas_stack(kube, namespace, tas.controller_name, nodes)
+    monitor = await watch(invariant_monitor, s)
+    await jobs.create_job(kube, namespace, train_job(name, pods, level, RUN_FOR))
+    return s, monitor, await workloads.wait_check(kube, s, name, ("Ready",))
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def evicted(kube: Kube, namespace: str) -> AsyncIterator[list[str]]:
     """The pods a test evicts; afterwards (before the namespace goes) its Jobs are deleted and
@@ -117,10 +134,9 @@ async def test_one_failed_node_moves_only_its_pods_inside_the_block(
     invariant_monitor: StartMonitor,
     evicted: list[str],
 ) -> None:
-    s = await st.tas_stack(kube, namespace, tas.controller_name, pool(unique, "nf", 2, 3, 2))
-    monitor = await watch(invariant_monitor, s)
-    await jobs.create_job(kube, namespace, train_job("train", 36, BLOCK_LABEL, RUN_FOR))
-    wl = await workloads.wait_check(kube, s, "train", ("Ready",))
+    s, monitor, wl = await admitted(
+        kube, namespace, tas, invariant_monitor, pool(unique, "nf", 2, 3, 2), ("train", 36, BLOCK_LABEL)
+    )
     before = hosts(wl)
     assert len({block_of(h) for h in before}) == 1
     await eventually("pods of train running", lambda: _running(kube, namespace, "train", 36), 90)
@@ -155,10 +171,9 @@ async def test_a_job_on_one_host_moves_whole_to_another_host(
     evicted: list[str],
 ) -> None:
     """A single-host PodSet is gated, not pinned through podSetUpdates, so it can follow a repair."""
-    s = await st.tas_stack(kube, namespace, tas.controller_name, pool(unique, "n1", 1, 1, 2))
-    monitor = await watch(invariant_monitor, s)
-    await jobs.create_job(kube, namespace, train_job("one", 4, RACK_LABEL, RUN_FOR))
-    wl = await workloads.wait_check(kube, s, "one", ("Ready",))
+    s, monitor, wl = await admitted(
+        kube, namespace, tas, invariant_monitor, pool(unique, "n1", 1, 1, 2), ("one", 4, RACK_LABEL)
+    )
     ((victim, count),) = hosts(wl).items()
     assert count == 4 and not workloads.pod_set_updates(entry_of(wl, s))["main"].get("nodeSelector")
     await eventually("pods of one running", lambda: _running(kube, namespace, "one", 4), 90)
