@@ -184,14 +184,28 @@ class ControllerGroup:
             if not p.alive:
                 p.start()
         for p in self.processes:
-            await p.wait_ready()
+            await self._ready(p)
         if wait_leader:
             await self.wait_leader()
 
     async def restart(self, p: ControllerProcess) -> None:
         p.kill()
         p.start()
-        await p.wait_ready()
+        await self._ready(p)
+
+    async def _ready(self, p: ControllerProcess, attempts: int = 3) -> None:
+        """Wait until ``p`` is ready; a port another process took between ``free_port`` and the
+        bind (two campaigns on one machine: chaos seed 824) gets new ports and another start."""
+        for attempt in range(attempts):
+            try:
+                await p.wait_ready()
+                return
+            except RuntimeError:
+                if attempt == attempts - 1 or "address already in use" not in p.log_text():
+                    raise
+            p.health_port, p.metrics_port = procs.free_port(), procs.free_port()
+            p.env = self._env(p.identity_prefix, p.health_port, p.metrics_port)
+            p.start()
 
     def stop(self) -> None:
         for p in self.processes:
