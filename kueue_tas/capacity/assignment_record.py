@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Final
 
 from kueue_tas.api import constants as c
@@ -94,19 +94,19 @@ def without_record(message: str) -> str:
 
 def records_of(wl: Workload, checks: Container[str]) -> dict[str, str]:
     """PodSet -> digest, over the Ready entries of ``checks`` (ours) on ``wl``."""
-    out: dict[str, str] = {}
-    for st in wl.status.admission_checks:
-        if st.name in checks and st.state == c.CHECK_STATE_READY:
-            out.update(recorded(st.message))
-    return out
+    return _over_ready_entries(wl, checks, recorded)
 
 
 def repairs_of(wl: Workload, checks: Container[str]) -> dict[str, str]:
     """PodSet -> digest of a repair announced on the Ready entries of ``checks`` on ``wl``."""
+    return _over_ready_entries(wl, checks, repairing)
+
+
+def _over_ready_entries(wl: Workload, checks: Container[str], read: Callable[[str], dict[str, str]]) -> dict[str, str]:
     out: dict[str, str] = {}
     for st in wl.status.admission_checks:
         if st.name in checks and st.state == c.CHECK_STATE_READY:
-            out.update(repairing(st.message))
+            out.update(read(st.message))
     return out
 
 

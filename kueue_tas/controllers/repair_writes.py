@@ -122,13 +122,9 @@ class RepairWrites:
         if now < w.not_before:
             return w.not_before - now
         if not w.announced:
-            try:
-                await self._ctx.writer.write_check(wl, w.announce)
-            except Exception as exc:
-                if w.failures == 0:
-                    message = f"announcing the repaired assignment failed: {error_text(exc)}; retrying"
-                    await workload_event(self._ctx.events, wl, "Warning", "TopologyRepairFailed", message)
-                return self._later(w, exc)
+            retry = await self._write_entry(wl, w, w.announce, "announcing")
+            if retry is not None:
+                return retry
             w.announced, w.failures = True, 0
         if w.annotation == "todo" and w.base is None:
             try:
@@ -176,19 +172,27 @@ class RepairWrites:
                 w.not_before = now + UNKNOWN_WRITE_SETTLE_SECONDS
                 return UNKNOWN_WRITE_SETTLE_SECONDS
             w.annotation = "written"
-        try:
-            await self._ctx.writer.write_check(wl, w.entry)
-        except Exception as exc:
-            if w.failures == 0:
-                message = f"recording the repaired assignment failed: {error_text(exc)}; retrying"
-                await workload_event(self._ctx.events, wl, "Warning", "TopologyRepairFailed", message)
-            return self._later(w, exc)
+        retry = await self._write_entry(wl, w, w.entry, "recording")
+        if retry is not None:
+            return retry
         w.entry_written = True
         self._ctx.metrics.node_repairs_total.labels("done").inc()
         self._ctx.metrics.node_repair_seconds.observe(max(self._ctx.clock() - w.detected, 0.0))
         log.info("node_repaired", workload=key, summary=w.summary)
         await workload_event(self._ctx.events, wl, "Normal", "TopologyRepaired", w.summary)
         return OBSERVE_POLL_SECONDS
+
+    async def _write_entry(self, wl: Workload, w: _Write, entry: dict[str, Any], doing: str) -> float | None:
+        """One of our entry writes; the seconds until it is tried again if it failed (a Warning
+        Event on the first failure: server-side apply is idempotent, so it is simply retried)."""
+        try:
+            await self._ctx.writer.write_check(wl, entry)
+        except Exception as exc:
+            if w.failures == 0:
+                message = f"{doing} the repaired assignment failed: {error_text(exc)}; retrying"
+                await workload_event(self._ctx.events, wl, "Warning", "TopologyRepairFailed", message)
+            return self._later(w, exc)
+        return None
 
     def _later(self, w: _Write, exc: BaseException) -> float:
         delay = retry_after(exc, min(2.0**w.failures, WRITE_RETRY_MAX_SECONDS), WRITE_RETRY_MAX_SECONDS)
