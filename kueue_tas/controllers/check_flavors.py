@@ -11,35 +11,37 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Container, Iterable, Mapping
-from typing import Final
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.topology.flavors import bind_flavors, check_topology
-from kueue_tas.topology.kube_syntax import label_name_errors
-
-# Kueue's Topology API (v1beta2): spec.levels has 1 to 16 items.
-MAX_TOPOLOGY_LEVELS: Final = 16
+from kueue_tas.topology.levels import MAX_LEVEL_LABEL_LENGTH, MAX_TOPOLOGY_LEVELS, topology_levels_fault
 
 
 def topology_problem(topo: Topology) -> str | None:
-    """What the API server's schema for Topology refuses in ``topo`` (one line), or None.
-    Such a Topology exists only if it was stored by hand or by an older CRD."""
-    levels = topo.levels
-    if not levels:
-        return "spec.levels: must have at least 1 item"
-    if len(levels) > MAX_TOPOLOGY_LEVELS:
-        return f"spec.levels: Too many: {len(levels)}: must have at most {MAX_TOPOLOGY_LEVELS} items"
-    for i, level in enumerate(levels):
-        errors = label_name_errors(level)
-        if errors:
-            return f"spec.levels[{i}].nodeLabel: Invalid value: {json.dumps(level)[:80]}: {errors[0]}"
-    duplicate = next((level for i, level in enumerate(levels) if level in levels[:i]), None)
-    if duplicate is not None:
-        return f"spec.levels: Invalid value: {json.dumps(duplicate)}: must be unique"
-    if c.HOSTNAME_LABEL in levels[:-1]:
-        return f"spec.levels: the {c.HOSTNAME_LABEL} label can only be used at the lowest level of topology"
-    return None
+    """What the API server's schema for Topology refuses in ``topo`` (one line, in the API
+    server's words), or None. Such a Topology exists only if it was stored by hand or by an
+    older CRD. The rule is ``topology.levels.topology_levels_fault``."""
+    fault = topology_levels_fault(topo.levels)
+    if fault is None:
+        return None
+    match fault.kind:
+        case "empty":
+            return "spec.levels: must have at least 1 item"
+        case "too_many":
+            return f"spec.levels: Too many: {fault.index}: must have at most {MAX_TOPOLOGY_LEVELS} items"
+        case "too_long":
+            return (
+                f"spec.levels[{fault.index}].nodeLabel: Too long: may not be more than {MAX_LEVEL_LABEL_LENGTH} bytes"
+            )
+        case "not_a_label":
+            return (
+                f"spec.levels[{fault.index}].nodeLabel: Invalid value: {json.dumps(fault.level)[:80]}: {fault.detail}"
+            )
+        case "duplicate":
+            return f"spec.levels: Invalid value: {json.dumps(fault.level)}: must be unique"
+        case "hostname_not_lowest":
+            return f"spec.levels: the {c.HOSTNAME_LABEL} label can only be used at the lowest level of topology"
 
 
 def meant_flavors(check: str, queues: Iterable[ClusterQueue]) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final, Literal
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology import messages
@@ -68,31 +69,62 @@ def _layer_path(index: int, leaf: str) -> tuple[str, str]:
 
 # Kueue's Topology CRD: 1 to 16 levels, each a label key of at most 316 characters, no level
 # twice, kubernetes.io/hostname only as the lowest.
-MAX_TOPOLOGY_LEVELS = 16
-MAX_LEVEL_LABEL_LENGTH = 316
+MAX_TOPOLOGY_LEVELS: Final = 16
+MAX_LEVEL_LABEL_LENGTH: Final = 316
+
+LevelsFaultKind = Literal["empty", "too_many", "too_long", "not_a_label", "duplicate", "hostname_not_lowest"]
+
+
+@dataclass(frozen=True, slots=True)
+class LevelsFault:
+    """The first way a Topology's ``spec.levels`` breaks Kueue's schema (one rule; ``plan`` and
+    the controller word it each in their own style). ``index``: the level at fault (for
+    ``duplicate`` its second place, ``first`` its first); ``detail``: the label-key error."""
+
+    kind: LevelsFaultKind
+    index: int = -1
+    level: str = ""
+    first: int = -1
+    detail: str = ""
+
+
+def topology_levels_fault(levels: Sequence[str]) -> LevelsFault | None:
+    if not levels:
+        return LevelsFault("empty")
+    if len(levels) > MAX_TOPOLOGY_LEVELS:
+        return LevelsFault("too_many", index=len(levels))
+    seen: dict[str, int] = {}
+    for i, level in enumerate(levels):
+        if len(level) > MAX_LEVEL_LABEL_LENGTH:
+            return LevelsFault("too_long", i, level)
+        errors = label_name_errors(level)
+        if errors:
+            return LevelsFault("not_a_label", i, level, detail=errors[0])
+        if level in seen:
+            return LevelsFault("duplicate", i, level, first=seen[level])
+        seen[level] = i
+    if c.HOSTNAME_LABEL in seen and levels[-1] != c.HOSTNAME_LABEL:
+        return LevelsFault("hostname_not_lowest", seen[c.HOSTNAME_LABEL], c.HOSTNAME_LABEL)
+    return None
 
 
 def topology_levels_problem(levels: Sequence[str]) -> tuple[str, str] | None:
     """``(field under spec.levels, problem)`` for the first way ``levels`` breaks Kueue's
-    Topology schema, or None."""
-    if not levels:
-        return "spec.levels", "must list at least one level"
-    if len(levels) > MAX_TOPOLOGY_LEVELS:
-        return "spec.levels", f"has {len(levels)} entries, at most {MAX_TOPOLOGY_LEVELS} allowed"
-    seen: dict[str, int] = {}
-    for i, level in enumerate(levels):
-        where = f"spec.levels[{i}].nodeLabel"
-        if len(level) > MAX_LEVEL_LABEL_LENGTH:
-            return where, f"is {len(level)} characters long, at most {MAX_LEVEL_LABEL_LENGTH} allowed"
-        errors = label_name_errors(level)
-        if errors:
-            return where, f"invalid label key {level!r}: {errors[0]}"
-        if level in seen:
-            return where, f"{level!r} is already level {seen[level]}: must be unique"
-        seen[level] = i
-    if c.HOSTNAME_LABEL in seen and levels[-1] != c.HOSTNAME_LABEL:
-        return (
-            f"spec.levels[{seen[c.HOSTNAME_LABEL]}].nodeLabel",
-            f"the {c.HOSTNAME_LABEL} label can only be used at the lowest level of topology",
-        )
-    return None
+    Topology schema, or None (``plan``'s wording)."""
+    fault = topology_levels_fault(levels)
+    if fault is None:
+        return None
+    where = f"spec.levels[{fault.index}].nodeLabel"
+    match fault.kind:
+        case "empty":
+            return "spec.levels", "must list at least one level"
+        case "too_many":
+            return "spec.levels", f"has {fault.index} entries, at most {MAX_TOPOLOGY_LEVELS} allowed"
+        case "too_long":
+            return where, f"is {len(fault.level)} characters long, at most {MAX_LEVEL_LABEL_LENGTH} allowed"
+        case "not_a_label":
+            return where, f"invalid label key {fault.level!r}: {fault.detail}"
+        case "duplicate":
+            return where, f"{fault.level!r} is already level {fault.first}: must be unique"
+        case "hostname_not_lowest":
+            return where, f"the {c.HOSTNAME_LABEL} label can only be used at the lowest level of topology"
