@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import Field
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.object_base import Condition, KubeModel, TolerationModel, TypedObject, condition_is_true
+from kueue_tas.api.object_base import INT32_MAX, Condition, KubeModel, TolerationModel, TypedObject, condition_is_true
 
 # Kueue's v1beta2 Workload holds at most 18 PodSets (its CRD's maxItems). The model does not
 # enforce it, nor the counts' bounds: the controller refuses such a Workload with a message
@@ -133,3 +134,37 @@ class Workload(TypedObject):
     @property
     def is_evicted(self) -> bool:
         return condition_is_true(self.status.conditions, c.CONDITION_EVICTED)
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetCountFault:
+    """The first way a Workload's PodSets break Kueue's schema: none, more than ``MAX_PODSETS``,
+    or a count outside 0..int32 (``podset`` / ``index`` name it, ``admitted``: the count of its
+    ``status.admission`` assignment, ``index`` then in that list). One rule; ``plan`` and the
+    controller word it each in their own style."""
+
+    kind: Literal["empty", "too_many", "count"]
+    total: int = 0
+    podset: str = ""
+    index: int = -1
+    admitted: bool = False
+    count: int = 0
+
+
+def podset_count_fault(wl: Workload) -> PodSetCountFault | None:
+    n = len(wl.spec.pod_sets)
+    if n == 0:
+        return PodSetCountFault("empty")
+    if n > MAX_PODSETS:
+        return PodSetCountFault("too_many", total=n)
+    counts = [(ps.name, i, False, ps.count) for i, ps in enumerate(wl.spec.pod_sets)]
+    if wl.status.admission is not None:
+        counts += [
+            (psa.name, i, True, psa.count)
+            for i, psa in enumerate(wl.status.admission.pod_set_assignments)
+            if psa.count is not None
+        ]
+    for name, i, admitted, count in counts:
+        if not 0 <= count <= INT32_MAX:
+            return PodSetCountFault("count", n, name, i, admitted, count)
+    return None

@@ -26,7 +26,7 @@ from typing import Final
 from kueue_tas.api import constants as c
 from kueue_tas.api.object_base import INT32_MAX
 from kueue_tas.api.quantity import QuantityError
-from kueue_tas.api.workload import MAX_PODSETS, Workload
+from kueue_tas.api.workload import MAX_PODSETS, Workload, podset_count_fault
 from kueue_tas.capacity.assignment_record import record_suffix
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import UsageEntry
@@ -172,23 +172,22 @@ def _ungoverned_request(workload: Workload, check_flavors: set[str], prefix: str
 
 
 def _podsets_problem(workload: Workload) -> str | None:
-    """What Kueue's Workload schema refuses in the PodSets and their counts (one line), or None."""
-    n = len(workload.spec.pod_sets)
-    if n == 0:
+    """What Kueue's Workload schema refuses in the PodSets and their counts (one line, in the
+    API server's words), or None. The rule is ``api.workload.podset_count_fault``."""
+    fault = podset_count_fault(workload)
+    if fault is None:
+        return None
+    if fault.kind == "empty":
         return "spec.podSets: Required value: must have at least 1 item"
-    if n > MAX_PODSETS:
-        return f"spec.podSets: Too many: {n}: must have at most {MAX_PODSETS} items"
-    for i, ps in enumerate(workload.spec.pod_sets):
-        psa = workload.pod_set_assignment(ps.name)
-        counts = [(f"spec.podSets[{i}].count", ps.count)]
-        if psa is not None and psa.count is not None:
-            counts.append((f"status.admission.podSetAssignments[{ps.name}].count", psa.count))
-        for path, count in counts:
-            if count < 0:
-                return f'PodSet "{ps.name}": {path}: Invalid value: {count}: must be greater than or equal to 0'
-            if count > INT32_MAX:
-                return f'PodSet "{ps.name}": {path}: Invalid value: {count}: must be less than or equal to {INT32_MAX}'
-    return None
+    if fault.kind == "too_many":
+        return f"spec.podSets: Too many: {fault.total}: must have at most {MAX_PODSETS} items"
+    path = (
+        f"status.admission.podSetAssignments[{fault.podset}].count"
+        if fault.admitted
+        else f"spec.podSets[{fault.index}].count"
+    )
+    bound = "greater than or equal to 0" if fault.count < 0 else f"less than or equal to {INT32_MAX}"
+    return f'PodSet "{fault.podset}": {path}: Invalid value: {fault.count}: must be {bound}'
 
 
 _LONG_QUOTED = re.compile(r'"[^"\n]{100,}"')

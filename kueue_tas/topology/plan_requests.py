@@ -20,7 +20,7 @@ from kueue_tas.api.object_base import INT32_MAX
 from kueue_tas.api.podsets import PodSetSpec
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.shapes import template_shape_error
-from kueue_tas.api.workload import MAX_PODSETS, PodSetTopologyRequestModel, Workload
+from kueue_tas.api.workload import MAX_PODSETS, PodSetTopologyRequestModel, Workload, podset_count_fault
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.groups import GroupMember, group_errors
 from kueue_tas.topology.inputs import PodSpecError, podset_request
@@ -89,21 +89,16 @@ def podset_request_for(
 
 
 def check_workload_counts(wl: Workload) -> None:
-    """What Kueue's Workload schema allows: 1 to 18 PodSets, counts 0 to int32."""
-    n = len(wl.spec.pod_sets)
-    if n > MAX_PODSETS:
-        raise PlanInputError(f"{describe(wl)}: spec.podSets: has {n} entries, at most {MAX_PODSETS} allowed")
-    counts = [(f"spec.podSets[{i}].count", ps.count) for i, ps in enumerate(wl.spec.pod_sets)]
-    if wl.status.admission is not None:
-        counts += [
-            (f"status.admission.podSetAssignments[{i}].count", psa.count)
-            for i, psa in enumerate(wl.status.admission.pod_set_assignments)
-            if psa.count is not None
-        ]
-    for where, count in counts:
-        if not 0 <= count <= INT32_MAX:
-            bound = "at least 0" if count < 0 else f"at most {INT32_MAX}"
-            raise PlanInputError(f"{describe(wl)}: {where}: must be {bound}, got {count}")
+    """What Kueue's Workload schema allows: 1 to 18 PodSets, counts 0 to int32 (the rule is
+    ``api.workload.podset_count_fault``; a Workload with no PodSet has nothing to plan)."""
+    fault = podset_count_fault(wl)
+    if fault is None or fault.kind == "empty":
+        return
+    if fault.kind == "too_many":
+        raise PlanInputError(f"{describe(wl)}: spec.podSets: has {fault.total} entries, at most {MAX_PODSETS} allowed")
+    where = f"status.admission.podSetAssignments[{fault.index}]" if fault.admitted else f"spec.podSets[{fault.index}]"
+    bound = "at least 0" if fault.count < 0 else f"at most {INT32_MAX}"
+    raise PlanInputError(f"{describe(wl)}: {where}.count: must be {bound}, got {fault.count}")
 
 
 def check_jobset_counts(obj: JobSet, podsets: Sequence[PodSetSpec]) -> None:
