@@ -688,3 +688,13 @@ def test_annotation_encode_rejects(podsets: Any, message: str) -> None:
     with pytest.raises(AssignmentFormatError) as e:
         encode_assignment_annotation(podsets)
     assert str(e.value).startswith(message)
+
+
+def test_decoding_the_same_text_again_hands_each_caller_its_own_list() -> None:
+    """Decoded texts are kept (every reconciler reads every annotation); one caller changing its
+    list must not change what the next one gets."""
+    text = encode_assignment_annotation([("main", ta((HOST,), (("h1",), 2)))])
+    first = decode_assignment_annotation(text)
+    first.append(("extra", first[0][1]))
+    again = decode_assignment_annotation(text)
+    assert [name for name, _ in again] == ["main"] and again[0][1] == first[0][1]

@@ -54,9 +54,10 @@ assignment; encoding refuses the same, so whatever encodes also decodes.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -324,8 +325,26 @@ def decode_v1beta2(obj: Mapping[str, Any]) -> TopologyAssignment:
     return _expand(wire)
 
 
+# The controller's reconcilers (capacity, ungater, guard, node repair, stray pods, topology
+# health) each read every admitted workload's annotation, on every pass and event: one parse per
+# distinct text serves them all. Only texts up to this size are kept (the cache stays ~16 MB at
+# most); the assignments are frozen, each caller gets its own list.
+_DECODED_CACHE_TEXT_LIMIT: Final = 16 * 1024
+
+
 def decode_assignment_annotation(text: str) -> list[tuple[str, TopologyAssignment]]:
     """The ``(podset name, assignment)`` pairs stored in our Workload annotation."""
+    if isinstance(text, str) and len(text) <= _DECODED_CACHE_TEXT_LIMIT:
+        return list(_decode_cached(text))
+    return list(_decode(text))
+
+
+@functools.lru_cache(maxsize=1024)
+def _decode_cached(text: str) -> tuple[tuple[str, TopologyAssignment], ...]:
+    return _decode(text)
+
+
+def _decode(text: str) -> tuple[tuple[str, TopologyAssignment], ...]:
     if not isinstance(text, str):
         _fail("", f"annotation value must be a string, got {type(text).__name__}")
     try:
@@ -338,7 +357,7 @@ def decode_assignment_annotation(text: str) -> list[tuple[str, TopologyAssignmen
         wire = PodSetsAnnotationWire.model_validate(doc)
     except ValidationError as e:
         raise format_error(e) from None
-    return [(entry.name, _expand(entry.topology_assignment)) for entry in wire.pod_sets]
+    return tuple((entry.name, _expand(entry.topology_assignment)) for entry in wire.pod_sets)
 
 
 def _reject_constant(name: str) -> NoReturn:
