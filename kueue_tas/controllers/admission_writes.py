@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.workload import Workload
+from kueue_tas.api.workload import AdmissionCheckState, Workload
 from kueue_tas.controllers.decide import Decision, Outcome
 from kueue_tas.kube.client import JSON_PATCH, apply_status, call_json, merge_patch_custom, raw_kwargs
 from kueue_tas.kube.errors import NotFound
@@ -61,6 +61,20 @@ def check_entry(
             entry["podSetUpdates"] = updates
     if decision.outcome is Outcome.RETRY and requeue_after is not None:
         entry["requeueAfterSeconds"] = requeue_after
+    return entry
+
+
+def entry_with_message(st: AdmissionCheckState, message: str) -> dict[str, Any]:
+    """The entry as it stands, with ``message``: every field we own is sent again as it is
+    (server-side apply drops what its manager no longer sends)."""
+    entry: dict[str, Any] = {
+        "name": st.name,
+        "state": st.state,
+        "message": message,
+        "lastTransitionTime": st.last_transition_time or now_rfc3339(),
+    }
+    if st.pod_set_updates:
+        entry["podSetUpdates"] = [u.model_dump(by_alias=True, exclude_defaults=True) for u in st.pod_set_updates]
     return entry
 
 

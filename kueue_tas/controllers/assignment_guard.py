@@ -31,10 +31,9 @@ from kueue_tas.capacity.assignment_record import (
     without_record,
 )
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.controllers.admission_writes import AdmissionWriter, check_entry
+from kueue_tas.controllers.admission_writes import AdmissionWriter, check_entry, entry_with_message
 from kueue_tas.controllers.decide import Decision, Outcome
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
-from kueue_tas.controllers.repair_plan import ready_entry
 from kueue_tas.controllers.workload_events import workload_ref
 from kueue_tas.kube.errors import Conflict, retry_after
 from kueue_tas.kube.events import EventSink
@@ -188,8 +187,7 @@ class AssignmentGuard:
         except ValueError:
             return None  # tampering, handled above once the informer shows it
         message, landed = settled_message(entry.message, wl.metadata.uid or "", held)
-        body = ready_entry(entry, wl, "", ())
-        body["message"] = message
+        body = entry_with_message(entry, message)
         try:
             await self._writer.write_check(wl, body)
         except Exception as exc:

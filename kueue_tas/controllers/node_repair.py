@@ -37,7 +37,7 @@ from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.node_health import NodeFailure, PodTermination, describe_failures, failed_nodes, node_serves
 from kueue_tas.capacity.rules import UsageEntry, assignment_trusted, workload_identity
 from kueue_tas.controllers.admission import WRITE_RETRY_MAX_SECONDS
-from kueue_tas.controllers.admission_writes import check_entry, merged_annotation
+from kueue_tas.controllers.admission_writes import check_entry, entry_with_message, merged_annotation
 from kueue_tas.controllers.assignment_guard import OurRewrites
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.decision_context import DecisionContext
@@ -359,9 +359,8 @@ class NodeRepair:
         entry = our_entry(wl, {check})
         if entry is None:
             return
-        body = ready_entry(entry, wl, "", ())
         note = note_of(entry.message)  # the topology-health note stays in front (see ready_entry)
-        body["message"] = with_note(with_old_record(entry, message), [note] if note else [])
+        body = entry_with_message(entry, with_note(with_old_record(entry, message), [note] if note else []))
         try:
             await self._ctx.writer.write_check(wl, body)
         except Exception as exc:

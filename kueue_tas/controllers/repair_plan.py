@@ -24,6 +24,7 @@ from kueue_tas.api.workload import AdmissionCheckState, Workload
 from kueue_tas.capacity.assignment_record import record_suffix, record_text, repairing_suffix
 from kueue_tas.capacity.node_health import NodeFailure, PodSetHosts, describe_failures, hostname_hosts
 from kueue_tas.capacity.rules import FlavorSpec
+from kueue_tas.controllers.admission_writes import entry_with_message
 from kueue_tas.controllers.decide import CHECK_MESSAGE_LIMIT, PodSetPlacement
 from kueue_tas.controllers.health_note import note_of, with_note
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
@@ -136,17 +137,7 @@ def ready_entry(
     # The topology-health note stays in front: dropping it would have that controller write it
     # back between our writes, and each such write turns our next guarded write into a conflict.
     note = note_of(entry.message)
-    out: dict[str, Any] = {
-        "name": entry.name,
-        "state": entry.state,
-        "message": with_note(text + record, [note] if note else []),
-        "lastTransitionTime": entry.last_transition_time,
-    }
-    if entry.pod_set_updates:
-        out["podSetUpdates"] = [u.model_dump(by_alias=True, exclude_defaults=True) for u in entry.pod_set_updates]
-    if out["lastTransitionTime"] is None:
-        del out["lastTransitionTime"]
-    return out
+    return entry_with_message(entry, with_note(text + record, [note] if note else []))
 
 
 def with_old_record(entry: AdmissionCheckState, message: str) -> str:

@@ -24,11 +24,11 @@ import structlog
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.workload import AdmissionCheckState, Workload
+from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.capacity.workload_health import workload_placement_problems
-from kueue_tas.controllers.admission_writes import apply_entry, now_rfc3339
+from kueue_tas.controllers.admission_writes import apply_entry, entry_with_message
 from kueue_tas.controllers.health_note import NOT_ENFORCED, note_of, note_text, with_note
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode, on_any_change
 from kueue_tas.controllers.workload_events import workload_event
@@ -67,20 +67,6 @@ class KubeEntryWriter:
 
     async def write_entry(self, workload: Workload, entry: dict[str, Any]) -> None:
         await apply_entry(self.api, workload, entry, guarded=True)
-
-
-def entry_with_message(st: AdmissionCheckState, message: str) -> dict[str, Any]:
-    """The entry as it stands, with ``message``: every field we own is sent again as it is
-    (server-side apply drops what its manager no longer sends)."""
-    entry: dict[str, Any] = {
-        "name": st.name,
-        "state": st.state,
-        "message": message,
-        "lastTransitionTime": st.last_transition_time or now_rfc3339(),
-    }
-    if st.pod_set_updates:
-        entry["podSetUpdates"] = [u.model_dump(by_alias=True, exclude_defaults=True) for u in st.pod_set_updates]
-    return entry
 
 
 class TopologyHealth:
