@@ -25,6 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e import stack as st
 from e2e.chaos import faults, submit
+from e2e.chaos.job_backoff import JobBackoffs
 from e2e.chaos.relay import Relay
 from e2e.chaos.scenario import BURST, POOL_SHAPE, Action
 from e2e.chaos.verdict import Verdict, judge
@@ -261,19 +262,27 @@ class ChaosRun:
         Faults leave a backlog (evicted and re-queued Jobs, late admissions after an apiserver
         restart) that drains at the cluster's pace, not a fixed one (chaos seed 252): any change in
         what is still awaited counts as progress, and ``settle_cap_s`` bounds the whole wait.
+        The Job controller's failure back-off (up to 6 min with nothing changing) counts as
+        progress until it ends (``job_backoff``, chaos seed 828).
         """
         start = last_progress = time.monotonic()
         next_note = start + 5
         awaited: list[str] | None = None
+        backoffs = JobBackoffs()
         while True:
             try:
                 verdict = judge(await kube.workloads(self.namespace), self.submitted, check)
+                jobs = await kube.batch.list_namespaced_job(self.namespace)
             except ApiException as e:
-                verdict = Verdict(problems=[f"cannot list Workloads: {e.status} {e.reason}"])
+                verdict = Verdict(problems=[f"cannot list Workloads and Jobs: {e.status} {e.reason}"])
+                jobs = None
             now = time.monotonic()
+            if jobs is not None:
+                backoffs.observe({j.metadata.name: j.status.failed or 0 for j in jobs.items if j.status}, now)
             if verdict.problems != awaited:
                 awaited, last_progress = verdict.problems, now
-            stalled = now - last_progress > self.opts.settle_s
+            # A Job in the Job controller's failure back-off changes nothing until it ends.
+            stalled = now - max(last_progress, backoffs.last_end()) > self.opts.settle_s
             if verdict.ok or stalled or now - start > self.opts.settle_cap_s:
                 self.log.write(
                     {
@@ -287,7 +296,14 @@ class ChaosRun:
                 return verdict
             if now > next_note:  # what the run still waits for, in the log
                 next_note = now + 5
-                self.log.write({"type": "settling", "waiting": len(verdict.problems), "first": verdict.problems[:3]})
+                self.log.write(
+                    {
+                        "type": "settling",
+                        "waiting": len(verdict.problems),
+                        "first": verdict.problems[:3],
+                        "job_backoff_s": backoffs.waiting(now),
+                    }
+                )
             await asyncio.sleep(1.0)
 
     async def _teardown(self, kube: Kube, group: ControllerGroup | None) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from e2e import jobs
 from e2e.chaos import submit
+from e2e.chaos.job_backoff import backoff_s
 from e2e.chaos.relay import Relay
 from e2e.chaos.run import EventLog, read_plan
 from e2e.chaos.scenario import BURST, BURST_SIZE, FAULTS, GPUS_PER_HOST, POOL_SHAPE, plan_run
@@ -203,17 +204,32 @@ class _Clock:
 
 
 class _Workloads:
-    """A cluster whose Workloads follow a script: the i-th list is returned on the i-th read."""
+    """A cluster whose Workloads follow a script: the i-th list is returned on the i-th read;
+    its Jobs report ``failed`` (Job name -> ``status.failed``) throughout."""
 
-    def __init__(self, script: list[list[dict[str, Any]]]) -> None:
+    def __init__(self, script: list[list[dict[str, Any]]], failed: dict[str, int] | None = None) -> None:
         self.script, self.reads = script, 0
+        items = [
+            SimpleNamespace(metadata=SimpleNamespace(name=n), status=SimpleNamespace(failed=f))
+            for n, f in (failed or {}).items()
+        ]
+        self.batch = SimpleNamespace(list_namespaced_job=self._jobs)
+        self._items = items
+
+    async def _jobs(self, namespace: str) -> SimpleNamespace:
+        return SimpleNamespace(items=self._items)
 
     async def workloads(self, namespace: str) -> list[dict[str, Any]]:
         self.reads += 1
         return self.script[min(self.reads, len(self.script)) - 1]
 
 
-def _settle_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: list[list[dict[str, Any]]]) -> dict[str, Any]:
+def _settle_run(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    script: list[list[dict[str, Any]]],
+    failed: dict[str, int] | None = None,
+) -> dict[str, Any]:
     from e2e.chaos import run as chaos_run
     from e2e.chaos.run import ChaosRun, Options
 
@@ -222,7 +238,7 @@ def _settle_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: list[li
     monkeypatch.setattr(chaos_run, "asyncio", SimpleNamespace(sleep=clock.sleep))
     r = ChaosRun(None, 1, [], Options(settle_s=10, settle_cap_s=100), tmp_path / "log.jsonl")  # type: ignore[arg-type]
     r.submitted = {n: {"workload": "job"} for n in ("a", "b")}
-    asyncio.run(r._settle(_Workloads(script), "ac"))  # type: ignore[arg-type]
+    asyncio.run(r._settle(_Workloads(script, failed), "ac"))  # type: ignore[arg-type]
     lines = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
     return next(x for x in lines if x["type"] == "verdict")
 
@@ -250,3 +266,16 @@ def test_settle_gives_up_when_nothing_moves_and_at_its_cap(tmp_path: Path, monke
     (tmp_path / "f").mkdir()
     v = _settle_run(tmp_path / "f", monkeypatch, flapping)
     assert v["ended"] == "cap" and 100 < v["settle_s"] < 103
+
+
+def test_settle_waits_out_the_job_controllers_failure_backoff(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chaos seed 828: six pods of Job w4 deleted -> the Job controller waits 320 s before
+    creating them again, nothing changes meanwhile; that is not a stuck workload."""
+    assert [backoff_s(n) for n in (0, 1, 2, 3, 6, 7, 40)] == [0, 10, 20, 40, 320, 360, 360]
+    waits = [[wl("a", "Job", DONE, ("Ready", "x")), wl("b", "Job", RUNNING, ("Ready", "x"))]] * 45
+    waits += [[wl("a", "Job", DONE, ("Ready", "x")), wl("b", "Job", DONE, ("Ready", "x"))]]
+    v = _settle_run(tmp_path, monkeypatch, waits, failed={"a": 0, "b": 3})  # 40 s of back-off
+    assert v["ended"] == "ok" and 44 < v["settle_s"] < 48
+    (tmp_path / "s").mkdir()
+    v = _settle_run(tmp_path / "s", monkeypatch, waits, failed={"a": 0, "b": 2})  # 20 s, then 10 s
+    assert v["ended"] == "stalled" and 30 < v["settle_s"] < 33
