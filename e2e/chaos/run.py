@@ -24,7 +24,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e import stack as st
-from e2e.chaos import faults, submit
+from e2e.chaos import evidence, faults, submit
 from e2e.chaos.job_backoff import JobBackoffs
 from e2e.chaos.relay import Relay
 from e2e.chaos.scenario import BURST, POOL_SHAPE, Action
@@ -190,6 +190,8 @@ class ChaosRun:
             if group is not None:
                 group.kill_all()
             await relay.stop()
+            if not self.result.ok:
+                await self._keep_evidence(kube, group)
             await self._teardown(kube, group)
             if group is not None:
                 Path(group.kubeconfig).unlink(missing_ok=True)  # it holds a bearer token
@@ -305,6 +307,12 @@ class ChaosRun:
                     }
                 )
             await asyncio.sleep(1.0)
+
+    async def _keep_evidence(self, kube: Kube, group: ControllerGroup | None) -> None:
+        logs = sorted(group.log_dir.glob(f"e2e-{group.group_id}-*.log")) if group is not None else []
+        dest = self.log.path.with_suffix(".evidence")
+        missed = await evidence.keep(kube, self.namespace, logs, dest)
+        self.log.write({"type": "evidence", "dir": str(dest), "missed": missed})
 
     async def _teardown(self, kube: Kube, group: ControllerGroup | None) -> None:
         core = kube.core

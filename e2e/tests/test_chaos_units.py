@@ -279,3 +279,30 @@ def test_settle_waits_out_the_job_controllers_failure_backoff(tmp_path: Path, mo
     (tmp_path / "s").mkdir()
     v = _settle_run(tmp_path / "s", monkeypatch, waits, failed={"a": 0, "b": 2})  # 20 s, then 10 s
     assert v["ended"] == "stalled" and 30 < v["settle_s"] < 33
+
+
+def test_a_failed_run_keeps_its_logs_and_objects_even_when_a_read_fails(tmp_path: Path) -> None:
+    """Seeds 653 and 832 could not be diagnosed: their namespace and replica logs were gone."""
+    from e2e.chaos import evidence
+
+    log = tmp_path / "e2e-abc-0.log"
+    log.write_text('{"event": "ungated"}\n')
+
+    async def pods(namespace: str) -> dict[str, Any]:
+        return {"items": [{"metadata": {"name": "p", "namespace": namespace}}]}
+
+    async def down(*_: Any) -> Any:
+        raise OSError("connection refused")
+
+    kube = SimpleNamespace(
+        api=SimpleNamespace(sanitize_for_serialization=lambda o: o),
+        core=SimpleNamespace(list_namespaced_pod=pods, list_namespaced_event=down),
+        batch=SimpleNamespace(list_namespaced_job=pods),
+        custom=SimpleNamespace(list_namespaced_custom_object=down),
+    )
+    dest = tmp_path / "run-1.evidence"
+    missed = asyncio.run(evidence.keep(kube, "ns", [log, tmp_path / "gone.log"], dest))  # type: ignore[arg-type]
+    assert (dest / "e2e-abc-0.log").read_text() == '{"event": "ungated"}\n'
+    assert json.loads((dest / "pods.json").read_text())["items"][0]["metadata"]["namespace"] == "ns"
+    assert (dest / "jobs.json").exists() and not (dest / "events.json").exists()
+    assert [m.split(":")[0] for m in missed] == [str(tmp_path / "gone.log"), "events", "workloads"]
