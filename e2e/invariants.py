@@ -86,6 +86,7 @@ class InvariantChecker:
     _pending_ungates: list[_PendingUngate] = field(default_factory=list)
     _silent_since: dict[str, float] = field(default_factory=dict)
     _dirty: bool = False
+    _relisting: list[str] | None = None  # during a Workload relist: the newly trusted, judged after it
 
     # ------------------------------------------------------------------ feeding
 
@@ -140,7 +141,10 @@ class InvariantChecker:
             self.last_assignment[uid] = new.assignments
         self._dirty = True
         if new.trusted and (old is None or not old.trusted or old.annotation != new.annotation):
-            self._check_booking(new, now)
+            if self._relisting is not None:
+                self._relisting.append(uid)
+            else:
+                self._check_booking(new, now)
         self._resolve_ungates(now)
 
     def resync(self, resource: str, objs: Iterable[Obj], now: float) -> None:
@@ -156,8 +160,19 @@ class InvariantChecker:
             seen = {object_uid(o) for o in items}
             for uid in [u for u in store if u not in seen]:
                 handler("DELETED", {"metadata": {"uid": uid}}, now)
-        for o in items:
-            handler("MODIFIED", o, now)
+        # A list is one moment of the cluster: an assignment it shows newly trusted is judged
+        # against the whole list, not against the items before it and the stale rest (chaos
+        # seed 1038: a Workload listed before two that had finished meanwhile was counted
+        # beside their assignments).
+        self._relisting = [] if resource == "workloads" else None
+        try:
+            for o in items:
+                handler("MODIFIED", o, now)
+            for uid in self._relisting or ():
+                if (wl := self.workloads.get(uid)) is not None and wl.trusted:
+                    self._check_booking(wl, now)
+        finally:
+            self._relisting = None
 
     # ------------------------------------------------------------------ evaluation
 

@@ -196,6 +196,22 @@ def test_capacity_released_by_a_finished_workload_can_be_reused() -> None:
     assert c.checks["double-booking"] == 3  # a, b and c each checked once, when trusted
 
 
+def test_a_relist_judges_a_newly_trusted_assignment_against_the_whole_list() -> None:
+    """Chaos seed 1038: after an apiserver restart the Workload list showed b newly Ready on h1
+    and a, listed after it, finished meanwhile; judged item by item, b was counted beside a's
+    stale assignment (12 > 8), a double booking that never was."""
+    c = checker("h1")
+    c.workload_event("ADDED", workload("a", {"h1": 6}), 0)
+    c.workload_event("ADDED", workload("b", {"h1": 6}, state="Pending", message="waiting"), 1)
+    c.resync("workloads", [workload("b", {"h1": 6}), workload("a", {"h1": 6}, finished=True)], 2)
+    assert c.violations == [] and c.checks["double-booking"] == 2
+    # A list that really shows both trusted is still caught.
+    c.resync(
+        "workloads", [workload("b", {"h1": 6}), workload("a", {"h1": 6}, finished=True), workload("d", {"h1": 4})], 3
+    )
+    assert kinds(c) == ["double-booking"] and "nvidia.com/gpu 10 > 8" in c.violations[0].detail
+
+
 def test_ungate_into_a_domain_outside_the_assignment() -> None:
     c = checker("h1", "h2")
     c.workload_event("ADDED", workload("w", {"h1": 2}), 0)
