@@ -300,8 +300,12 @@ async def test_a_conflict_drops_the_held_slots_and_decides_again(r: Rig) -> None
     r.h.writes.fail_annotation = Conflict(409)
     assert await r.scan() == pytest.approx(0.5)
     assert r.free(spare) == 8  # nothing held for a write that did not land
+    r.clock.now += 7
     await r.scan()
     assert len(r.h.writes.annotations) == 2  # the second decision was written
+    # The latency runs from when the node was counted failed, not from the second decision.
+    assert metric(r, "kueue_tas_node_repair_seconds_count") == 1
+    assert metric(r, "kueue_tas_node_repair_seconds_sum") >= 7
 
 
 async def test_wait_notes_once_then_repairs_when_a_node_is_added(r: Rig) -> None:

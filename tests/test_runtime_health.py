@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import aiohttp
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from kueue_tas.runtime.config import Settings
-from kueue_tas.runtime.health import HealthServer, leader_election_check
+from kueue_tas.runtime.health import BindError, HealthServer, leader_election_check
 from kueue_tas.runtime.metrics import Metrics
 
 
@@ -100,3 +101,22 @@ async def test_metrics_bind_can_be_disabled() -> None:
         assert len(hs.addresses) == 1
     finally:
         await hs.stop()
+
+
+async def test_a_taken_port_is_one_error_naming_the_setting_and_address() -> None:
+    """Chaos seed 824: a replica whose health port another process had just taken died with a
+    traceback; the error now names the setting, the address and why."""
+    first = HealthServer(Settings(leader_election=False, health_bind="127.0.0.1:0", metrics_bind="0"))
+    await first.start()
+    try:
+        (_, port) = first.addresses[0]
+        second = HealthServer(
+            Settings(leader_election=False, health_bind="127.0.0.1:0", metrics_bind=f"127.0.0.1:{port}")
+        )
+        with pytest.raises(BindError) as err:
+            await second.start()
+        assert str(err.value).startswith(f"metrics_bind '127.0.0.1:{port}': cannot listen on 127.0.0.1:{port}: ")
+        assert "in use" in str(err.value).lower() and "\n" not in str(err.value)
+        assert second.addresses == []
+    finally:
+        await first.stop()

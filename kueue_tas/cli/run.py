@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import sys
 
 import structlog
 
@@ -29,7 +30,7 @@ from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealt
 from kueue_tas.controllers.ungate_writes import KubePodPatcher
 from kueue_tas.controllers.ungater import Ungater
 from kueue_tas.runtime.config import ConfigError, Settings
-from kueue_tas.runtime.health import CheckResult, HealthServer, leader_election_check
+from kueue_tas.runtime.health import BindError, CheckResult, HealthServer, leader_election_check
 from kueue_tas.runtime.leader import LeaderElectionLost, LeaderElector
 from kueue_tas.runtime.logging import configure_logging
 from kueue_tas.runtime.manager import Manager, connect
@@ -128,7 +129,13 @@ async def serve(settings: Settings) -> int:
 
     health.add_readiness_check("informers", informers_synced)
     health.add_readiness_check("leader-election", leader_election_check(elector))
-    await health.start()
+    try:
+        await health.start()
+    except BindError as exc:
+        log.error("cannot_listen", error=str(exc))
+        print(f"error: invalid kueue-tas settings: {exc}", file=sys.stderr)
+        await api.close()
+        return 1
 
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()

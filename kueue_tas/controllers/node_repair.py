@@ -148,6 +148,7 @@ class NodeRepair:
     def _on_workload_deleted(self, wl: Workload) -> None:
         key = workload_key(wl)
         self._writes.drop(key)
+        self._writes.detected_before(key)  # forgotten with the workload
         self._episodes.pop(key, None)
         self._capacity_freed()
 
@@ -225,11 +226,16 @@ class NodeRepair:
             if wait is not None:
                 wakes.append(wait)
             if not failures:
+                self._writes.detected_before(key)  # a dropped repair's clock ends with its failures
                 await self._recovered(wl, key)
                 continue
             affected.add(key)
             failed_now.update(failures)
-            episode = self._episodes.setdefault(key, _Episode(now, failures))
+            episode = self._episodes.get(key)
+            if episode is None:
+                # A repair whose writes were dropped is the same episode: its latency runs on.
+                before = self._writes.detected_before(key)
+                episode = self._episodes[key] = _Episode(now if before is None else before, failures)
             episode.failures = failures
             if wait is not None or episode.requeued:
                 continue  # another node of it is still in its grace: one decision for all of them

@@ -69,6 +69,7 @@ class RepairWrites:
         self._ctx = ctx
         self._rewrites = rewrites
         self._writes: dict[str, _Write] = {}
+        self._dropped: dict[str, float] = {}  # key -> detected, of repairs to be decided again
 
     def __contains__(self, key: str) -> bool:
         return key in self._writes
@@ -79,11 +80,20 @@ class RepairWrites:
         self._writes[key] = _Write(text, announce, entry, summary, detected)
         self._rewrites.expect(key, text)
 
-    def drop(self, key: str) -> None:
-        """Nothing of it will land (or the workload is gone): release what it held."""
-        if self._writes.pop(key, None) is not None:
+    def drop(self, key: str, *, decided_again: bool = False) -> None:
+        """Nothing of it will land (or the workload is gone): release what it held.
+        ``decided_again``: the repair will be decided anew, and its latency still runs from
+        when its nodes were counted failed (``detected_before``)."""
+        w = self._writes.pop(key, None)
+        if w is not None:
             self._rewrites.done(key)
             self._ctx.capacity.release_extra(key)
+            if decided_again:
+                self._dropped[key] = w.detected
+
+    def detected_before(self, key: str) -> float | None:
+        """When the nodes of a repair dropped to be decided again were counted failed (once)."""
+        return self._dropped.pop(key, None)
 
     def observed(self, wl: Workload) -> None:
         """An informer event: a finished repair shown whole ends; an evicted workload ends it."""
@@ -139,7 +149,7 @@ class RepairWrites:
                 or fresh.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) != old
                 or repairs_of(fresh, self._ctx.checks.names()) != repairing(w.announce["message"])
             ):
-                self.drop(key)  # changed under us since the decision: decide again
+                self.drop(key, decided_again=True)  # changed under us since the decision: decide again
                 return CONFLICT_RETRY_SECONDS
             w.base = fresh
         if w.annotation == "unknown":
@@ -148,14 +158,14 @@ class RepairWrites:
             except Exception as exc:
                 return self._later(w, exc)
             if fresh is None or fresh.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) != w.text:
-                self.drop(key)
+                self.drop(key, decided_again=True)
                 return CONFLICT_RETRY_SECONDS
             w.annotation = "written"
         if w.annotation == "todo":
             try:
                 await self._ctx.writer.write_annotation(w.base or wl, w.text)
             except Conflict:
-                self.drop(key)
+                self.drop(key, decided_again=True)
                 return CONFLICT_RETRY_SECONDS
             except Exception as exc:
                 await workload_event(
@@ -166,7 +176,7 @@ class RepairWrites:
                     f"writing the repaired assignment failed: {error_text(exc)}",
                 )
                 if not may_have_applied(exc):
-                    self.drop(key)
+                    self.drop(key, decided_again=True)
                     return retry_after(exc, 2.0, WRITE_RETRY_MAX_SECONDS)
                 w.annotation = "unknown"
                 w.not_before = now + UNKNOWN_WRITE_SETTLE_SECONDS

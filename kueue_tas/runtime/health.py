@@ -59,6 +59,10 @@ def _run_checks(checks: dict[str, Check]) -> tuple[bool, list[str]]:
     return ok_all, lines
 
 
+class BindError(OSError):
+    """The health or metrics address cannot be listened on; the message names the setting."""
+
+
 class HealthServer:
     def __init__(
         self,
@@ -70,7 +74,9 @@ class HealthServer:
     ) -> None:
         s = settings or Settings(leader_election=False)
         self.metrics = metrics or Metrics()
-        self._binds = [b for b in (health_bind or s.health_bind, metrics_bind or s.metrics_bind) if parse_bind(b)]
+        # (setting, address) pairs: a bind that fails is reported under the setting that asked for it.
+        wanted = (("health_bind", health_bind or s.health_bind), ("metrics_bind", metrics_bind or s.metrics_bind))
+        self._binds = [(name, b) for name, b in wanted if parse_bind(b)]
         self._readiness: dict[str, Check] = {}
         self._runner: web.AppRunner | None = None
 
@@ -119,13 +125,18 @@ class HealthServer:
         await runner.setup()
         try:
             seen: set[tuple[str | None, int]] = set()
-            for bind in self._binds:
+            for setting, bind in self._binds:
                 addr = parse_bind(bind)
                 if addr is None or addr in seen:
                     continue
                 seen.add(addr)
                 host, port = addr
-                await web.TCPSite(runner, host=host, port=port, reuse_address=True).start()
+                try:
+                    await web.TCPSite(runner, host=host, port=port, reuse_address=True).start()
+                except OSError as exc:  # taken, not ours to use, or no such interface
+                    where = f"{host or '*'}:{port}"
+                    reason = (exc.strerror or str(exc)).rsplit(": ", 1)[-1]  # asyncio repeats the address
+                    raise BindError(f"{setting} {bind!r}: cannot listen on {where}: {reason}") from exc
         except BaseException:
             await runner.cleanup()
             raise
