@@ -122,10 +122,10 @@ Workload ns/train
     pods: 7 (3 bound, 1 pending, 1 gated, 1 bound outside the assignment, 1 finished)
     example.com/block=b1: 6 pod(s)
       example.com/rack=b1-r1: 4 pod(s)
-        kubernetes.io/hostname=h11: 2 pod(s)   [bound 2, pending 0]
-        kubernetes.io/hostname=h12: 2 pod(s)   [bound 1, pending 1]
+        host=h11: 2 pod(s)   [bound 2, pending 0]
+        host=h12: 2 pod(s)   [bound 1, pending 1]
       example.com/rack=b1-r2: 2 pod(s)
-        kubernetes.io/hostname=h21: 2 pod(s)   [bound 0, pending 0]
+        host=h21: 2 pod(s)   [bound 0, pending 0]
 """
 
 
@@ -190,9 +190,9 @@ def test_hostname_of_a_vanished_node_falls_back_to_the_assignment_levels() -> No
     (ps,) = desc.podsets
     assert ps.domains is not None and ps.domains[2].path is None
     assert render_text(desc).splitlines()[-3:] == [
-        "    kubernetes.io/hostname=h11: 2 pod(s)   [bound 0, pending 0]",
-        "    kubernetes.io/hostname=h12: 2 pod(s)   [bound 0, pending 0]",
-        "    kubernetes.io/hostname=h21: 2 pod(s)   [bound 0, pending 0]",
+        "    host=h11: 2 pod(s)   [bound 0, pending 0]",
+        "    host=h12: 2 pod(s)   [bound 0, pending 0]",
+        "    host=h21: 2 pod(s)   [bound 0, pending 0]",
     ]
 
 
@@ -403,6 +403,7 @@ def test_json_keys_and_values() -> None:
         "request",
         "topologyLevels",
         "levels",
+        "levelNames",
         "domains",
         "pods",
         "message",
@@ -415,6 +416,7 @@ def test_json_keys_and_values() -> None:
         {"required": BLOCK},
     )
     assert ps["topologyLevels"] == [BLOCK, RACK, HOST] and ps["levels"] == [HOST]
+    assert ps["levelNames"] == {HOST: "host"}  # the default name of the hostname level
     assert ps["domains"][1] == {
         "values": ["h12"],
         "path": ["b1", "b1-r1", "h12"],

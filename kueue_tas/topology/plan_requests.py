@@ -155,7 +155,7 @@ def check_levels(
     if problem.unknown is not None:
         detail = (
             f"unknown topology level {problem.unknown!r}; "
-            f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}"
+            f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}{snap.level_names.offered()}"
         )
     else:
         detail = problem.message
