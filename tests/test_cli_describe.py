@@ -333,9 +333,13 @@ def test_implied_and_invalid_topology_requests() -> None:
     (ps,) = describe(workload(annotations={})).podsets
     assert ps.request == {"implied": True}
     assert "no topology annotation (placed as unconstrained)" in render_text(describe(workload(annotations={})))
-    bad = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-preferred-topology": RACK}
+    bad = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-unconstrained-topology": "true"}
     (ps,) = describe(workload(annotations=bad)).podsets
     assert ps.request is None and ps.message.startswith("invalid topology annotations: ")
+    pair = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-preferred-topology": RACK}
+    (ps,) = describe(workload(annotations=pair)).podsets
+    assert ps.request == {"required": BLOCK, "preferred": RACK}
+    assert request_text(ps.request) == f"required {BLOCK}, preferred {RACK}"
 
 
 def test_slices_request_text() -> None:

@@ -860,7 +860,7 @@ def test_not_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         pytest.param({mk.SLICE_LEVEL: mk.RACK, mk.SLICE_SIZE: "0"}, "0", id="slice-size-0"),
         pytest.param({mk.SLICE_LEVEL: mk.RACK}, mk.SLICE_SIZE, id="slice-size-missing"),
         pytest.param({mk.UNCONSTRAINED: "maybe"}, "maybe", id="unconstrained-not-bool"),
-        pytest.param({mk.REQUIRED: mk.RACK, mk.PREFERRED: mk.BLOCK}, "more than one", id="two-modes"),
+        pytest.param({mk.PREFERRED: mk.BLOCK, mk.UNCONSTRAINED: "true"}, "more than one", id="two-modes"),
     ],
 )
 def test_malformed_annotation(

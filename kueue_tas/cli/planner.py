@@ -79,6 +79,9 @@ class PodSetPlan:
     assignment: TopologyAssignment | None = None
     message: str = ""
     governed: bool = True
+    # Both levels of a required + preferred request (kueue-tas's extension), shown by the text
+    # view because the pair changes where pods go; None for every other request.
+    required_preferred: tuple[str, str] | None = None
 
     @property
     def fits(self) -> bool:
@@ -336,6 +339,9 @@ class Planner:
             request = podset_request_for(obj, ps, index, field, self.prefix, self.gates, implied=not explicit)
             request = resolve_request(request, snap.levels, snap.level_names)
             check_levels(obj, index, request, snap, field, self.prefix)
+            topo = request.topology
+            if topo is not None and topo.preferred_in_required and topo.required and topo.preferred:
+                ps_plan.required_preferred = (topo.required, topo.preferred)
             groups.setdefault(flavor, []).append((ps_plan, request))
             governed.append((index, request))
             fields.append(field)

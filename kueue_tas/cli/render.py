@@ -63,6 +63,9 @@ def render_text(plans: list[WorkloadPlan], planner: Planner) -> str:
         out.append(f"{p.kind} {ns}{p.name}: {'fits' if p.fits else 'DOES NOT FIT'}")
         for ps in p.podsets:
             where = f"flavor={ps.flavor} topology={ps.topology}" if ps.governed else "not governed"
+            if ps.required_preferred is not None:
+                required, preferred = ps.required_preferred
+                where += f" required={required} preferred={preferred}"
             out.append(f"  PodSet {ps.name} ({ps.count} pods, {where})")
             if ps.assignment is not None and ps.flavor is not None:
                 snap = planner.snapshot(ps.flavor, ps.name)

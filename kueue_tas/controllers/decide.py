@@ -112,9 +112,13 @@ def _level_rejection(request: PodSetRequest, snap: TopologySnapshot, from_field:
     problem = level_problem(snap.levels, request.topology)
     if problem is None:
         return None
-    where = f"topologyRequest.{problem.field}" if from_field else f"annotation {prefix}{problem.suffix}"
+
+    def locate(suffix: str, field: str) -> str:
+        return f"topologyRequest.{field}" if from_field else f"annotation {prefix}{suffix}"
+
+    where = locate(problem.suffix, problem.field)
     if problem.unknown is None:
-        return f'PodSet "{request.name}": {where}: {problem.message}'
+        return f'PodSet "{request.name}": {where}: {problem.text(locate)}'
     return (
         f'PodSet "{request.name}": {where}: unknown topology level "{problem.unknown}"; '
         f'Topology "{snap.topology_name}" has levels {", ".join(snap.levels)}{snap.level_names.offered()}'
