@@ -218,3 +218,17 @@ def test_capacity_names_its_levels() -> None:
     assert snap is not None
     fc = flavor_capacity("gpu", {"pool": "gpu"}, snap, "nvidia.com/gpu")
     assert [(lvl.key, lvl.name) for lvl in fc.levels] == [(mk.BLOCK, "block"), (mk.RACK, "rack"), (mk.HOST, "host")]
+
+
+def test_names_work_for_required_and_preferred_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pair = {mk.REQUIRED: "block", mk.PREFERRED: "rack"}
+    by_name = plan(tmp_path, capsys, [*_named_cluster(NAMED), mk.job("a", 8, pair)])
+    by_label = plan(
+        tmp_path, capsys, [*_named_cluster(NAMED), mk.job("a", 8, {mk.REQUIRED: mk.BLOCK, mk.PREFERRED: mk.RACK})]
+    )
+    assert by_name.code == 0, by_name.err
+    assert hosts(by_name.ps("a")) == hosts(by_label.ps("a"))
+    upside_down = plan(
+        tmp_path, capsys, [*_named_cluster(NAMED), mk.job("a", 8, {mk.REQUIRED: "rack", mk.PREFERRED: "block"})]
+    )
+    assert_invalid(upside_down, f'level "{mk.BLOCK}" is above the required level "{mk.RACK}"')
