@@ -59,13 +59,18 @@ class LevelNames:
         return f"; level names: {', '.join(self.labels)}" if self.labels else ""
 
 
+def _quoted(text: str, limit: int = 60) -> str:
+    """``text`` quoted, cut to ``limit`` characters (a 100 kB annotation stays one short line)."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def _entries(raw: str) -> list[tuple[str, str]] | str:
+    """The (name, label) pairs of ``raw``, or the first part that is not ``name=label``."""
     out = []
     for part in raw.split(","):
-        part = part.strip()
-        name, sep, label = part.partition("=")
+        name, sep, label = part.strip().partition("=")
         if not sep or not name.strip() or not label.strip():
-            return f"{part!r} is not name=label"
+            return part.strip()
         out.append((name.strip(), label.strip()))
     return out
 
@@ -77,14 +82,17 @@ def level_names_problem(raw: str | None, levels: Sequence[str]) -> str | None:
         return None
     entries = _entries(raw)
     if isinstance(entries, str):
-        return f"invalid value {raw!r}: {entries}; expected name=label[,name=label...]"
+        which = "" if entries == raw.strip() else f"{_quoted(entries)} is not name=label; "
+        return f"invalid value {_quoted(raw)}: {which}expected name=label[,name=label...]"
     seen_names: dict[str, str] = {}
     seen_labels: dict[str, str] = {}
     for name, label in entries:
         if not _NAME.fullmatch(name):
-            return f"invalid name {name!r}: must be a lowercase DNS label (a-z, 0-9 and '-', at most 63 characters)"
+            return (
+                f"invalid name {_quoted(name)}: must be a lowercase DNS label (a-z, 0-9 and '-', at most 63 characters)"
+            )
         if label not in levels:
-            return f"name {name!r}: {label!r} is not a level of this Topology (levels: {', '.join(levels)})"
+            return f"name {name!r}: {_quoted(label)} is not a level of this Topology (levels: {', '.join(levels)})"
         if name in levels and name != label:
             return f"name {name!r} is the label key of another level"
         if name in seen_names:
