@@ -62,6 +62,28 @@ async def test_topology_without_levels_never_ready() -> None:
     )
 
 
+async def test_topology_with_malformed_level_names_never_ready_until_mended() -> None:
+    """Issue 14: a bad ``kueue-tas.io/level-names`` makes the Topology unusable, as a bad level
+    does; mending only the annotation (the spec unchanged) decides the workload again."""
+    h = harness()
+    bad = mk.topology("topo", (RACK, c.HOSTNAME_LABEL), resource_version="2")
+    bad["metadata"]["annotations"] = {"kueue-tas.io/level-names": f"rack={RACK},rack={c.HOSTNAME_LABEL}"}
+    h.informers.topologies.handle_event("MODIFIED", bad)
+    h.add_workload(workload())
+    await decided_pending(
+        h,
+        'PodSet "main": Topology "topo" of ResourceFlavor "gpu": metadata.annotations[kueue-tas.io/level-names]: '
+        f"name 'rack' given twice ({RACK}, {c.HOSTNAME_LABEL})",
+    )
+    await drain(h)
+    good = mk.topology("topo", (RACK, c.HOSTNAME_LABEL), resource_version="3")
+    good["metadata"]["annotations"] = {"kueue-tas.io/level-names": f"rack={RACK}"}
+    h.informers.topologies.handle_event("MODIFIED", good)
+    assert await drain(h) == ["ns/wl"]
+    assert await h.admission.reconcile("ns/wl") is None
+    assert h.writes.checks[-1]["state"] == "Ready" and h.capacity.holds("ns/wl")
+
+
 async def test_flavor_on_two_topologies_never_ready() -> None:
     h = harness()
     # A second check of ours puts ``gpu`` on another Topology through another ClusterQueue.

@@ -237,13 +237,13 @@ def test_bar_shows_the_free_share_and_never_rounds_away_the_extremes() -> None:
 TEXT = """\
 Topology topo: example.com/block > example.com/rack > kubernetes.io/hostname
   Flavor gpu: 4 node(s), node labels pool=a; bars: free/allocatable nvidia.com/gpu, * = most free nvidia.com/gpu on its level
-    example.com/block=b1            [################....]  nvidia.com/gpu 26/32  pods 435/440  *
-      example.com/rack=b1-r1        [##################..]  nvidia.com/gpu 14/16  pods 219/220  *
-        kubernetes.io/hostname=h11  [###############.....]  nvidia.com/gpu 6/8    pods 109/110
-        kubernetes.io/hostname=h12  [####################]  nvidia.com/gpu 8/8    pods 110/110  *
-      example.com/rack=b1-r2        [###############.....]  nvidia.com/gpu 12/16  pods 216/220
-        kubernetes.io/hostname=h21  [##########..........]  nvidia.com/gpu 4/8    pods 106/110
-        kubernetes.io/hostname=h22  [####################]  nvidia.com/gpu 8/8    pods 110/110
+    example.com/block=b1      [################....]  nvidia.com/gpu 26/32  pods 435/440  *
+      example.com/rack=b1-r1  [##################..]  nvidia.com/gpu 14/16  pods 219/220  *
+        host=h11              [###############.....]  nvidia.com/gpu 6/8    pods 109/110
+        host=h12              [####################]  nvidia.com/gpu 8/8    pods 110/110  *
+      example.com/rack=b1-r2  [###############.....]  nvidia.com/gpu 12/16  pods 216/220
+        host=h21              [##########..........]  nvidia.com/gpu 4/8    pods 106/110
+        host=h22              [####################]  nvidia.com/gpu 8/8    pods 110/110
 """  # noqa: E501
 
 

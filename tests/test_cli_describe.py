@@ -122,10 +122,10 @@ Workload ns/train
     pods: 7 (3 bound, 1 pending, 1 gated, 1 bound outside the assignment, 1 finished)
     example.com/block=b1: 6 pod(s)
       example.com/rack=b1-r1: 4 pod(s)
-        kubernetes.io/hostname=h11: 2 pod(s)   [bound 2, pending 0]
-        kubernetes.io/hostname=h12: 2 pod(s)   [bound 1, pending 1]
+        host=h11: 2 pod(s)   [bound 2, pending 0]
+        host=h12: 2 pod(s)   [bound 1, pending 1]
       example.com/rack=b1-r2: 2 pod(s)
-        kubernetes.io/hostname=h21: 2 pod(s)   [bound 0, pending 0]
+        host=h21: 2 pod(s)   [bound 0, pending 0]
 """
 
 
@@ -190,9 +190,9 @@ def test_hostname_of_a_vanished_node_falls_back_to_the_assignment_levels() -> No
     (ps,) = desc.podsets
     assert ps.domains is not None and ps.domains[2].path is None
     assert render_text(desc).splitlines()[-3:] == [
-        "    kubernetes.io/hostname=h11: 2 pod(s)   [bound 0, pending 0]",
-        "    kubernetes.io/hostname=h12: 2 pod(s)   [bound 0, pending 0]",
-        "    kubernetes.io/hostname=h21: 2 pod(s)   [bound 0, pending 0]",
+        "    host=h11: 2 pod(s)   [bound 0, pending 0]",
+        "    host=h12: 2 pod(s)   [bound 0, pending 0]",
+        "    host=h21: 2 pod(s)   [bound 0, pending 0]",
     ]
 
 
@@ -333,9 +333,13 @@ def test_implied_and_invalid_topology_requests() -> None:
     (ps,) = describe(workload(annotations={})).podsets
     assert ps.request == {"implied": True}
     assert "no topology annotation (placed as unconstrained)" in render_text(describe(workload(annotations={})))
-    bad = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-preferred-topology": RACK}
+    bad = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-unconstrained-topology": "true"}
     (ps,) = describe(workload(annotations=bad)).podsets
     assert ps.request is None and ps.message.startswith("invalid topology annotations: ")
+    pair = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-preferred-topology": RACK}
+    (ps,) = describe(workload(annotations=pair)).podsets
+    assert ps.request == {"required": BLOCK, "preferred": RACK}
+    assert request_text(ps.request) == f"required {BLOCK}, preferred {RACK}"
 
 
 def test_slices_request_text() -> None:
@@ -403,6 +407,7 @@ def test_json_keys_and_values() -> None:
         "request",
         "topologyLevels",
         "levels",
+        "levelNames",
         "domains",
         "pods",
         "message",
@@ -415,6 +420,7 @@ def test_json_keys_and_values() -> None:
         {"required": BLOCK},
     )
     assert ps["topologyLevels"] == [BLOCK, RACK, HOST] and ps["levels"] == [HOST]
+    assert ps["levelNames"] == {HOST: "host"}  # the default name of the hostname level
     assert ps["domains"][1] == {
         "values": ["h12"],
         "path": ["b1", "b1-r1", "h12"],

@@ -76,7 +76,7 @@ def test_field_unknown_level_and_invalid_field(tmp_path: Path, capsys: pytest.Ca
     assert code == 1 and out is None
     assert err == (
         "error: Workload/team-a/w: spec.podSets[0].topologyRequest.preferred: unknown topology level 'zone'; "
-        f"Topology 'topo' has levels {mk.BLOCK}, {mk.RACK}, {mk.HOST}"
+        f"Topology 'topo' has levels {mk.BLOCK}, {mk.RACK}, {mk.HOST}; level names: host"
     )
     too_long = with_field(mk.workload("w", 2, {}, admitted_flavor="gpu"), required="x" * 64)
     code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), too_long])

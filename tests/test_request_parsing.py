@@ -99,9 +99,10 @@ def test_slice_pair_without_mode() -> None:
 
 
 def test_more_than_one_mode() -> None:
-    [msg] = errors_of({REQ: RACK, PREF: BLOCK})
+    # Required with preferred is allowed (test_required_preferred.py); unconstrained beside either is not.
+    [msg] = errors_of({REQ: RACK, UNC: "true"})
     assert msg.endswith(f'must not contain more than one topology annotation: ["{REQ}", "{PREF}", "{UNC}"]')
-    assert REQ in msg and PREF in msg and RACK in msg and BLOCK in msg
+    assert msg.startswith(f'annotations {REQ}="{RACK}", {UNC}="true": ')
     [msg3] = errors_of({REQ: RACK, PREF: BLOCK, UNC: "true"})
     assert "must not contain more than one topology annotation" in msg3
     [msg2] = errors_of({PREF: BLOCK, UNC: "true"})
@@ -172,7 +173,7 @@ def test_slice_size_without_topology() -> None:
 
 
 def test_all_problems_reported_together() -> None:
-    errs = errors_of({REQ: "-bad", PREF: BLOCK, UNC: "maybe", SIZE: "0"})
+    errs = errors_of({REQ: "-bad", UNC: "maybe", SIZE: "0"})
     joined = " | ".join(errs)
     assert "more than one topology annotation" in joined
     assert "must be a boolean value" in joined
@@ -186,7 +187,9 @@ def test_configurable_prefix() -> None:
     kueue_req = "kueue.x-k8s.io/podset-required-topology"
     assert parse_topology_request({kueue_req: RACK}, prefix="kueue.x-k8s.io/") == TopologyRequest(required=RACK)
     assert parse_topology_request({REQ: RACK}, prefix="kueue.x-k8s.io/") is None
-    [msg] = errors_of({kueue_req: RACK, "kueue.x-k8s.io/podset-preferred-topology": RACK}, prefix="kueue.x-k8s.io/")
+    [msg] = errors_of(
+        {kueue_req: RACK, "kueue.x-k8s.io/podset-unconstrained-topology": "true"}, prefix="kueue.x-k8s.io/"
+    )
     assert '["kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology"' in msg
 
 
@@ -212,7 +215,9 @@ def test_template_parsing() -> None:
 
 def test_lenient_priority_required_over_preferred_over_unconstrained() -> None:
     both = {REQ: RACK, PREF: BLOCK, UNC: "true"}
-    assert parse_topology_request(both, strict=False) == TopologyRequest(required=RACK)
+    # required and preferred are kept together (kueue-tas's extension), unconstrained is dropped
+    assert parse_topology_request(both, strict=False) == TopologyRequest(required=RACK, preferred=BLOCK)
+    assert parse_topology_request({REQ: RACK, UNC: "true"}, strict=False) == TopologyRequest(required=RACK)
     assert parse_topology_request({PREF: BLOCK, UNC: "true"}, strict=False) == TopologyRequest(preferred=BLOCK)
     # an unparsable unconstrained value is not read when a higher-priority mode is present
     assert parse_topology_request({PREF: BLOCK, UNC: "maybe"}, strict=False) == TopologyRequest(preferred=BLOCK)

@@ -254,6 +254,7 @@ class LiveCapacity:
             nodes=self._nodes.values(),
             flavor_node_labels=spec.node_labels,
             flavor_tolerations=spec.tolerations,
+            level_names=spec.level_names,
         )
         for charge in self._slots.charges():
             self._apply_to(flavor, snap, charge, 1)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kueue_tas.api import constants as c
@@ -49,6 +49,7 @@ from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import bind_flavors
 from kueue_tas.topology.inputs import tolerations
+from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION, LevelNames, level_names
 from kueue_tas.topology.model import ResourceMap, Toleration
 from kueue_tas.topology.snapshot import TopologySnapshot
 
@@ -62,6 +63,7 @@ class FlavorSpec:
     levels: tuple[str, ...]
     node_labels: Mapping[str, str]
     tolerations: tuple[Toleration, ...] = ()
+    level_names: LevelNames = field(default_factory=LevelNames)  # the Topology's names for its levels
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +137,7 @@ def flavor_specs(
             topo.levels,
             dict(rf.spec.node_labels) if rf else {},
             tolerations(rf.spec.tolerations) if rf else (),
+            level_names(topo.metadata.annotations.get(LEVEL_NAMES_ANNOTATION), topo.levels),
         )
         if b.check is not None:
             per_check[b.check].add(name)

@@ -19,6 +19,7 @@ from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding
 from kueue_tas.topology.inputs import podset_request
+from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION, level_names, resolve_request
 from kueue_tas.topology.placement_health import NodeIndex, PlacedPodSet, placement_problems, required_levels
 from kueue_tas.topology.request import TopologyRequestError
 
@@ -56,6 +57,10 @@ def workload_placement_problems(
             request = podset_request(
                 name, count, ps.template, prefix=prefix, gates=gates, topology_field=ps.topology_request
             )
+            topo = topology(bindings[flavor].topology)
+            if topo is not None:  # a level given by name is judged as the label it names
+                names = level_names(topo.metadata.annotations.get(LEVEL_NAMES_ANNOTATION), topo.levels)
+                request = resolve_request(request, topo.levels, names)
             levels, per_pod = required_levels(request.topology), dict(request.requests)
         except (TopologyRequestError, QuantityError):
             # Admitted, so it parsed then: an edit since makes it unjudgeable, not unhealthy.

@@ -11,7 +11,7 @@ are the numbers the next admission decision starts from.
 
     {"topologies": [{"name", "levels": [node label, ...], "message",
       "flavors": [{"name", "nodeLabels", "nodes", "resource",
-        "levels": [{"key", "domains": [{"values", "nodes", "allocatable", "free", "largest"}]}]}]}]}
+        "levels": [{"key", "name", "domains": [{"values", "nodes", "allocatable", "free", "largest"}]}]}]}]}
 
 ``values`` are the domain's level values from the top level down; ``allocatable`` and
 ``free`` map resource -> integer in Kueue's units (cpu in millicores, memory and storage
@@ -57,6 +57,7 @@ class DomainCapacity:
 class LevelCapacity:
     key: str
     domains: tuple[DomainCapacity, ...]  # in name order
+    name: str | None = None  # the Topology's name for the level (``kueue-tas.io/level-names``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +112,7 @@ def flavor_capacity(
         if domains:
             best = max(range(len(domains)), key=lambda i: (domains[i].free.get(bar, 0), -i))
             domains[best] = replace(domains[best], largest=True)
-        levels.append(LevelCapacity(level.key, tuple(domains)))
+        levels.append(LevelCapacity(level.key, tuple(domains), snap.level_names.name_of(level.key)))
     return FlavorCapacity(name, dict(node_labels), bar, tuple(levels))
 
 
@@ -147,7 +148,7 @@ def _flavor_lines(fc: FlavorCapacity, color: bool) -> list[str]:
     rows = sorted(((d.values, lvl, d) for lvl in fc.levels for d in lvl.domains), key=lambda r: r[0])
     cells = []
     for values, lvl, d in rows:
-        label = f"{'  ' * (len(values) + 1)}{lvl.key}={values[-1]}"
+        label = f"{'  ' * (len(values) + 1)}{lvl.name or lvl.key}={values[-1]}"
         res = _amounts(fc.resource, d.free, d.allocatable)
         pods = _amounts(PODS, d.free, d.allocatable) if fc.resource != PODS else ""
         cells.append((label, bar(d.free.get(fc.resource, 0), d.allocatable.get(fc.resource, 0)), res, pods, d.largest))
@@ -197,6 +198,7 @@ def capacity_json(topologies: Sequence[TopologyCapacity], depth: int | None = No
                         "levels": [
                             {
                                 "key": lvl.key,
+                                "name": lvl.name,
                                 "domains": [
                                     {
                                         "values": list(d.values),

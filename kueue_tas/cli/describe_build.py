@@ -153,6 +153,7 @@ def describe_workload(
                 request=request,
                 topology_levels=topology_levels,
                 levels=assignment.levels if assignment else (),
+                level_names={lbl: n for n, lbl in spec.level_names.labels.items()} if spec else {},
                 domains=domains,
                 pods=counts,
                 message=message,

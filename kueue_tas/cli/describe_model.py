@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,7 @@ class PodSetStatus:
     request: dict[str, Any] | None
     topology_levels: tuple[str, ...]
     levels: tuple[str, ...]
+    level_names: Mapping[str, str]  # label -> the Topology's name for it (``kueue-tas.io/level-names``)
     domains: list[DomainStatus] | None
     pods: PodCounts
     message: str

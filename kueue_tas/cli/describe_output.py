@@ -48,7 +48,7 @@ def _tree(ps: PodSetStatus) -> list[str]:
         )
         for d in ps.domains
     ]
-    return domain_tree_lines(keys, leaves)
+    return domain_tree_lines([ps.level_names.get(k, k) for k in keys], leaves)
 
 
 def _pods_line(p: PodCounts) -> str:
@@ -125,6 +125,7 @@ def describe_json(d: WorkloadDescription) -> dict[str, Any]:
                 "request": ps.request,
                 "topologyLevels": list(ps.topology_levels),
                 "levels": list(ps.levels),
+                "levelNames": dict(ps.level_names),
                 "domains": None
                 if ps.domains is None
                 else [

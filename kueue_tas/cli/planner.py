@@ -41,6 +41,7 @@ from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors
 from kueue_tas.topology.inputs import node_info
 from kueue_tas.topology.kube_syntax import label_value_errors
+from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION, level_names_problem, resolve_request
 from kueue_tas.topology.levels import topology_levels_problem
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.plan_replacements import ReplacementIndex
@@ -78,6 +79,9 @@ class PodSetPlan:
     assignment: TopologyAssignment | None = None
     message: str = ""
     governed: bool = True
+    # Both levels of a required + preferred request (kueue-tas's extension), shown by the text
+    # view because the pair changes where pods go; None for every other request.
+    required_preferred: tuple[str, str] | None = None
 
     @property
     def fits(self) -> bool:
@@ -122,6 +126,9 @@ class Planner:
             problem = topology_levels_problem(topology.levels)
             if problem is not None:
                 raise PlanInputError(f"{describe(topology)}: {problem[0]}: {problem[1]}")
+            names = level_names_problem(topology.metadata.annotations.get(LEVEL_NAMES_ANNOTATION), topology.levels)
+            if names is not None:
+                raise PlanInputError(f"{describe(topology)}: metadata.annotations[{LEVEL_NAMES_ANNOTATION}]: {names}")
         self.warnings: list[str] = []  # about the input; the command prints them, one a line
         self.flavors = {o.name: o for o in objects if isinstance(o, ResourceFlavor)}
         checks = [o for o in objects if isinstance(o, AdmissionCheck)]
@@ -330,7 +337,11 @@ class Planner:
             snap = self.snapshot(flavor, context)
             ps_plan.topology = snap.topology_name
             request = podset_request_for(obj, ps, index, field, self.prefix, self.gates, implied=not explicit)
+            request = resolve_request(request, snap.levels, snap.level_names)
             check_levels(obj, index, request, snap, field, self.prefix)
+            topo = request.topology
+            if topo is not None and topo.preferred_in_required and topo.required and topo.preferred:
+                ps_plan.required_preferred = (topo.required, topo.preferred)
             groups.setdefault(flavor, []).append((ps_plan, request))
             governed.append((index, request))
             fields.append(field)

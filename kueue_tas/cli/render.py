@@ -53,7 +53,7 @@ def _domain_tree(ps: PodSetPlan, snap: TopologySnapshot) -> list[str]:
         full = tree.leaves.values[leaf] if leaf is not None else tuple(dom.values)
         free = snap.capacity.leaf_free(leaf) if leaf is not None else {}
         leaves.append((full, dom.count, f"   [free after plan: {format_free(free)}]"))
-    return domain_tree_lines(tree.level_keys, leaves)
+    return domain_tree_lines([snap.level_names.name_of(k) or k for k in tree.level_keys], leaves)
 
 
 def render_text(plans: list[WorkloadPlan], planner: Planner) -> str:
@@ -63,6 +63,9 @@ def render_text(plans: list[WorkloadPlan], planner: Planner) -> str:
         out.append(f"{p.kind} {ns}{p.name}: {'fits' if p.fits else 'DOES NOT FIT'}")
         for ps in p.podsets:
             where = f"flavor={ps.flavor} topology={ps.topology}" if ps.governed else "not governed"
+            if ps.required_preferred is not None:
+                required, preferred = ps.required_preferred
+                where += f" required={required} preferred={preferred}"
             out.append(f"  PodSet {ps.name} ({ps.count} pods, {where})")
             if ps.assignment is not None and ps.flavor is not None:
                 snap = planner.snapshot(ps.flavor, ps.name)

@@ -34,6 +34,7 @@ from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.groups import GroupMember, group_errors
 from kueue_tas.topology.inputs import podset_request, requests_topology
+from kueue_tas.topology.level_names import resolve_request
 from kueue_tas.topology.levels import level_problem
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.request import TopologyRequestError, template_annotations
@@ -111,12 +112,16 @@ def _level_rejection(request: PodSetRequest, snap: TopologySnapshot, from_field:
     problem = level_problem(snap.levels, request.topology)
     if problem is None:
         return None
-    where = f"topologyRequest.{problem.field}" if from_field else f"annotation {prefix}{problem.suffix}"
+
+    def locate(suffix: str, field: str) -> str:
+        return f"topologyRequest.{field}" if from_field else f"annotation {prefix}{suffix}"
+
+    where = locate(problem.suffix, problem.field)
     if problem.unknown is None:
-        return f'PodSet "{request.name}": {where}: {problem.message}'
+        return f'PodSet "{request.name}": {where}: {problem.text(locate)}'
     return (
         f'PodSet "{request.name}": {where}: unknown topology level "{problem.unknown}"; '
-        f'Topology "{snap.topology_name}" has levels {", ".join(snap.levels)}'
+        f'Topology "{snap.topology_name}" has levels {", ".join(snap.levels)}{snap.level_names.offered()}'
     )
 
 
@@ -239,6 +244,7 @@ def decide(
         snap = capacity.snapshot(flavor)
         if snap is None:
             return Decision(Outcome.RETRY, f'PodSet "{name}": flavor "{flavor}" has no usable Topology yet')
+        request = resolve_request(request, snap.levels, snap.level_names)
         rejection = _level_rejection(request, snap, from_field, prefix)
         if rejection is not None:
             return Decision(Outcome.REJECTED, rejection)

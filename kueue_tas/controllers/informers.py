@@ -18,6 +18,7 @@ from kueue_tas.kube.informer import Informer
 from kueue_tas.kube.slim import SlimPod, make_pod_transform
 from kueue_tas.kube.stores import PodStore, Store
 from kueue_tas.topology.inputs import node_info
+from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION
 from kueue_tas.topology.model import NodeInfo
 
 T = TypeVar("T")
@@ -92,14 +93,18 @@ def _workload_uid(wl: Workload) -> tuple[str, ...]:
     return (wl.metadata.uid,) if wl.metadata.uid else ()
 
 
+def _level_names(obj: Any) -> str | None:
+    return obj.metadata.annotations.get(LEVEL_NAMES_ANNOTATION) if isinstance(obj, Topology) else None
+
+
 def on_any_change(informer: Informer[Any], handler: Callable[[], None], *, spec_only: bool = False) -> None:
     """Call ``handler()`` on every add, update and delete of ``informer``; with ``spec_only``,
-    updates that leave ``spec`` as it was are skipped."""
+    updates that leave ``spec`` (and a Topology's level names) as they were are skipped."""
 
     def updated(old: Any, new: Any) -> None:
         # Kueue rewrites ClusterQueue status on nearly every admission: a handler that reads only
         # spec (which flavors, checks and Topologies are ours) need not run again for it.
-        if not (spec_only and old.spec == new.spec):
+        if not (spec_only and old.spec == new.spec and _level_names(old) == _level_names(new)):
             handler()
 
     informer.add_handler(lambda _x: handler(), updated, lambda _x: handler())

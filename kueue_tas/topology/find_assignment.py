@@ -132,6 +132,7 @@ def find_topology_assignment(
         size_at_level=inner.size_at_level,
         layers=inner.layers,
         balanced=balanced,
+        top_idx=params.top_idx,
     )
     placed, leaders = place_general(tree, general, leaf, snap.topology_name, stats)
     out = {workers.name: build_assignment(tree, placed)}

@@ -52,6 +52,7 @@ class GeneralParams:
     size_at_level: dict[int, int] = field(default_factory=dict)
     layers: tuple[SliceLayer, ...] = ()  # set only with inner layers: selects the multi-layer text
     balanced: bool = False  # TASBalancedPlacement for this request (preferred only)
+    top_idx: int = 0  # the highest level the search may climb to (PlacementParams.top_idx)
 
 
 @dataclass
@@ -148,6 +149,9 @@ def find_level_with_fit_domains(run: Run, level: int) -> tuple[int, IntArray]:
             raise not_fit(run, level, int(st.pods[level][srt[-1]]), need)
     if sl[top] >= need and ld[top] >= lead:
         return level, np.array([top], dtype=np.int64)
+    # Below the highest level allowed, climb; required stops there (required alone never climbs).
+    if level > p.top_idx and not p.unconstrained:
+        return find_level_with_fit_domains(run, level - 1)
     if p.required:
         if order.affinity:
             ok = np.flatnonzero((sl[srt[1:]] >= need) & (ld[srt[1:]] >= lead))
@@ -155,8 +159,6 @@ def find_level_with_fit_domains(run: Run, level: int) -> tuple[int, IntArray]:
                 i = int(ok[0]) + 1
                 return level, np.array([best_fit(st, level, srt[i:], need, sl, lead, order)], dtype=np.int64)
         raise not_fit(run, level, int(s[top]), need)
-    if level > 0 and not p.unconstrained:
-        return find_level_with_fit_domains(run, level - 1)
     srt = prioritize_leader_domain(st, level, srt, p.count, lead, p.slice_size, True)
     results: list[int] = []
     rem, rem_lead, idx = need, lead, 0

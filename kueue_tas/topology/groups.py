@@ -2,7 +2,8 @@
 
 Kueue's job webhooks (``ValidatePodSetGroupingTopology`` in ``jobframework/tas_validation.go``)
 allow a group only as a leader + workers pair: exactly 2 PodSets, at least one of them with a
-single pod, both asking for the same ``required`` (or the same ``preferred``) level. The
+single pod, both asking for the same ``required`` (or the same ``preferred``) level; with
+kueue-tas's required + preferred, the same level for each of the two. The
 engine relies on the pair shape (the smaller PodSet is the leader, placed as one pod), so a
 workload breaking it is refused here, with Kueue's texts.
 

@@ -4,11 +4,13 @@ Kueue skips a flavor whose Topology lacks a requested level (``HasLevel``) and f
 placement of multi-layer slices whose layers are out of order (``buildSliceSizeAtLevel``).
 Both can never succeed later, so kueue-tas refuses them before placing: the controller
 rejects the Workload, ``plan`` reports invalid input. Out-of-order layers keep Kueue's text.
+A preferred level above the required one (kueue-tas's required + preferred, which Kueue
+does not have) is refused the same way, with our text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -19,15 +21,36 @@ from kueue_tas.topology.model import TopologyRequest
 
 
 @dataclass(frozen=True, slots=True)
+class AboveRequired:
+    """A preferred ``level`` above the ``required`` level of the same request."""
+
+    level: str
+    required: str
+
+
+@dataclass(frozen=True, slots=True)
 class LevelProblem:
     """What is wrong, and where: ``suffix`` after the annotation prefix, ``field`` inside
-    Kueue's ``topologyRequest``. ``unknown`` is the level the Topology lacks; otherwise
-    ``message`` is Kueue's text."""
+    Kueue's ``topologyRequest``. ``unknown`` is the level the Topology lacks; ``above`` a
+    preferred level above the required one (``text`` words it); otherwise ``message`` is
+    Kueue's text."""
 
     suffix: str
     field: str
     unknown: str | None = None
     message: str = ""
+    above: AboveRequired | None = None
+
+    def text(self, locate: Callable[[str, str], str]) -> str:
+        """``message``, or for ``above`` the sentence naming the required setting where
+        ``locate(suffix, field)`` (the caller's own wording of a place) puts it."""
+        if self.above is None:
+            return self.message
+        where = locate(c.SUFFIX_REQUIRED_TOPOLOGY, "required")
+        return (
+            f'level "{self.above.level}" is above the required level "{self.above.required}" ({where}); '
+            "the preferred level must be the required level or a level below it"
+        )
 
 
 def level_problem(levels: Sequence[str], topology: TopologyRequest | None) -> LevelProblem | None:
@@ -41,6 +64,16 @@ def level_problem(levels: Sequence[str], topology: TopologyRequest | None) -> Le
     ):
         if level is not None and level not in levels:
             return LevelProblem(suffix, field, unknown=level)
+    required, preferred = topology.required, topology.preferred
+    if (
+        required is not None
+        and preferred is not None
+        and topology.preferred_in_required
+        and levels.index(preferred) < levels.index(required)
+    ):
+        return LevelProblem(
+            c.SUFFIX_PREFERRED_TOPOLOGY, "preferred", above=AboveRequired(level=preferred, required=required)
+        )
     layers = topology.slice_layers
     for i, layer in enumerate(layers):
         if layer.level not in levels:

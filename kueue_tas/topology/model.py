@@ -84,12 +84,14 @@ class SliceLayer:
 class TopologyRequest:
     """A PodSet's topology request, as Kueue's PodSetTopologyRequest.
 
-    ``required``/``preferred``/``unconstrained`` are mutually exclusive (the
-    annotation parser enforces that). ``slice_level`` with ``slice_size`` cut the
-    PodSet into slices that must each fit one domain of ``slice_level``.
-    ``slice_layers`` (coarsest first, at most 3) is Kueue's multi-layer form and is
-    mutually exclusive with ``slice_level``/``slice_size``. PodSets of one workload
-    with the same ``group`` (Kueue's podSetGroupName) are placed together.
+    ``unconstrained`` excludes ``required`` and ``preferred`` (the annotation parser
+    enforces that). ``required`` with ``preferred`` is kueue-tas's extension: one domain of
+    ``required`` holds every pod, and inside it the search starts at ``preferred`` and climbs
+    as Kueue's preferred does; ``preferred`` must be at or below ``required``.
+    ``slice_level`` with ``slice_size`` cut the PodSet into slices that must each fit one
+    domain of ``slice_level``. ``slice_layers`` (coarsest first, at most 3) is Kueue's
+    multi-layer form and is mutually exclusive with ``slice_level``/``slice_size``. PodSets
+    of one workload with the same ``group`` (Kueue's podSetGroupName) are placed together.
     """
 
     required: str | None = None
@@ -99,6 +101,12 @@ class TopologyRequest:
     slice_size: int | None = None
     group: str | None = None
     slice_layers: tuple[SliceLayer, ...] = ()
+
+    @property
+    def preferred_in_required(self) -> bool:
+        """Required and preferred together. Under unconstrained (only a Workload's
+        topologyRequest can say that too) required alone counts, as in Kueue."""
+        return self.required is not None and self.preferred is not None and not self.unconstrained
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,9 @@
 Phase 1 counts how many pods (and slices) fit in every domain, bottom-up.
 Phase 2 picks the level and the domains there (BestFit for required and
 preferred, LeastFreeCapacity for unconstrained and implied: Kueue v0.19's
-default TASProfileMixed), then descends level by level to the leaves.
+default TASProfileMixed), then descends level by level to the leaves. Required
+with preferred (kueue-tas's extension) climbs as preferred does, from the preferred
+level, and stops at the required level as required does.
 
 Greedy walks are vectorised with cumulative sums: a walk takes domains whole
 until the first one whose capacity covers what is still needed; BestFit then
@@ -35,11 +37,15 @@ class PlacementFailure(Exception):
 @dataclass(frozen=True, slots=True)
 class PlacementParams:
     count: int
-    level_idx: int  # requested level
+    level_idx: int  # the level the search starts at
     slice_level_idx: int
     slice_size: int
     required: bool
     unconstrained: bool  # also selects LeastFreeCapacity ordering
+    # The highest level the search may climb to (0 is the top): the required level with
+    # required, so required alone never climbs and required + preferred climbs from the
+    # preferred level up to it; the top otherwise.
+    top_idx: int = 0
 
 
 def requested_level_key(tree: TopologyTree, topology: TopologyRequest | None, implied: bool) -> str | None:
@@ -86,9 +92,19 @@ def resolve_params(tree: TopologyTree, count: int, topology: TopologyRequest | N
     slice_level_idx = tree.level_index(slice_key)
     if slice_level_idx is None:
         raise PlacementFailure(messages.no_requested_slice_level(slice_key))
+    top_idx = level_idx if required else 0
+    if topology is not None and topology.preferred is not None and topology.preferred_in_required:
+        # kueue-tas's required + preferred: the search starts at the preferred level.
+        preferred = topology.preferred
+        start = tree.level_index(preferred)
+        if start is None:
+            raise PlacementFailure(messages.no_requested_level(preferred))
+        if start < level_idx:
+            raise PlacementFailure(f"preferred topology {preferred} is above the required topology {key}")
+        key, level_idx = preferred, start
     if level_idx > slice_level_idx:
         raise PlacementFailure(messages.slice_above_podset(slice_key, key))
-    return PlacementParams(count, level_idx, slice_level_idx, slice_size, required, unconstrained)
+    return PlacementParams(count, level_idx, slice_level_idx, slice_size, required, unconstrained, top_idx)
 
 
 @dataclass
@@ -219,11 +235,11 @@ def find_level_with_fit_domains(
             return level, ordered[fitting[:1]]
     elif caps[0] >= needed:
         return level, ordered[[best_fit_position(caps, needed)]]
-    # The top domain does not fit.
+    # The top domain does not fit: climb while allowed; at the required level that is the end.
+    if level > p.top_idx and not p.unconstrained:
+        return find_level_with_fit_domains(tree, counts, p, level - 1, topology_name, stats)
     if p.required:
         raise PlacementFailure(messages.not_fit_message(topology_name, int(caps[0]), needed, p.slice_size, stats))
-    if level > 0 and not p.unconstrained:
-        return find_level_with_fit_domains(tree, counts, p, level - 1, topology_name, stats)
     taken = greedy_take(caps, needed, best_fit=not lfc)
     if taken is None:
         raise PlacementFailure(messages.not_fit_message(topology_name, int(caps.sum()), needed, p.slice_size, stats))

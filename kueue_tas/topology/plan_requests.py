@@ -148,17 +148,21 @@ def check_levels(
     problem = level_problem(snap.levels, request.topology)
     if problem is None:
         return
-    if _from_field(obj, index, field, prefix):
-        where = f"{_field_path(index)}.topologyRequest.{problem.field}"
-    else:
-        where = f"{template_path(obj, index)}.metadata.annotations[{prefix}{problem.suffix}]"
+    from_field = _from_field(obj, index, field, prefix)
+
+    def locate(suffix: str, field_name: str) -> str:
+        if from_field:
+            return f"{_field_path(index)}.topologyRequest.{field_name}"
+        return f"{template_path(obj, index)}.metadata.annotations[{prefix}{suffix}]"
+
+    where = locate(problem.suffix, problem.field)
     if problem.unknown is not None:
         detail = (
             f"unknown topology level {problem.unknown!r}; "
-            f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}"
+            f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}{snap.level_names.offered()}"
         )
     else:
-        detail = problem.message
+        detail = problem.text(locate)
     raise PlanInputError(f"{describe(obj)}: {where}: {detail}")
 
 

@@ -2,10 +2,13 @@
 
 Semantics follow Kueue's ``jobframework.NewPodSetTopologyRequest(...).Build()``:
 required, preferred and unconstrained are read in that priority order and only the
-first one found is kept; the multi-layer constraints (when TASMultiLayerTopology is on)
-win over the slice pair (slice topology + slice size), which is used only when both are
-present; the group name is kept only beside required or preferred; with no mode and no
-slice layer the request is None.
+first one found is kept, except that required and preferred are kept together
+(kueue-tas's extension, which Kueue's webhook refuses: all pods in one domain of the
+required level, as few domains of the preferred level inside it as possible); the
+multi-layer constraints (when TASMultiLayerTopology is on) win over the slice pair
+(slice topology + slice size), which is used only when both are present; the group
+name is kept only beside required or preferred; with no mode and no slice layer the
+request is None.
 
 Validation follows Kueue's webhook (``ValidateTASPodSetRequest`` and
 ``ValidateSliceSizeAnnotationUpperBound`` in ``jobframework/tas_validation.go``),
@@ -204,7 +207,9 @@ def validate_topology_annotations(
     errors: list[str] = []
 
     found_modes = [k for k in (keys.required, keys.preferred, keys.unconstrained) if k in ann]
-    if len(found_modes) > 1:
+    # Required with preferred is kueue-tas's extension (one required domain, as few preferred
+    # ones inside it as possible); every other pair keeps Kueue's refusal and text.
+    if len(found_modes) > 1 and found_modes != [keys.required, keys.preferred]:
         listed = ", ".join(json.dumps(k) for k in (keys.required, keys.preferred, keys.unconstrained))
         present = ", ".join(f"{k}={json.dumps(ann[k])}" for k in found_modes)
         errors.append(f"annotations {present}: must not contain more than one topology annotation: [{listed}]")
@@ -263,7 +268,8 @@ def parse_topology_request(
     ``strict`` (the default) first runs the webhook validation and raises
     ``TopologyRequestError`` listing every problem. With ``strict=False`` the
     request is built as Kueue's ``Build()`` does for objects that skipped the
-    webhook: the first of required > preferred > unconstrained wins, an
+    webhook: the first of required > preferred > unconstrained wins (required and
+    preferred are kept together), an
     incomplete slice pair is ignored, and only a value that cannot be parsed at
     all (unconstrained not a boolean, slice size not an int32, constraints not a list
     of 1 to 3 layers, when used) raises.
@@ -279,9 +285,9 @@ def parse_topology_request(
     unconstrained: bool | None = None
     if keys.required in ann:
         required = ann[keys.required]
-    elif keys.preferred in ann:
+    if keys.preferred in ann:
         preferred = ann[keys.preferred]
-    elif keys.unconstrained in ann:
+    if required is None and preferred is None and keys.unconstrained in ann:
         unconstrained = parse_go_bool(ann[keys.unconstrained])
         if unconstrained is None:
             raise TopologyRequestError(

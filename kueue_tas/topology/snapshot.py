@@ -17,6 +17,7 @@ from kueue_tas.topology.capacity import CapacityMatrix, Matrix
 from kueue_tas.topology.elastic import place_elastic
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.find_assignment import PlaceOptions, find_topology_assignment
+from kueue_tas.topology.level_names import LevelNames
 from kueue_tas.topology.model import (
     PODS,
     NodeInfo,
@@ -46,11 +47,13 @@ class TopologySnapshot:
         tree: TopologyTree,
         capacity: CapacityMatrix,
         flavor_tolerations: Sequence[Toleration] = (),
+        level_names: LevelNames | None = None,
     ) -> None:
         self.topology_name = topology_name
         self.tree = tree
         self.capacity = capacity
         self.flavor_tolerations = tuple(flavor_tolerations)
+        self.level_names = level_names or LevelNames()
 
     @classmethod
     def build(
@@ -61,9 +64,10 @@ class TopologySnapshot:
         nodes: Iterable[NodeInfo],
         flavor_node_labels: Mapping[str, str] | None = None,
         flavor_tolerations: Sequence[Toleration] = (),
+        level_names: LevelNames | None = None,
     ) -> TopologySnapshot:
         tree = TopologyTree.build(levels, nodes, flavor_node_labels)
-        return cls(topology_name, tree, CapacityMatrix(tree), flavor_tolerations)
+        return cls(topology_name, tree, CapacityMatrix(tree), flavor_tolerations, level_names)
 
     @property
     def levels(self) -> tuple[str, ...]:

@@ -452,6 +452,23 @@ ROWS: list[Row] = [
         ("Topology/topo", "spec.levels[0].nodeLabel", "only be used at the lowest level"),
     ),
     Row(
+        "topology-level-names-not-pairs",
+        objects({**mk.topology(), "metadata": {"name": "topo", "annotations": {"kueue-tas.io/level-names": "rack"}}}),
+        ("Topology/topo", "metadata.annotations[kueue-tas.io/level-names]", "expected name=label"),
+    ),
+    Row(
+        "topology-level-names-100kB",
+        objects(
+            {**mk.topology(), "metadata": {"name": "topo", "annotations": {"kueue-tas.io/level-names": "r=" * 50_000}}}
+        ),
+        ("Topology/topo", "kueue-tas.io/level-names", "(99998 characters) is not a level"),
+    ),
+    Row(
+        "level-name-unknown",
+        on_cluster(mk.job("a", 1, mk.required("rak"))),
+        ("Job/team-a/a", "unknown topology level 'rak'", "level names: host"),
+    ),
+    Row(
         "topology-levels-a-string",
         objects({**mk.topology(), "spec": {"levels": "rack"}}),
         ("Topology/topo", "spec.levels", "expected an array"),
