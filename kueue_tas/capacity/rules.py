@@ -49,7 +49,7 @@ from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import bind_flavors
 from kueue_tas.topology.inputs import tolerations
-from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION, LevelNames, level_names
+from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION, LevelNames, level_names, level_names_problem
 from kueue_tas.topology.model import ResourceMap, Toleration
 from kueue_tas.topology.snapshot import TopologySnapshot
 
@@ -104,6 +104,17 @@ def our_checks(checks: Iterable[AdmissionCheck], controller_name: str) -> dict[s
     return {ac.name: ac for ac in checks if ac.spec.controller_name == controller_name}
 
 
+def topology_level_names(topo: Topology) -> LevelNames:
+    """The names ``topo`` gives its levels (``kueue-tas.io/level-names`` and the defaults)."""
+    return level_names(topo.metadata.annotations.get(LEVEL_NAMES_ANNOTATION), topo.levels)
+
+
+def topology_level_names_problem(topo: Topology) -> str | None:
+    """What is wrong with ``topo``'s level-names annotation, with the field named, or None."""
+    problem = level_names_problem(topo.metadata.annotations.get(LEVEL_NAMES_ANNOTATION), topo.levels)
+    return None if problem is None else f"metadata.annotations[{LEVEL_NAMES_ANNOTATION}]: {problem}"
+
+
 def flavor_specs(
     checks: Mapping[str, AdmissionCheck],
     queues: Iterable[ClusterQueue],
@@ -137,7 +148,7 @@ def flavor_specs(
             topo.levels,
             dict(rf.spec.node_labels) if rf else {},
             tolerations(rf.spec.tolerations) if rf else (),
-            level_names(topo.metadata.annotations.get(LEVEL_NAMES_ANNOTATION), topo.levels),
+            topology_level_names(topo),
         )
         if b.check is not None:
             per_check[b.check].add(name)

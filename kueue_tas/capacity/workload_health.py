@@ -14,12 +14,12 @@ from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.resources import pod_requests
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
-from kueue_tas.capacity.rules import assignment_trusted
+from kueue_tas.capacity.rules import assignment_trusted, topology_level_names
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding
 from kueue_tas.topology.inputs import podset_request
-from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION, level_names, resolve_request
+from kueue_tas.topology.level_names import names_a_level, resolve_request
 from kueue_tas.topology.placement_health import NodeIndex, PlacedPodSet, placement_problems, required_levels
 from kueue_tas.topology.request import TopologyRequestError
 
@@ -58,9 +58,10 @@ def workload_placement_problems(
                 name, count, ps.template, prefix=prefix, gates=gates, topology_field=ps.topology_request
             )
             topo = topology(bindings[flavor].topology)
-            if topo is not None:  # a level given by name is judged as the label it names
-                names = level_names(topo.metadata.annotations.get(LEVEL_NAMES_ANNOTATION), topo.levels)
-                request = resolve_request(request, topo.levels, names)
+            if topo is not None and names_a_level(request, topo.levels):
+                # A level given by name is judged as the label it names; the annotation is read
+                # only for such a request (this runs for every admitted workload on each pass).
+                request = resolve_request(request, topo.levels, topology_level_names(topo))
             levels, per_pod = required_levels(request.topology), dict(request.requests)
         except (TopologyRequestError, QuantityError):
             # Admitted, so it parsed then: an edit since makes it unjudgeable, not unhealthy.

@@ -34,6 +34,7 @@ from kueue_tas.capacity.rules import (
     flavor_specs,
     our_checks,
     pod_charge,
+    topology_level_names_problem,
 )
 from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.topology.assignment import TopologyAssignment
@@ -41,7 +42,7 @@ from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors
 from kueue_tas.topology.inputs import node_info
 from kueue_tas.topology.kube_syntax import label_value_errors
-from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION, level_names_problem, resolve_request
+from kueue_tas.topology.level_names import resolve_request
 from kueue_tas.topology.levels import topology_levels_problem
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.plan_replacements import ReplacementIndex
@@ -126,9 +127,9 @@ class Planner:
             problem = topology_levels_problem(topology.levels)
             if problem is not None:
                 raise PlanInputError(f"{describe(topology)}: {problem[0]}: {problem[1]}")
-            names = level_names_problem(topology.metadata.annotations.get(LEVEL_NAMES_ANNOTATION), topology.levels)
+            names = topology_level_names_problem(topology)
             if names is not None:
-                raise PlanInputError(f"{describe(topology)}: metadata.annotations[{LEVEL_NAMES_ANNOTATION}]: {names}")
+                raise PlanInputError(f"{describe(topology)}: {names}")
         self.warnings: list[str] = []  # about the input; the command prints them, one a line
         self.flavors = {o.name: o for o in objects if isinstance(o, ResourceFlavor)}
         checks = [o for o in objects if isinstance(o, AdmissionCheck)]

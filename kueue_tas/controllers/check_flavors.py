@@ -14,8 +14,8 @@ from collections.abc import Callable, Container, Iterable, Mapping
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
+from kueue_tas.capacity.rules import topology_level_names_problem
 from kueue_tas.topology.flavors import bind_flavors, check_topology
-from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION, level_names_problem
 from kueue_tas.topology.levels import MAX_LEVEL_LABEL_LENGTH, MAX_TOPOLOGY_LEVELS, topology_levels_fault
 
 
@@ -26,8 +26,7 @@ def topology_problem(topo: Topology) -> str | None:
     our level-names annotation on it (``topology.level_names``)."""
     fault = topology_levels_fault(topo.levels)
     if fault is None:
-        names = level_names_problem(topo.metadata.annotations.get(LEVEL_NAMES_ANNOTATION), topo.levels)
-        return None if names is None else f"metadata.annotations[{LEVEL_NAMES_ANNOTATION}]: {names}"
+        return topology_level_names_problem(topo)
     match fault.kind:
         case "empty":
             return "spec.levels: must have at least 1 item"

@@ -75,42 +75,46 @@ def _entries(raw: str) -> list[tuple[str, str]] | str:
     return out
 
 
-def level_names_problem(raw: str | None, levels: Sequence[str]) -> str | None:
-    """What is wrong with the annotation value ``raw`` on a Topology with ``levels``, in one line
-    (without the object and key: callers name those), or None."""
+def _checked(raw: str | None, levels: Sequence[str]) -> tuple[list[tuple[str, str]], str | None]:
+    """The annotation's (name, label) pairs and what is wrong with them (pairs [] when wrong)."""
     if raw is None:
-        return None
+        return [], None
     entries = _entries(raw)
     if isinstance(entries, str):
         which = "" if entries == raw.strip() else f"{_quoted(entries)} is not name=label; "
-        return f"invalid value {_quoted(raw)}: {which}expected name=label[,name=label...]"
+        return [], f"invalid value {_quoted(raw)}: {which}expected name=label[,name=label...]"
     seen_names: dict[str, str] = {}
     seen_labels: dict[str, str] = {}
     for name, label in entries:
         if not _NAME.fullmatch(name):
-            return (
+            problem = (
                 f"invalid name {_quoted(name)}: must be a lowercase DNS label (a-z, 0-9 and '-', at most 63 characters)"
             )
-        if label not in levels:
-            return f"name {name!r}: {_quoted(label)} is not a level of this Topology (levels: {', '.join(levels)})"
-        if name in levels and name != label:
-            return f"name {name!r} is the label key of another level"
-        if name in seen_names:
-            return f"name {name!r} given twice ({seen_names[name]}, {label})"
-        if label in seen_labels:
-            return f"label {label!r} named twice ({seen_labels[label]}, {name})"
-        seen_names[name], seen_labels[label] = label, name
-    return None
+        elif label not in levels:
+            problem = f"name {name!r}: {_quoted(label)} is not a level of this Topology (levels: {', '.join(levels)})"
+        elif name in levels and name != label:
+            problem = f"name {name!r} is the label key of another level"
+        elif name in seen_names:
+            problem = f"name {name!r} given twice ({seen_names[name]}, {label})"
+        elif label in seen_labels:
+            problem = f"label {label!r} named twice ({seen_labels[label]}, {name})"
+        else:
+            seen_names[name], seen_labels[label] = label, name
+            continue
+        return [], problem
+    return entries, None
+
+
+def level_names_problem(raw: str | None, levels: Sequence[str]) -> str | None:
+    """What is wrong with the annotation value ``raw`` on a Topology with ``levels``, in one line
+    (without the object and key: callers name those), or None."""
+    return _checked(raw, levels)[1]
 
 
 def level_names(raw: str | None, levels: Sequence[str]) -> LevelNames:
     """The names of ``levels``: the annotation's (when ``level_names_problem`` finds none; an
     invalid annotation is the caller's to refuse) and the defaults it leaves free."""
-    given: dict[str, str] = {}
-    if raw is not None and level_names_problem(raw, levels) is None:
-        entries = _entries(raw)
-        assert not isinstance(entries, str)
-        given = dict(entries)
+    given = dict(_checked(raw, levels)[0])
     taken = set(given.values())
     for label, name in DEFAULT_LEVEL_NAMES.items():
         if label in levels and label not in taken and name not in given and name not in levels:
@@ -119,10 +123,19 @@ def level_names(raw: str | None, levels: Sequence[str]) -> LevelNames:
     return LevelNames(dict(sorted(given.items(), key=lambda item: order[item[1]])))
 
 
+def names_a_level(request: PodSetRequest, levels: Sequence[str]) -> bool:
+    """Whether ``request`` asks for a level that is not one of ``levels``' label keys."""
+    t = request.topology
+    if t is None:
+        return False
+    asked = (t.required, t.preferred, t.slice_level, *(x.level for x in t.slice_layers))
+    return any(level is not None and level not in levels for level in asked)
+
+
 def resolve_request(request: PodSetRequest, levels: Sequence[str], names: LevelNames) -> PodSetRequest:
     """``request`` with every level name replaced by its label key."""
     t = request.topology
-    if t is None or not names.labels:
+    if t is None or not names.labels or not names_a_level(request, levels):
         return request
 
     def label(level: str | None) -> str | None:
