@@ -7,8 +7,8 @@ with the caller's clock) and records a ``Violation`` when:
     ungated pods of that PodSet than the assignment gives it (a pod bound, or pinned by its
     nodeSelector, to a deleted node counts nowhere: it runs nowhere and its node's capacity is
     gone with it, which is why the repair, as Kueue's, moves its slot at once; when that node
-    is re-created with such pods still bound to it, they are the stray-pod reaper's to delete
-    within its grace, and count only once ``resurrection_window_s`` has passed);
+    is re-created with such pods still bound or pinned to it, they are the stray-pod reaper's to
+    delete within its grace, and count only once ``resurrection_window_s`` has passed);
 (b) ``node-overcommit``: the bound, non-terminal pods of a node request more than its
     allocatable (``pods`` included);
 (c) ``double-booking``: when an assignment becomes trusted, the trusted assignments inside one
@@ -73,7 +73,7 @@ class InvariantChecker:
     # before are the stray-pod reaper's to delete, within its grace (``resurrection_window_s``).
     recreated_at: dict[str, float] = field(default_factory=dict)
     resurrection_window_s: float = Settings().stray_pod_grace_seconds + 5.0
-    _bound_at: dict[str, float] = field(default_factory=dict)  # pod key -> when first seen bound
+    _released_at: dict[str, float] = field(default_factory=dict)  # pod key -> when first seen ungated
     allocatable: dict[str, Mapping[str, int]] = field(default_factory=dict)  # existing nodes only
     pods: dict[str, PodView] = field(default_factory=dict)  # by uid
     workloads: dict[str, WorkloadView] = field(default_factory=dict)  # by uid
@@ -111,14 +111,14 @@ class InvariantChecker:
         if kind == "DELETED":
             gone = self.pods.pop(uid, None)
             if gone is not None:
-                self._bound_at.pop(gone.key, None)
+                self._released_at.pop(gone.key, None)
             self._dirty = True
             return
         new = pod_view(obj)
         old = self.pods.get(uid)
         self.pods[uid] = new
-        if new.node:
-            self._bound_at.setdefault(new.key, now)
+        if not new.gated:
+            self._released_at.setdefault(new.key, now)
         self._dirty = True
         if old is not None and old.gated and not new.gated:
             self._ungates[uid] += 1
@@ -207,11 +207,14 @@ class InvariantChecker:
         return None
 
     def _resurrected(self, pod: PodView, now: float) -> bool:
-        """Bound to a node before that node was deleted and re-created, and still within the
-        reaper's window: a leftover the infrastructure brought back, not a placement of ours."""
-        at = self.recreated_at.get(pod.node or "")
-        bound = self._bound_at.get(pod.key)
-        return at is not None and bound is not None and bound < at and now < at + self.resurrection_window_s
+        """Released to a node (bound, or pinned by its nodeSelector) before that node was deleted
+        and re-created, and still within the reaper's window: a leftover the infrastructure
+        brought back, not a placement of ours. (Chaos seed 1188: pinned just before the delete,
+        bound just after the node returned.)"""
+        node = pod.node or pod.selector.get(kc.HOSTNAME_LABEL) or ""
+        at = self.recreated_at.get(node)
+        released = self._released_at.get(pod.key)
+        return at is not None and released is not None and released < at and now < at + self.resurrection_window_s
 
     def _overfills(self, now: float) -> dict[tuple[str, str], str]:
         by_podset: dict[tuple[str, str], list[PodView]] = {}

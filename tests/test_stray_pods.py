@@ -121,16 +121,20 @@ async def repaired_after_delete(s: Strays) -> tuple[str, str, str, list[str]]:
     return small, big, rack, on_small
 
 
+def node_returns(s: Strays, host: str, rack: str, pods: list[str]) -> None:
+    """The node object is re-created with the same name; its pods were never garbage-collected."""
+    s.r.node(host, rack, event="ADDED")
+    for name in pods:
+        s.pod(name, host, event="MODIFIED", rv="2")
+
+
 async def test_seed_19_stray_pods_of_a_returning_node_are_replaced_into_the_repaired_slots(s: Strays) -> None:
     r = s.r
     small, _, rack, on_small = await repaired_after_delete(s)
+    # The node is back before the reaper looks (it was busy, or leadership was changing).
+    node_returns(s, small, rack, on_small)
     assert await s.judge() == pytest.approx(5.0)  # stray, within the grace
     assert s.deleter.deleted == []
-
-    # The node object is re-created with the same name; its pods were never garbage-collected.
-    r.node(small, rack, event="ADDED")
-    for name in on_small:
-        s.pod(name, small, event="MODIFIED", rv="2")
     r.clock.now += 5
     assert await s.judge() == pytest.approx(30.0)
     assert s.deleter.deleted == [("ns", n, f"uid-{n}") for n in sorted(on_small)]
@@ -163,6 +167,37 @@ async def test_seed_19_stray_pods_of_a_returning_node_are_replaced_into_the_repa
     assert domains == {("h5",)}  # into the repaired slots, never back onto the returned node
     assert len(s.deleter.deleted) == 4  # the 8 pods on the healthy host were never touched
     assert all(not n.startswith("big") for n in s.deleter.names())
+
+
+async def test_pods_bound_or_pinned_to_a_deleted_node_go_at_once_once_their_slots_moved(s: Strays) -> None:
+    """Chaos seed 1188: a pod was released into a host just before the host was deleted; the
+    repair moved its slot; the host came back 4 s later and the pod ran there for 10 s (the
+    grace started again on a new leader). A pod whose node no longer exists runs nowhere and
+    its slot has moved: it is deleted at the first look, before its node can return."""
+    r = s.r
+    small, _, rack, on_small = await repaired_after_delete(s)
+    s.pod("late", None, selector={HOST: small})  # released (pinned) to the host, never bound
+    assert await s.judge() == pytest.approx(30.0)  # deletes sent: the informer is given time
+    assert s.deleter.names() == sorted([*on_small, "late"])
+    messages = {m for _, _, reason, m in r.h.events.seen if reason == EVENT_REASON}
+    assert (
+        f"pod late (not yet bound) terminated: the assignment of workload ns/wl gives domain {small} of PodSet "
+        f"main no pods (its node {small} no longer exists)"
+    ) in messages
+    # The node comes back before the deletes show: nothing is sent twice.
+    node_returns(s, small, rack, on_small)
+    await s.judge()
+    assert len(s.deleter.deleted) == 5
+
+
+async def test_a_pod_pinned_to_a_deleted_node_whose_slot_has_not_moved_is_left_alone(s: Strays) -> None:
+    r = s.r
+    before = await r.admit()
+    small, big, rack = roles(before)
+    s.running({big: 8, small: 4})
+    # Deleted, not yet repaired (no spare host fits yet): the pods keep their slots.
+    r.h.informers.nodes.handle_event("DELETED", mk.node(small, labels={RACK: rack, "pool": "gpu"}))
+    assert await s.judge() is None and s.deleter.deleted == []
 
 
 async def test_a_pod_is_not_deleted_within_the_grace_and_a_break_restarts_it(s: Strays) -> None:
@@ -223,7 +258,8 @@ async def test_nothing_is_deleted_while_a_repair_is_being_written(s: Strays) -> 
 
 async def test_delete_failures_follow_the_error_rules(s: Strays) -> None:
     r = s.r
-    _, _, _, on_small = await repaired_after_delete(s)
+    small, _, rack, on_small = await repaired_after_delete(s)
+    node_returns(s, small, rack, on_small)
     await s.judge()
     r.clock.now += 5
     s.deleter.fail = [Forbidden(403, "Forbidden", "no"), ServerError(503), NotFound(404), Conflict(409)]

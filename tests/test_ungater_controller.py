@@ -7,6 +7,7 @@ are injected recorders, so every test sees exactly which pods would be patched a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -17,7 +18,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck
 from kueue_tas.controllers import ungater as uc
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
-from kueue_tas.controllers.ungate_writes import ungate_patch
+from kueue_tas.controllers.ungate_writes import PodPatcher, ungate_patch
 from kueue_tas.kube.errors import Conflict, Invalid, TransportError
 from kueue_tas.kube.events import ObjectRef
 from kueue_tas.kube.stores import Store
@@ -85,7 +86,8 @@ class FixedChecks(OurChecks):
 
 
 class Harness:
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] | None = None, patcher: PodPatcher | None = None) -> None:
+        """``patcher``: where the pod patches go (default: the recorder)."""
         self.rec = Recorder()
         settings = Settings(leader_election=False, ungate_batch_period_seconds=0)
         self.metrics = Metrics()
@@ -97,10 +99,11 @@ class Harness:
         self.ungater = uc.Ungater(
             informers=informers,
             checks=self.checks,
-            patcher=self.rec,
+            patcher=patcher or self.rec,
             events=self.rec,
             metrics=self.metrics,
             settings=settings,
+            clock=clock,
         )
 
     def workload(self, ta: TopologyAssignment | None, state: str = "Ready") -> None:

@@ -16,7 +16,9 @@ import pytest
 from test_ungater_controller import HOST, Harness, assignment, workload
 from virtual_time import run_virtual, virtual_clock
 
+from kueue_tas.controllers.ungate_writes import WEBHOOK_RETRY_SECONDS
 from kueue_tas.kube.errors import Conflict, Forbidden, ServerError, TooManyRequests, TransportError
+from kueue_tas.kube.events import ObjectRef
 from kueue_tas.runtime.config import Settings
 
 TIMEOUT = Settings().ungate_expectation_timeout_seconds
@@ -274,5 +276,76 @@ def test_an_expired_release_into_a_domain_a_repair_moved_places_the_pod_afresh()
         h.workloads.handle_event("MODIFIED", workload(assignment=assignment(("n3", 2)), resource_version="9"))
         await asyncio.sleep(TIMEOUT + 5)
         assert h.rec.selectors() == {"a": "n3", "b": "n3"}, "placed in the repaired domain, not the old one"
+
+    on_virtual_time(body)
+
+
+class ObservingRecorderEvents:
+    """Plays the informer catching up while the ungater sends its Warnings: the first Event
+    delivers every patch made so far (the pods show up released)."""
+
+    def __init__(self, h: Harness) -> None:
+        self.h, self.fired = h, False
+        original = h.rec.emit_event
+
+        async def emit_event(regarding: ObjectRef, *, reason: str, message: str, type: str = "Normal") -> bool:
+            if not self.fired:
+                self.fired = True
+                h.observe_patches()
+            return await original(regarding, reason=reason, message=message, type=type)
+
+        h.rec.emit_event = emit_event  # type: ignore[method-assign]
+
+
+async def test_pods_seen_released_while_expiry_warnings_are_sent_keep_their_slots() -> None:
+    """Chaos seed 1141: a pass read the pods, then sent its expiry Warnings; meanwhile the
+    informer showed pods that an earlier retry had released, so their expectations went. The
+    plan, with the old list, saw them gated holding no slot, and gave their domain to other
+    pods: 10 pods in a host the assignment gave 8."""
+    now = [0.0]
+    h = Harness(clock=lambda: now[0])
+    h.workload(assignment(("n1", 1), ("n2", 1), ("n3", 1)))
+    h.pod("x")
+    h.rec.fail = {"x": ServerError(500, "InternalError", "etcdserver: request timed out")}
+    await h.run_pass()  # x -> n1, outcome unknown: its slot is held
+    now[0] = 3.0
+    h.pod("z")
+    h.rec.fail = {"z": TransportError("read timed out")}
+    await h.run_pass()  # z -> n2, outcome unknown
+    assert h.ungater.expectations.of("ns/wl") == {"uid-x": ("n1",), "uid-z": ("n2",)}
+    now[0] = TIMEOUT + 1
+    await h.run_pass()  # x expired: released again into n1, not yet seen
+    assert h.rec.selectors() == {"x": "n1"}
+    now[0] = TIMEOUT + 4
+    h.pod("d")  # a replacement pod needs a slot; z expires in this pass
+    ObservingRecorderEvents(h)
+    await h.run_pass()
+    assert h.rec.selectors() == {"x": "n1", "z": "n2", "d": "n3"}, "d gets the free domain, not x's"
+    assert [p["name"] for p in h.rec.patches].count("x") == 1, "x is not released a second time"
+
+
+def test_a_release_turned_down_by_an_unreachable_webhook_is_retried_soon_holding_nothing() -> None:
+    """Chaos seed 1141: Kueue's pod webhook was restarting, so 14 patches came back 500 "failed
+    calling webhook". The apiserver turned them down in admission: nothing was written, so the
+    slots are free at once and the pods are tried again in seconds, not held for the timeout."""
+    webhook_down = ServerError(
+        500, "InternalError", 'Internal error occurred: failed calling webhook "vpod.kb.io": connection refused'
+    )
+
+    async def body(h: Harness) -> None:
+        h.workload(assignment(("n1", 1)))
+        h.pod("a")
+        h.rec.fail = {"a": webhook_down}
+        await asyncio.sleep(1)
+        assert h.rec.selectors() == {} and len(h.ungater.expectations) == 0, "nothing was written: no slot held"
+        assert h.ungater.refused == {}, "not the pod's fault: not refused"
+        assert {(kind, reason) for kind, reason, _ in h.rec.events} == {
+            ("Pod", "TopologyUngateFailed"),
+            ("Workload", "TopologyUngateFailed"),
+        }
+        assert all("failed calling webhook" in m and "trying again in 5s" in m for _, _, m in h.rec.events)
+        await asyncio.sleep(WEBHOOK_RETRY_SECONDS)
+        assert h.rec.selectors() == {"a": "n1"}
+        assert virtual_clock().now < TIMEOUT
 
     on_virtual_time(body)

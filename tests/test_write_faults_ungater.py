@@ -29,10 +29,10 @@ REFUSED = {403}  # the apiserver will not do it: the pod waits for the user, wit
 
 
 class Cluster:
-    def __init__(self, h: Harness, server: FakeApiServer, session: Any) -> None:
-        self.h, self.server, self.session = h, server, session
+    def __init__(self, server: FakeApiServer, api: Any, session: Any) -> None:
+        self.server, self.session = server, session
         self.now = [0.0]
-        h.ungater._clock = lambda: self.now[0]
+        self.h = Harness(clock=lambda: self.now[0], patcher=KubePodPatcher(api))
 
     def watch(self) -> None:
         for path, obj in self.server.objects.items():
@@ -60,16 +60,14 @@ class Cluster:
 
 @pytest.fixture
 async def cluster() -> Cluster:
-    h = Harness()
     server = FakeApiServer()
-    h.workload(assignment(("n1", 2), ("n2", 2)))
     for name in ("a", "b", "c", "d"):
         labels = {c.WORKLOAD_LABEL: UID, c.PODSET_LABEL: "main"}
         pod = mk.pod(name, namespace="ns", uid=f"uid-{name}", labels=labels, gates=(c.SCHEDULING_GATE,))
         server.put(f"{PODS}/{name}", pod)
     api, session = await faulty_client(server)
-    h.ungater.patcher = KubePodPatcher(api)
-    cluster = Cluster(h, server, session)
+    cluster = Cluster(server, api, session)
+    cluster.h.workload(assignment(("n1", 2), ("n2", 2)))
     cluster.watch()
     return cluster
 

@@ -367,3 +367,21 @@ def test_a_pod_bound_after_the_node_came_back_is_not_exempt() -> None:
     c.tick(3)
     c.tick(6)
     assert set(kinds(c)) == {"domain-overfill"}
+
+
+def test_a_pod_pinned_before_the_delete_and_bound_after_the_return_is_the_reapers() -> None:
+    """Chaos seed 1188: released (pinned) into h1 just before h1 was deleted, bound when h1 came
+    back: the same late pod as one bound before, the reaper's within its window."""
+    c = checker("h1", "h2")
+    c.workload_event("ADDED", workload("w", {"h1": 1}), 0)
+    c.pod_event("ADDED", pod("p0", "w", host="h1"), 0)
+    c.node_event("DELETED", node("h1"), 1)
+    c.workload_event("MODIFIED", workload("w", {"h2": 1}), 1.5)
+    c.node_event("ADDED", node("h1"), 4)
+    c.pod_event("MODIFIED", pod("p0", "w", host="h1", node_name="h1", phase="Running"), 5)
+    for t in (5.0, 8.0, 12.0):
+        c.tick(t)
+    assert c.violations == [], [v.line() for v in c.violations]
+    for t in (15.0, 18.0):
+        c.tick(t)
+    assert set(kinds(c)) == {"domain-overfill"}

@@ -21,7 +21,10 @@ When:
   not an elastic slice that replaces another (its pods are judged with the older slice's);
 * only a pod that fills no slot (``LiveCapacity.slot_filled_by``);
 * only once the pod has been stray for ``stray_pod_grace_seconds`` without a break, so an
-  assignment update the informer has not shown yet never costs a pod.
+  assignment update the informer has not shown yet never costs a pod; except a pod bound or
+  pinned to a node that no longer exists (the node repair's test for a deleted node): its slot
+  has moved, it runs nowhere, and it would run at once in a domain with no slot for it if the
+  node came back, so it goes at once.
 
 Failures follow ``kube/errors``: NotFound or Conflict (the pod is gone, or re-created under
 its name) end it; 429 waits for the server's Retry-After; another refusal leaves a Warning
@@ -48,7 +51,15 @@ from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, Share
 from kueue_tas.controllers.stray_plan import Stray, domain_text, stray_pods
 from kueue_tas.controllers.workload_events import workload_ref
 from kueue_tas.kube.client import delete_pod
-from kueue_tas.kube.errors import ApiError, Conflict, NotFound, TooManyRequests, may_have_applied, retry_after
+from kueue_tas.kube.errors import (
+    ApiError,
+    Conflict,
+    NotFound,
+    TooManyRequests,
+    may_have_applied,
+    retry_after,
+    webhook_unreachable,
+)
 from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.runtime.config import Settings
@@ -210,19 +221,29 @@ class StrayPods:
         waits: list[float] = []
         for stray in strays:
             uid = stray.pod.uid
-            left = since[uid] + grace - now
+            gone = self._node_gone(stray.pod)
+            left = 0.0 if gone else since[uid] + grace - now
             sent = self._sent.get(uid)
             if sent is not None and now < sent + DELETE_SETTLE_SECONDS:
                 waits.append(sent + DELETE_SETTLE_SECONDS - now)
             elif left > 0:
                 waits.append(left)
             else:
-                wait = await self._delete(wl, stray, now - since[uid])
+                why = f"its node {gone} no longer exists" if gone else f"stray for {now - since[uid]:.0f}s"
+                wait = await self._delete(wl, stray, why)
                 if wait is not None:
                     waits.append(wait)
         return min(waits) if waits else None
 
-    async def _delete(self, wl: Workload, stray: Stray, stray_for: float) -> float | None:
+    def _node_gone(self, pod: SlimPod) -> str | None:
+        """The node a stray pod is bound or pinned to, when it no longer exists (the node
+        repair's own test for a deleted node). Such a pod is deleted without the grace: its
+        slot has already moved, and if the node came back it would run there at once (chaos
+        seed 1188: pinned to a host just before the host was deleted, bound when it returned)."""
+        host = pod.node_name or dict(pod.node_selector).get(c.HOSTNAME_LABEL)
+        return host if host and self._nodes.get(host) is None else None
+
+    async def _delete(self, wl: Workload, stray: Stray, why: str) -> float | None:
         """Delete one stray pod; seconds until it should be looked at again."""
         pod = stray.pod
         key = workload_key(wl)
@@ -237,7 +258,7 @@ class StrayPods:
             log.warning("stray_pod_delete_failed", workload=key, pod=pod.key, error=error)
             if isinstance(exc, TooManyRequests):
                 return retry_after(exc, RETRY_SECONDS, MAX_RETRY_AFTER_SECONDS)
-            if may_have_applied(exc):
+            if may_have_applied(exc) or webhook_unreachable(exc):
                 return retry_after(exc, RETRY_SECONDS, MAX_RETRY_AFTER_SECONDS)
             if pod.uid not in self._refused:
                 self._refused.add(pod.uid)
@@ -246,7 +267,7 @@ class StrayPods:
             return REFUSED_RETRY_SECONDS
         self._sent[pod.uid] = self._clock()
         self._metrics.stray_pods_terminated_total.inc()
-        message = stray_message(wl, stray, stray_for)
+        message = stray_message(wl, stray, why)
         log.info("stray_pod_terminated", workload=key, pod=pod.key, node=pod.node_name, reason=message)
         await self._warn(wl, pod, EVENT_REASON, message)
         return DELETE_SETTLE_SECONDS
@@ -269,18 +290,18 @@ class StrayPods:
         await self.queue.run(1, self.reconcile)
 
 
-def stray_message(wl: Workload, stray: Stray, stray_for: float) -> str:
-    """``pod p on node h2 terminated: workload ns/wl's assignment gives domain r1/h2 of PodSet
-    main no pods (stray for 5s)``."""
+def stray_message(wl: Workload, stray: Stray, why: str) -> str:
+    """``pod p on node h2 terminated: the assignment of workload ns/wl gives domain r1/h2 of
+    PodSet main no pods (stray for 5s)``; ``why`` is the parenthesis."""
     pod = stray.pod
     where = f"on node {pod.node_name}" if pod.node_name else "(not yet bound)"
     domain = domain_text(stray.domain)
     owner = f"workload {wl.namespace}/{wl.name}"
     if stray.count == 0:
-        why = f"the assignment of {owner} gives domain {domain} of PodSet {pod.podset} no pods"
+        what = f"the assignment of {owner} gives domain {domain} of PodSet {pod.podset} no pods"
     else:
-        why = (
+        what = (
             f"the assignment of {owner} gives domain {domain} of PodSet {pod.podset} "
             f"{stray.count} pod(s) and {stray.running} run there"
         )
-    return f"pod {pod.name} {where} terminated: {why} (stray for {stray_for:.0f}s)"
+    return f"pod {pod.name} {where} terminated: {what} ({why})"

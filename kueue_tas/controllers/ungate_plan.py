@@ -35,6 +35,7 @@ class PodView:
     completion_index: int | None = None
     job_index: int | None = None
     created: str = ""  # creationTimestamp, for a stable greedy order
+    resource_version: str = ""  # the version the plan saw: a release is guarded by it
 
 
 @dataclass(frozen=True, slots=True)

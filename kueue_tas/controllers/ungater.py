@@ -28,6 +28,12 @@ Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
   the slot again), with a Warning Event.
   After a restart there are no expectations: the informer's fresh list shows every pod we
   already released with its nodeSelector.
+* A 500 for an admission webhook the apiserver could not call (Kueue's, while Kueue restarts)
+  was turned down before storage: the expectation goes at once, the pod is not marked refused,
+  a Warning says so, and the pass is tried again after ``WEBHOOK_RETRY_SECONDS``.
+* A pass reads the pods and plans without an await in between, so the plan sees the pods and
+  the expectations of one moment; a pod that changed between the plan and its patch is left
+  to the next pass.
 * A 429 drops the expectation (nothing was applied) and the pass is retried after the
   server's Retry-After, capped at ``MAX_RETRY_AFTER_SECONDS``.
 * A patch the apiserver refuses (e.g. the user set a conflicting nodeSelector) leaves a
@@ -40,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Final, Literal
 
 import structlog
 
@@ -50,11 +55,9 @@ from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers, SlimNode
-from kueue_tas.controllers.ungate_plan import Expectations, Expected, PodView, Release, offers, plan_releases
-from kueue_tas.controllers.ungate_writes import PodPatcher, ungate_patch
-from kueue_tas.controllers.workload_events import workload_ref
-from kueue_tas.kube.errors import ApiError, Conflict, Gone, NotFound, TooManyRequests, may_have_applied, retry_after
-from kueue_tas.kube.events import EventSink, ObjectRef
+from kueue_tas.controllers.ungate_plan import Expectations, PodView, Release, offers, plan_releases
+from kueue_tas.controllers.ungate_writes import PodPatcher, PodReleaser
+from kueue_tas.kube.events import EventSink
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
@@ -70,17 +73,16 @@ log = structlog.get_logger(__name__)
 MAX_SLICE_CHAIN = 16
 
 
-# A pass retried after a definite failure (Conflict, NotFound): soon, from what we see then.
-RETRY_SECONDS: Final = 1.0
-# Never wait longer than this on a server's Retry-After (a bogus header must not stall us).
-MAX_RETRY_AFTER_SECONDS: Final = 60.0
-
-
-ReleaseResult = Literal["ok", "gone", "retry", "refused", "unknown", "stale"]
-
-
 def view(pod: SlimPod) -> PodView:
-    return PodView(pod.uid, pod.name, pod.gated, dict(pod.node_selector), pod.completion_index, pod.job_index)
+    return PodView(
+        pod.uid,
+        pod.name,
+        pod.gated,
+        dict(pod.node_selector),
+        pod.completion_index,
+        pod.job_index,
+        resource_version=pod.resource_version,
+    )
 
 
 class Ungater:
@@ -107,12 +109,18 @@ class Ungater:
         self.pod_store = informers.pod_store
         self.workloads = informers.workloads.store
         self.checks = checks
-        self.patcher = patcher
-        self.events = events
         self.queue: WorkQueue[str] = WorkQueue("ungater")
         self.expectations = Expectations()
-        self.refused: dict[str, str] = {}  # pod UID -> resourceVersion the apiserver refused to ungate
-        self.patch_slots = asyncio.Semaphore(settings.patch_concurrency)
+        self._releaser = PodReleaser(
+            pods=informers.pod_store,
+            patcher=patcher,
+            events=events,
+            metrics=metrics,
+            settings=settings,
+            expectations=self.expectations,
+            clock=lambda: self._clock(),
+        )
+        self.refused = self._releaser.refused  # pod UID -> resourceVersion the apiserver refused to ungate
         informers.workloads.add_handler(
             self._on_workload, lambda _o, w: self._on_workload(w), self._on_workload_deleted
         )
@@ -202,14 +210,20 @@ class Ungater:
             # Pods go only where we decided; the admission side restores the record or re-places.
             log.warning("assignment_annotation_tampered", workload=key, problem=tampered)
             return None
-        releases = await self._expire(wl, key, pods, dict(decoded))
+        # No await from reading the pods to the end of planning: the plan must see the pods and
+        # the expectations of one moment. (Chaos seed 1141: the expiry warnings were sent first;
+        # meanwhile the informer showed released pods, their expectations went, and the plan,
+        # still holding the old list, saw them gated with no slot and gave their slots away.)
+        releases, warnings = self._expire(key, pods, dict(decoded))
         pods = pods + self._earlier_slice_pods(wl)
         for podset, ta in decoded:
             releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods))
+        for pod_name, uid, message in warnings:
+            await self._releaser.warn(wl, pod_name, uid, message)
         if not releases:
             return self._until_deadline(key)
         started = time.perf_counter()
-        outcomes = await asyncio.gather(*(self._release(wl, key, levels, r) for levels, r in releases))
+        outcomes = await asyncio.gather(*(self._releaser.release(wl, key, levels, r) for levels, r in releases))
         results = [r for r, _ in outcomes]
         log.info(
             "pods_ungated",
@@ -230,18 +244,18 @@ class Ungater:
         deadline = self.expectations.next_deadline(key)
         return None if deadline is None else max(deadline - self._clock(), 0.0) + 0.001
 
-    async def _expire(
-        self, wl: Workload, key: str, pods: list[SlimPod], assignments: dict[str, TopologyAssignment]
-    ) -> list[tuple[tuple[str, ...], Release]]:
+    def _expire(
+        self, key: str, pods: list[SlimPod], assignments: dict[str, TopologyAssignment]
+    ) -> tuple[list[tuple[tuple[str, ...], Release]], list[tuple[str, str, str]]]:
         """Releases nobody confirmed in time: each pod is released again into the same domain,
         keeping its slot meanwhile (a slot is freed only by what the informer shows, or by a
         refusal), so a release that did land but is still unseen never gives its slot away.
         Unless that domain is no longer one of the assignment's, or its node cannot take the pod
-        (a repair moved the slot meanwhile: chaos seed 404): the pod is then placed afresh."""
+        (a repair moved the slot meanwhile: chaos seed 404): the pod is then placed afresh.
+        Returns the releases and the Warnings (pod name, pod UID, message) to send."""
         due = self.expectations.due(key, self._clock())
-        if not due:
-            return []
         retries: list[tuple[tuple[str, ...], Release]] = []
+        warnings: list[tuple[str, str, str]] = []
         live = {p.uid: p for p in pods}
         for uid, expected in due.items():
             pod = live.get(uid)
@@ -254,14 +268,15 @@ class Ungater:
             retries.append((tuple(k for k, _ in expected.selector), Release(view(pod), dict(expected.selector))))
             self.metrics.ungate_errors_total.inc()
             why = f" (the patch failed: {expected.error})" if expected.error else ""
-            await self._warn(
-                wl,
-                pod.name,
-                uid,
-                f"pod {pod.name} was not seen released into its domain within "
-                f"{self.settings.ungate_expectation_timeout_seconds:g}s{why}; releasing it again",
+            warnings.append(
+                (
+                    pod.name,
+                    uid,
+                    f"pod {pod.name} was not seen released into its domain within "
+                    f"{self.settings.ungate_expectation_timeout_seconds:g}s{why}; releasing it again",
+                )
             )
-        return retries
+        return retries, warnings
 
     def _still_offered(self, ta: TopologyAssignment | None, selector: dict[str, str]) -> bool:
         host = selector.get(c.HOSTNAME_LABEL)
@@ -313,89 +328,6 @@ class Ungater:
                 self._held.setdefault(node, set()).add(key)
             releases = [r for r in releases if r.node_selector[c.HOSTNAME_LABEL] not in held]
         return releases
-
-    async def _release(
-        self, wl: Workload, key: str, levels: tuple[str, ...], release: Release
-    ) -> tuple[ReleaseResult, float]:
-        """(what happened, seconds before a "retry" should look again)."""
-        pod = release.pod
-        selector = tuple((k, release.node_selector[k]) for k in levels)
-        stored = self.pod_store.get(f"{wl.namespace}/{pod.name}")
-        if stored is None or stored.uid != pod.uid:
-            return "gone", 0.0
-        timeout = self.settings.ungate_expectation_timeout_seconds
-        self.expectations.expect(key, pod.uid, Expected(selector, stored.resource_version, self._clock() + timeout))
-        try:
-            async with self.patch_slots:
-                await self.patcher.patch(
-                    wl.namespace or "",
-                    pod.name,
-                    ungate_patch(self.settings.scheduling_gate, release.node_selector),
-                    stored.resource_version,
-                )
-        except BaseException as exc:
-            return await self._failed(wl, key, release, stored.resource_version, selector, exc)
-        self.metrics.ungated_pods_total.inc()
-        return "ok", 0.0
-
-    async def _failed(
-        self,
-        wl: Workload,
-        key: str,
-        release: Release,
-        version: str,
-        selector: tuple[tuple[str, str], ...],
-        exc: BaseException,
-    ) -> tuple[ReleaseResult, float]:
-        """Settle the expectation of a patch that raised: dropped when nothing was applied, kept
-        (until observed or expired) when the patch may have landed. Re-raises cancellation."""
-        pod = release.pod
-        if may_have_applied(exc):
-            error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}".rstrip(": ")
-            if self.expectations.get(key, pod.uid) is not None:  # not observed landed meanwhile
-                deadline = self._clock() + self.settings.ungate_expectation_timeout_seconds
-                self.expectations.expect(key, pod.uid, Expected(selector, version, deadline, error))
-            if not isinstance(exc, Exception):
-                raise exc  # cancellation (or interpreter exit): the slot stays held until it expires
-            self.metrics.ungate_errors_total.inc()
-            log.warning(
-                "ungate_outcome_unknown",
-                workload=key,
-                pod=pod.name,
-                error=error,
-                exc_info=not isinstance(exc, ApiError),
-            )
-            return "unknown", 0.0
-        assert isinstance(exc, ApiError)  # may_have_applied is True for everything else
-        if isinstance(exc, Conflict):
-            # The pod is at a newer version than the informer shows, perhaps released by an
-            # earlier patch of ours: its slot stays held until the informer shows that version
-            # (unless it already has, while the patch was in flight).
-            log.info("ungate_conflict", workload=key, pod=pod.name)
-            return ("stale", 0.0) if self.expectations.get(key, pod.uid) is not None else ("retry", RETRY_SECONDS)
-        self.expectations.observe(key, pod.uid)
-        if isinstance(exc, (NotFound, Gone)):
-            # Gone since our last look: the next pass decides from what we see then.
-            return "retry", RETRY_SECONDS
-        self.metrics.ungate_errors_total.inc()
-        if isinstance(exc, TooManyRequests):
-            wait = retry_after(exc, RETRY_SECONDS, MAX_RETRY_AFTER_SECONDS)
-            log.warning("ungate_throttled", workload=key, pod=pod.name, retry_after=wait)
-            return "retry", wait
-        self.refused[pod.uid] = version
-        await self._refused_event(wl, pod, release, exc)
-        return "refused", RETRY_SECONDS
-
-    async def _refused_event(self, wl: Workload, pod: PodView, release: Release, exc: ApiError) -> None:
-        selector = ",".join(f"{k}={v}" for k, v in release.node_selector.items())
-        message = f"could not release pod {pod.name} into domain {selector}: {exc.message or exc}"
-        log.warning("ungate_refused", workload=f"{wl.namespace}/{wl.name}", pod=pod.name, error=str(exc))
-        await self._warn(wl, pod.name, pod.uid, message)
-
-    async def _warn(self, wl: Workload, pod_name: str, pod_uid: str, message: str) -> None:
-        pod_ref = ObjectRef(c.CORE_API_VERSION, c.KIND_POD, pod_name, wl.namespace, pod_uid)
-        for ref in (pod_ref, workload_ref(wl)):
-            await self.events.emit_event(ref, reason="TopologyUngateFailed", message=message, type="Warning")
 
     # --- running ------------------------------------------------------------------------------
 

@@ -161,13 +161,29 @@ def error_from_response(
     return error_class(status, reason)(status, reason, message, parsed, request=request, retry_after=wait)
 
 
+def webhook_unreachable(exc: BaseException) -> bool:
+    """The apiserver could not call an admission webhook whose failure policy is Fail (e.g.
+    Kueue's pod webhook while Kueue restarts). It turned the request down during admission,
+    which runs before anything is stored, and the same request passes once the webhook serves.
+    Its 500 carries the apiserver's own wording (k8s.io/apiserver ``webhook.ErrCallingWebhook``)."""
+    return (
+        isinstance(exc, ApiError)
+        and not isinstance(exc, TransportError)
+        and exc.status >= 500
+        and "failed calling webhook" in exc.message
+    )
+
+
 def may_have_applied(exc: BaseException) -> bool:
     """Whether a write that failed with ``exc`` may still have taken effect on the server.
 
-    A 4xx is the apiserver refusing the request before it changed anything. Anything else
-    is unknown: no response (reset, timeout), a 5xx (a 500/504 can follow an etcd commit),
-    our own cancellation after the request went out, or an error we did not foresee.
+    A 4xx is the apiserver refusing the request before it changed anything, and so is a 500
+    for a webhook it could not call (:func:`webhook_unreachable`). Anything else is unknown:
+    no response (reset, timeout), another 5xx (a 500/504 can follow an etcd commit), our own
+    cancellation after the request went out, or an error we did not foresee.
     """
+    if webhook_unreachable(exc):
+        return False
     if isinstance(exc, ApiError) and not isinstance(exc, TransportError):
         return not 400 <= exc.status < 500
     return True
