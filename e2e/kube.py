@@ -238,7 +238,7 @@ class Kube:
         wanted = set(names)
 
         async def ready() -> bool:
-            nodes = await self.core.list_node(label_selector=f"e2e.kueue-tas.io/pool={pool.name}")
+            nodes = await self.core.list_node(label_selector=f"e2e.kueue-tas.io/pool={pool.selector_value}")
             got = {n.metadata.name for n in nodes.items if is_ready(self.api.sanitize_for_serialization(n))}
             return wanted <= got
 

@@ -39,6 +39,11 @@ class NodePool:
     rack_label: str = RACK_LABEL
 
     @property
+    def selector_value(self) -> str:
+        """The value of the pool label on its nodes (``labels`` may put several pools under one)."""
+        return self.labels.get(POOL_LABEL, self.name)
+
+    @property
     def size(self) -> int:
         return self.blocks * self.racks_per_block * self.hosts_per_rack
 

@@ -22,6 +22,7 @@ from kueue_tas.controllers.capacity_cache import CapacityCache
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.controllers.ungater import Ungater
+from kueue_tas.controllers.workload_annotations import NoOwnerReader, OwnerReader, WorkloadAnnotations
 from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
@@ -147,6 +148,7 @@ def wire(
     snapshot_class: type[TopologySnapshot] = TopologySnapshot,
     writer: AdmissionWriter | None = None,
     events: EventSink | None = None,
+    owners: OwnerReader | None = None,
 ) -> Harness:
     """The reconciler over empty informers (no nodes, Topology, flavor, check or queue yet), its
     capacity model building ``snapshot_class`` snapshots. ``writer`` / ``events``: what it
@@ -171,6 +173,7 @@ def wire(
         settings=settings,
         gates=gates,
         clock=lambda: now[0],
+        workload_annotations=WorkloadAnnotations(owners or NoOwnerReader()),
     )
     admission = WorkloadAdmission(ctx, decided=lambda: decided.__setitem__(0, decided[0] + 1))
     return Harness(ctx, admission, writes, recorded, now, decided)
@@ -188,10 +191,14 @@ def configure(informers: SharedInformers, *, topology: bool = True) -> None:
 
 
 def harness(
-    *, topology: bool = True, writer: AdmissionWriter | None = None, events: EventSink | None = None
+    *,
+    topology: bool = True,
+    writer: AdmissionWriter | None = None,
+    events: EventSink | None = None,
+    owners: OwnerReader | None = None,
 ) -> Harness:
     """``wire`` over the four hosts and ``configure``."""
-    h = wire(writer=writer, events=events)
+    h = wire(writer=writer, events=events, owners=owners)
     for n, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")):
         h.informers.nodes.handle_event(
             "ADDED", mk.node(n, labels={RACK: rack, "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1")

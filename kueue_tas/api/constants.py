@@ -25,6 +25,12 @@ SUFFIX_SLICE_CONSTRAINTS: Final = "podset-slice-required-topology-constraints"
 # PodSets of one workload with the same group name are placed together (e.g. leader + workers).
 SUFFIX_GROUP_NAME: Final = "podset-group-name"
 
+# On the Job or JobSet itself (or the Workload): every PodSet in one domain of that level
+# (kueue-tas's workload-wide constraint, ``topology/workload_domain``).
+SUFFIX_WORKLOAD_REQUIRED_TOPOLOGY: Final = "workload-required-topology"
+SUFFIX_WORKLOAD_PREFERRED_TOPOLOGY: Final = "workload-preferred-topology"
+WORKLOAD_ANNOTATION_SUFFIXES: Final = (SUFFIX_WORKLOAD_REQUIRED_TOPOLOGY, SUFFIX_WORKLOAD_PREFERRED_TOPOLOGY)
+
 TOPOLOGY_ANNOTATION_SUFFIXES: Final = (
     SUFFIX_REQUIRED_TOPOLOGY,
     SUFFIX_PREFERRED_TOPOLOGY,

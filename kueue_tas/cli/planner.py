@@ -36,6 +36,7 @@ from kueue_tas.capacity.rules import (
     pod_charge,
     topology_level_names_problem,
 )
+from kueue_tas.cli.plan_scope import ScopeReader
 from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
@@ -60,6 +61,7 @@ from kueue_tas.topology.plan_requests import template_path as _template_path
 from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
 from kueue_tas.topology.request_field import field_is_explicit
 from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.workload_domain import WorkloadTopology
 
 __all__ = ["Placeable", "PlanInputError", "Planner", "PodSetPlan", "WorkloadPlan", "describe"]
 
@@ -95,6 +97,7 @@ class WorkloadPlan:
     namespace: str | None
     name: str
     podsets: list[PodSetPlan] = field(default_factory=list)
+    scope: WorkloadTopology | None = None  # the workload-wide constraint, if any
 
     @property
     def fits(self) -> bool:
@@ -161,6 +164,7 @@ class Planner:
         self._usage_fed = False  # admitted Workloads: read up front, every annotation validated
         self._cluster_fed = False  # nodes and pods: read when a snapshot is first needed
         self._placed = 0
+        self.scopes = ScopeReader(objects, prefix)
 
     # --- the capacity model -------------------------------------------------------------------
 
@@ -347,6 +351,7 @@ class Planner:
             governed.append((index, request))
             fields.append(field)
         check_groups(obj, governed, fields, self.prefix)
+        plan.scope = self.scopes.scope(obj, {f: [r for _, r in m] for f, m in groups.items()}, self.capacity)
         failed = False
         placed: list[UsageEntry] = []
         for flavor, members in groups.items():
@@ -356,6 +361,7 @@ class Planner:
                 continue
             requests = [r for _, r in members]
             extra = self.replacements.place_options(obj, (r.name for r in requests))
+            extra.update({"workload": plan.scope} if plan.scope is not None else {})
             results = self.snapshot(flavor, context).place(requests, gates=self.gates, **extra)
             for (ps_plan, request), result in zip(
                 members, results + [None] * (len(members) - len(results)), strict=True

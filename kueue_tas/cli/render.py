@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kueue_tas.cli.plan_scope import scope_line
 from kueue_tas.cli.planner import Planner, PodSetPlan, WorkloadPlan
 from kueue_tas.topology.snapshot import TopologySnapshot
 
@@ -61,6 +62,10 @@ def render_text(plans: list[WorkloadPlan], planner: Planner) -> str:
     for p in plans:
         ns = f"{p.namespace}/" if p.namespace else ""
         out.append(f"{p.kind} {ns}{p.name}: {'fits' if p.fits else 'DOES NOT FIT'}")
+        placed = [ps for ps in p.podsets if ps.assignment is not None and ps.flavor is not None]
+        if p.scope is not None and placed and p.fits:
+            snap = planner.snapshot(placed[0].flavor or "", p.name)
+            out.append(scope_line(p.scope, snap, [ps.assignment for ps in placed if ps.assignment is not None]))
         for ps in p.podsets:
             where = f"flavor={ps.flavor} topology={ps.topology}" if ps.governed else "not governed"
             if ps.required_preferred is not None:

@@ -29,6 +29,7 @@ from kueue_tas.controllers.stray_pods import KubePodDeleter, StrayPods
 from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
 from kueue_tas.controllers.ungate_writes import KubePodPatcher
 from kueue_tas.controllers.ungater import Ungater
+from kueue_tas.controllers.workload_annotations import KubeOwnerReader, WorkloadAnnotations
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.runtime.health import BindError, CheckResult, HealthServer, leader_election_check
 from kueue_tas.runtime.leader import LeaderElectionLost, LeaderElector
@@ -59,6 +60,7 @@ def register(manager: Manager, settings: Settings) -> None:
         metrics=manager.metrics,
         settings=settings,
         gates=gates,
+        workload_annotations=WorkloadAnnotations(KubeOwnerReader(manager.api), settings.annotation_prefix),
     )
     admission = WorkloadAdmission(decisions, decided=gauges.touch)
     guard = AssignmentGuard(

@@ -111,6 +111,7 @@ class WorkloadAdmission:
 
     def _on_deleted(self, wl: Workload) -> None:
         key = workload_key(wl)
+        self._ctx.workload_annotations.forget(wl)
         self._retries.pop(key, None)
         self._awaiting_write.pop(key, None)
         self._write_failures.pop(key, None)
@@ -160,6 +161,10 @@ class WorkloadAdmission:
                 return WRITE_OBSERVE_TIMEOUT_SECONDS
             wl = fresh
         self._awaiting_write.pop(key, None)
+        try:
+            wide = await self._ctx.workload_annotations.of(wl)
+        except Exception as exc:
+            return await self._owner_unread(wl, exc)
         async with self._ctx.lock:
             # Pending means we hold nothing for it (an earlier assumption is stale).
             self._ctx.capacity.forget(key)
@@ -175,6 +180,7 @@ class WorkloadAdmission:
                     self._ctx.gates,
                     current=current,
                     unusable=self._unusable(check, governed),
+                    workload_annotations=wide,
                 )
             self._ctx.metrics.decision_seconds.observe(time.perf_counter() - started)
             self._decided()
@@ -199,6 +205,18 @@ class WorkloadAdmission:
                 return self._backoff(key, exc)
         self._write_failures.pop(key, None)
         return None
+
+    async def _owner_unread(self, wl: Workload, exc: Exception) -> float:
+        """The owner's annotations could not be read: nothing is decided without them (a
+        workload-wide constraint would be missed); a Warning says why, and it is tried again."""
+        key = workload_key(wl)
+        owner = wl.metadata.controller_owner()
+        what = f"{owner.kind} {owner.name}" if owner is not None else "the owner"
+        error = str(exc) if isinstance(exc, ApiError) else f"{type(exc).__name__}: {exc}".rstrip(": ")
+        log.warning("owner_read_failed", workload=key, owner=what, error=error)
+        message = f"reading {what} for its workload-wide topology annotations failed: {error}"
+        await workload_event(self._ctx.events, wl, "Warning", "TopologyAssignmentFailed", message)
+        return self._backoff(key, exc)
 
     async def _let_go(self, wl: Workload) -> float | None:
         """A workload Kueue no longer admits (evicted, quota withdrawn, finished) keeps nothing

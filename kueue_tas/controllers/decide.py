@@ -30,6 +30,7 @@ from kueue_tas.api.workload import MAX_PODSETS, Workload, podset_count_fault
 from kueue_tas.capacity.assignment_record import record_suffix
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import UsageEntry
+from kueue_tas.capacity.workload_scope import leaves_the_domain, workload_scope
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.groups import GroupMember, group_errors
@@ -214,12 +215,15 @@ def decide(
     current: Mapping[str, TopologyAssignment] | None = None,
     unhealthy_nodes: tuple[str, ...] = (),
     unusable: Mapping[str, str] | None = None,
+    workload_annotations: Mapping[str, str] | None = None,
 ) -> Decision:
     """``current`` with ``unhealthy_nodes``: the node repair of an admitted workload (the engine
     keeps each assignment's healthy part and places the pods of those nodes again; the caller
     keeps the workload's own usage out of ``capacity``); ``current`` alone: a new elastic slice.
     ``unusable``: flavor -> problem, for flavors meant to be under the check that cannot be
-    placed on (``kueue_tas.controllers.check_flavors``); a PodSet on one keeps the entry Pending."""
+    placed on (``kueue_tas.controllers.check_flavors``); a PodSet on one keeps the entry Pending.
+    ``workload_annotations``: the Job's or JobSet's own annotations (or the Workload's), read
+    for kueue-tas's workload-wide constraint (``kueue_tas.topology.workload_domain``)."""
     problem = _podsets_problem(workload)
     if problem is not None:
         return Decision(Outcome.REJECTED, problem)
@@ -253,6 +257,9 @@ def decide(
     rejection = _group_rejection(members, prefix)
     if rejection is not None:
         return Decision(Outcome.REJECTED, rejection)
+    scope = workload_scope(workload_annotations or {}, groups, capacity, prefix)
+    if isinstance(scope, str):
+        return Decision(Outcome.REJECTED, _shortened(scope))
 
     placements: list[PodSetPlacement] = []
     for flavor, requests in groups.items():
@@ -265,15 +272,24 @@ def decide(
                 current, (r.name for r in requests), unhealthy_nodes=unhealthy_nodes, elastic=not unhealthy_nodes
             )
         )
+        if scope is not None:
+            extra = {**extra, "workload": scope}
         results = snap.place(requests, gates=gates, **extra)
         failed = next((r for r in results if r.assignment is None), None)
+        if failed is None and scope is not None and scope.required is not None:
+            failed = leaves_the_domain(snap, scope.required, requests, results)
         if failed is not None:
             # Judged without ``current``: an elastic slice failing to grow around the pods it
             # keeps says nothing about the request itself, so it is retried, not rejected. A
             # repair is judged with it: its pods must stay in their domain, so "never" there
             # means no other workload's leaving can make room (only nodes can).
             repair = current is not None and bool(unhealthy_nodes)
-            never = snap.place(requests, gates=gates, allocatable_only=True, **(extra if repair else {}))
+            never = snap.place(
+                requests,
+                gates=gates,
+                allocatable_only=True,
+                **(extra if repair else {"workload": scope} if scope is not None else {}),
+            )
             never_failed = next((r for r in never if r.assignment is None), None)
             if never_failed is not None:
                 where = "in its domain, even with every other workload gone" if repair else "even on an empty cluster"

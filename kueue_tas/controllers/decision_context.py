@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission_writes import AdmissionWriter
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.workload_annotations import NoOwnerReader, WorkloadAnnotations
 from kueue_tas.kube.events import EventSink
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
@@ -22,7 +23,8 @@ from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 @dataclass(frozen=True, slots=True)
 class DecisionContext:
     """``flavors_of(check)``: the flavors our check governs; ``clock``: monotonic seconds;
-    ``lock``: held by every decision, from reading the capacity to holding what it decided."""
+    ``lock``: held by every decision, from reading the capacity to holding what it decided;
+    ``workload_annotations``: where a workload-wide constraint is read (the Job's or JobSet's)."""
 
     informers: SharedInformers
     checks: OurChecks
@@ -35,3 +37,4 @@ class DecisionContext:
     gates: FeatureGates = DEFAULT_GATES
     clock: Callable[[], float] = time.monotonic
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    workload_annotations: WorkloadAnnotations = field(default_factory=lambda: WorkloadAnnotations(NoOwnerReader()))

@@ -65,6 +65,8 @@ log = structlog.get_logger(__name__)
 SCAN: Final = "scan"
 # A pending repair is decided again at least this often, besides every relevant change.
 PENDING_RETRY_SECONDS: Final = 30.0
+# The owner's annotations (a workload-wide constraint) could not be read: tried again after.
+OWNER_RETRY_SECONDS: Final = 5.0
 # What a Wait note says it waits for: only what can end the wait.
 WAIT_FOR_CAPACITY: Final = "waiting for capacity"
 WAIT_FOR_NODE: Final = "waiting for the node to serve again"
@@ -271,6 +273,11 @@ class NodeRepair:
                 "podSetUpdates, which Kueue keeps unchanged while the workload is admitted",
                 WAIT_FOR_NODE,
             )
+        try:
+            wide = await self._ctx.workload_annotations.of(wl)
+        except Exception as exc:
+            log.warning("owner_read_failed", workload=key, error=str(exc))
+            return OWNER_RETRY_SECONDS
         async with self._ctx.lock:
             with self._ctx.capacity.without(key):
                 decision = decide(
@@ -281,6 +288,7 @@ class NodeRepair:
                     self._ctx.gates,
                     current=current,
                     unhealthy_nodes=tuple(sorted(failures)),
+                    workload_annotations=wide,
                 )
             moved = [p for p in decision.placements if current.get(p.name) != p.assignment]
             # Rejected means no domain could hold it even empty: more capacity in use elsewhere

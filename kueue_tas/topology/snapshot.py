@@ -16,7 +16,7 @@ from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.capacity import CapacityMatrix, Matrix
 from kueue_tas.topology.elastic import place_elastic
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
-from kueue_tas.topology.find_assignment import PlaceOptions, find_topology_assignment
+from kueue_tas.topology.find_assignment import DomainLimit, PlaceOptions, find_topology_assignment
 from kueue_tas.topology.level_names import LevelNames
 from kueue_tas.topology.model import (
     PODS,
@@ -30,6 +30,7 @@ from kueue_tas.topology.podset_groups import PlacementGroup, group_podsets, orde
 from kueue_tas.topology.replacement import replace_nodes, touches
 from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.tree import TopologyTree
+from kueue_tas.topology.workload_domain import WorkloadTopology, place_in_one_domain, total_request
 
 
 def usage_of(assignment: TopologyAssignment, per_pod: ResourceMap) -> Iterable[tuple[Sequence[str], dict[str, int]]]:
@@ -96,6 +97,7 @@ class TopologySnapshot:
         current: Mapping[str, TopologyAssignment] | None = None,
         unhealthy_nodes: Collection[str] = (),
         elastic: bool = False,
+        workload: WorkloadTopology | None = None,
     ) -> list[PodSetResult]:
         """Place the PodSets of one workload, group by group (``podset_groups``); each success
         reduces capacity for the next, and after the first failure nothing more is placed.
@@ -108,14 +110,32 @@ class TopologySnapshot:
         assignment is charged whole, as Kueue's cache holds the admitted usage; its healthy
         part is kept and the pods of the unhealthy nodes are placed again); with ``elastic``
         (and both elastic gates on), the replacement of a workload slice (``elastic``).
+        ``workload``: kueue-tas's workload-wide constraint (``workload_domain``), for a fresh
+        placement (a repair keeps every pod's domain, so it never leaves the workload's).
         """
         opts = PlaceOptions(gates, simulate_empty, allocatable_only)
+        fresh = not (unhealthy_nodes and current) and not (elastic and gates.elastic_tas and current)
+        if workload is not None and fresh:
+            need = total_request(podsets, self.capacity.vector)  # first: it may add columns
+            remaining = self.capacity.remaining(
+                simulate_empty=simulate_empty, assumed=None, allocatable_only=allocatable_only
+            )
+
+            def inside(limit: DomainLimit | None) -> list[PodSetResult]:
+                run = _Run(self, podsets, opts, limit)
+                run.place_groups(None)
+                return ordered_results(podsets, run.got)
+
+            return place_in_one_domain(self.tree, workload, podsets, remaining, need, inside, self._shown)
         run = _Run(self, podsets, opts)
         if unhealthy_nodes and current:
             run.replace_nodes(current, set(unhealthy_nodes))
         else:
             run.place_groups(current if elastic and gates.elastic_tas else None)
         return ordered_results(podsets, run.got)
+
+    def _shown(self, label: str) -> str:
+        return self.level_names.name_of(label) or label
 
     def _add_assumed(self, assumed: Matrix | None, assignment: TopologyAssignment, per_pod: ResourceMap) -> Matrix:
         self.capacity.vector({**per_pod, PODS: 1})  # make sure every column exists
@@ -133,8 +153,16 @@ class TopologySnapshot:
 class _Run:
     """The state of one ``place`` call: results so far and the usage they add."""
 
-    def __init__(self, snap: TopologySnapshot, podsets: Sequence[PodSetRequest], opts: PlaceOptions) -> None:
+    def __init__(
+        self,
+        snap: TopologySnapshot,
+        podsets: Sequence[PodSetRequest],
+        opts: PlaceOptions,
+        limit: DomainLimit | None = None,
+    ) -> None:
+        """``limit``: every placement stays inside that domain (a workload-wide constraint)."""
         self.snap = snap
+        self.limit = limit
         self.podsets = podsets
         self.opts = opts
         self.got: dict[int, PodSetResult] = {}
@@ -167,7 +195,9 @@ class _Run:
         podsets = self.podsets
         leader = podsets[group.leader] if group.leader is not None else None
         try:
-            assignments = find_topology_assignment(self.snap, podsets[group.workers], leader, self.assumed, self.opts)
+            assignments = find_topology_assignment(
+                self.snap, podsets[group.workers], leader, self.assumed, self.opts, limit=self.limit
+            )
         except PlacementFailure as failure:
             self._fail(group.members, str(failure))
             return False

@@ -88,6 +88,12 @@ def on_cluster(*objs: dict[str, Any], **grid: Any) -> Callable[[Path], Args]:
     return make
 
 
+def _annotated(obj: dict[str, Any], annotations: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with ``annotations`` in its own metadata (where a workload-wide constraint goes)."""
+    obj["metadata"]["annotations"] = annotations
+    return obj
+
+
 def job_with(path: str, value: Any, n: int = 1) -> dict[str, Any]:
     """Job ``a`` of ``n`` pods with ``value`` at ``path`` (dots, below the Job) replaced."""
     j = mk.job("a", n, mk.required(mk.RACK))
@@ -462,6 +468,23 @@ ROWS: list[Row] = [
             {**mk.topology(), "metadata": {"name": "topo", "annotations": {"kueue-tas.io/level-names": "r=" * 50_000}}}
         ),
         ("Topology/topo", "kueue-tas.io/level-names", "(99998 characters) is not a level"),
+    ),
+    Row(
+        "workload-topology-100kB",
+        on_cluster(_annotated(mk.job("a", 1), {"kueue-tas.io/workload-required-topology": "z" * 100_000})),
+        ("Job/team-a/a", "workload: annotation 'kueue-tas.io/workload-required-topology': invalid value"),
+    ),
+    Row(
+        "workload-topology-broader-podset",
+        on_cluster(
+            _annotated(mk.job("a", 2, mk.required(mk.BLOCK)), {"kueue-tas.io/workload-required-topology": mk.RACK})
+        ),
+        ("Job/team-a/a", 'its required level "cloud.provider.com/topology-block" is broader than'),
+    ),
+    Row(
+        "workload-topology-not-a-string",
+        on_cluster(_annotated(mk.job("a", 1), {"kueue-tas.io/workload-preferred-topology": ["rack"]})),
+        ("Job/a: metadata.annotations.kueue-tas.io/workload-preferred-topology", "Input should be a valid string"),
     ),
     Row(
         "level-name-unknown",

@@ -1,0 +1,81 @@
+"""``plan`` and the workload-wide constraint: where its annotations are read in the input, and
+the domain the text view shows (the rules are the controller's, ``capacity/workload_scope``).
+
+A Job or JobSet carries the annotations in its own metadata. A Workload in the input is read as
+the controller reads it: its own annotations first, else those of its owner, when the owner is
+in the input too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.core_objects import Job, JobSet
+from kueue_tas.api.kinds import KubeObject
+from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.workload_scope import workload_scope
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.plan_requests import PlanInputError, describe
+from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.workload_domain import WorkloadTopology
+
+
+def _ours(annotations: Mapping[str, str], prefix: str) -> dict[str, str]:
+    keys = [prefix + suffix for suffix in c.WORKLOAD_ANNOTATION_SUFFIXES]
+    return {k: str(annotations[k]) for k in keys if k in annotations}
+
+
+class ScopeReader:
+    """The workload-wide annotations of each placeable object of one input."""
+
+    def __init__(self, objects: Sequence[KubeObject], prefix: str) -> None:
+        self.prefix = prefix
+        self._owners = {
+            (o.kind, o.metadata.namespace, o.name): o.metadata.annotations
+            for o in objects
+            if isinstance(o, Job | JobSet)
+        }
+
+    def annotations(self, obj: KubeObject) -> dict[str, str]:
+        own = _ours(obj.metadata.annotations, self.prefix)
+        if own or not isinstance(obj, Workload):
+            return own
+        owner = obj.metadata.controller_owner()
+        if owner is None:
+            return {}
+        return _ours(self._owners.get((owner.kind, obj.metadata.namespace, owner.name), {}), self.prefix)
+
+    def scope(
+        self, obj: KubeObject, groups: Mapping[str, Sequence[PodSetRequest]], capacity: LiveCapacity
+    ) -> WorkloadTopology | None:
+        """The resolved constraint of ``obj`` (None: none); a refused one is an input error."""
+        scope = workload_scope(self.annotations(obj), groups, capacity, self.prefix)
+        if isinstance(scope, str):
+            raise PlanInputError(f"{describe(obj)}: {scope}")
+        return scope
+
+
+def scope_line(scope: WorkloadTopology, snap: TopologySnapshot, assignments: Sequence[TopologyAssignment]) -> str:
+    """``  workload in zone z2 (workload-required-topology: zone)``: the one domain that holds
+    every placed pod at the constraint's level, or the spread when preferred gave way."""
+    level = scope.required or scope.preferred or ""
+    idx = snap.levels.index(level) if level in snap.levels else 0
+    tree = snap.tree
+    domains = set()
+    for ta in assignments:
+        for d in ta.domains:
+            leaf = tree.leaf_index_of(d.values)
+            if leaf is not None and d.count:
+                domains.add(tree.leaves.values[leaf][: idx + 1])
+    asked = ", ".join(
+        f"workload-{kind}-topology: {snap.level_names.name_of(lvl) or lvl}"
+        for kind, lvl in (("required", scope.required), ("preferred", scope.preferred))
+        if lvl is not None
+    )
+    shown = snap.level_names.name_of(level) or level
+    if len(domains) == 1:
+        return f"  workload in {shown} {next(iter(domains))[-1]} ({asked})"
+    return f"  workload spread over {len(domains)} domains of {shown} ({asked}: no single one holds it)"
