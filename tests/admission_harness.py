@@ -6,7 +6,9 @@ informers, for tests that bring their own nodes or configuration."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -64,6 +66,7 @@ class Writes:
     checks: list[dict[str, Any]] = field(default_factory=list)
     annotations: list[str] = field(default_factory=list)
     gated: list[set[str]] = field(default_factory=list)
+    wait_starts: list[str] = field(default_factory=list)
     # The next annotation / entry write raises this (once) instead of being recorded.
     fail_annotation: Exception | None = None
     fail_check: Exception | None = None
@@ -87,6 +90,9 @@ class Writes:
 
     async def read_workload(self, workload: Workload) -> Workload | None:
         return workload
+
+    async def write_wait_start(self, workload: Workload, stamp: str) -> None:
+        self.wait_starts.append(stamp)
 
 
 @dataclass
@@ -149,6 +155,7 @@ def wire(
     writer: AdmissionWriter | None = None,
     events: EventSink | None = None,
     owners: OwnerReader | None = None,
+    wall: Callable[[], datetime] | None = None,
 ) -> Harness:
     """The reconciler over empty informers (no nodes, Topology, flavor, check or queue yet), its
     capacity model building ``snapshot_class`` snapshots. ``writer`` / ``events``: what it
@@ -174,6 +181,7 @@ def wire(
         gates=gates,
         clock=lambda: now[0],
         workload_annotations=WorkloadAnnotations(owners or NoOwnerReader()),
+        **({"wall": wall} if wall is not None else {}),
     )
     admission = WorkloadAdmission(ctx, decided=lambda: decided.__setitem__(0, decided[0] + 1))
     return Harness(ctx, admission, writes, recorded, now, decided)
@@ -196,9 +204,10 @@ def harness(
     writer: AdmissionWriter | None = None,
     events: EventSink | None = None,
     owners: OwnerReader | None = None,
+    wall: Callable[[], datetime] | None = None,
 ) -> Harness:
-    """``wire`` over the four hosts and ``configure``."""
-    h = wire(writer=writer, events=events, owners=owners)
+    """``wire`` over the four hosts and ``configure``; ``wall``: the time of day it reads."""
+    h = wire(writer=writer, events=events, owners=owners, wall=wall)
     for n, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")):
         h.informers.nodes.handle_event(
             "ADDED", mk.node(n, labels={RACK: rack, "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1")

@@ -39,7 +39,7 @@ def errors_of(annotations: dict[str, str], count: int | None = None, prefix: str
 
 def test_keys() -> None:
     keys = annotation_keys()
-    assert keys.all == (REQ, PREF, UNC, SLICE, SIZE, LAYERS, GROUP)
+    assert keys.all == (REQ, PREF, UNC, SLICE, SIZE, LAYERS, GROUP, "kueue-tas.io/podset-preferred-topology-wait")
     assert annotation_keys("kueue.x-k8s.io/").required == "kueue.x-k8s.io/podset-required-topology"
     with pytest.raises(ValueError, match="must end with '/'"):
         annotation_keys("kueue-tas.io")

@@ -30,6 +30,7 @@ from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION, ZONE_LABEL
 
 WORKLOAD_REQUIRED = "kueue-tas.io/workload-required-topology"
 WORKLOAD_PREFERRED = "kueue-tas.io/workload-preferred-topology"
+WAIT = "kueue-tas.io/podset-preferred-topology-wait"
 NAMES = f"zone={ZONE_LABEL},block={BLOCK_LABEL},gpu-clique={RACK_LABEL}"
 JOBSET = "JobSet"
 
@@ -174,3 +175,35 @@ async def test_kai_required_zone_with_preferred_clique(
     await jobs.create_job(kube, namespace, jobs.job("kai-wide", 6, gpu=2, annotations=pair))
     wide = hosts(await ready(kube, s, "kai-wide", "Job"))
     assert sum(wide.values()) == 6 and len({zone(h, s) for h in wide}) == 1, wide
+
+
+async def test_patience_holds_a_preferred_clique_then_places_it(
+    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
+) -> None:
+    """``podset-preferred-topology-wait``: held while no clique holds it, placed in one clique
+    when one frees within the wait; placed over several once the wait is over."""
+    s = await nvl_fleet(kube, namespace, unique, tas, "pa")
+    # Three blockers of 3 x 2 GPUs, one per clique (tightest first): every clique keeps 1 slot.
+    for i in (1, 2, 3):
+        await jobs.create_job(kube, namespace, jobs.job(f"block{i}", 3, gpu=2, required="gpu-clique"))
+        await ready(kube, s, f"block{i}", "Job")
+    patient = {jobs.PREFERRED: "gpu-clique", WAIT: "90s"}
+    await jobs.create_job(kube, namespace, jobs.job("patient", 2, gpu=2, annotations=patient))
+    wl = await workloads.wait_check(kube, s, "patient", ("Retry",), owner_kind="Job")
+    message = entry_of(wl, s)["message"]
+    assert 'for one domain of level "gpu-clique" to hold all 2 pods (podset-preferred-topology-wait 1m30s)' in message
+    assert "waiting until " in message, message
+    # A clique frees within the wait: the next decision takes it whole.
+    await jobs.delete_job(kube, namespace, "block2")
+    wl = await workloads.wait_check(kube, s, "patient", ("Ready",), owner_kind="Job", timeout_s=80)
+    placed = hosts(wl)
+    assert sum(placed.values()) == 2 and len({clique(h, s) for h in placed}) == 1, placed
+    started = (wl["metadata"].get("annotations") or {}).get("kueue-tas.io/preferred-wait-started")
+    assert started, "the wait's start is on the Workload"
+
+    # Nothing frees: after its 15 s the PodSet is placed over several cliques.
+    short = {jobs.PREFERRED: "gpu-clique", WAIT: "15s"}
+    await jobs.create_job(kube, namespace, jobs.job("impatient", 4, gpu=2, annotations=short))
+    await workloads.wait_check(kube, s, "impatient", ("Retry",), owner_kind="Job")
+    wl = await workloads.wait_check(kube, s, "impatient", ("Ready",), owner_kind="Job", timeout_s=120)
+    assert len({clique(h, s) for h in hosts(wl)}) > 1

@@ -24,6 +24,8 @@ SUFFIX_SLICE_SIZE: Final = "podset-slice-size"
 SUFFIX_SLICE_CONSTRAINTS: Final = "podset-slice-required-topology-constraints"
 # PodSets of one workload with the same group name are placed together (e.g. leader + workers).
 SUFFIX_GROUP_NAME: Final = "podset-group-name"
+# How long a preferred PodSet waits for one domain of its preferred level (kueue-tas's patience).
+SUFFIX_PREFERRED_WAIT: Final = "podset-preferred-topology-wait"
 
 # On the Job or JobSet itself (or the Workload): every PodSet in one domain of that level
 # (kueue-tas's workload-wide constraint, ``topology/workload_domain``).
@@ -39,11 +41,15 @@ TOPOLOGY_ANNOTATION_SUFFIXES: Final = (
     SUFFIX_SLICE_SIZE,
     SUFFIX_SLICE_CONSTRAINTS,
     SUFFIX_GROUP_NAME,
+    SUFFIX_PREFERRED_WAIT,
 )
 
 CONTROLLER_NAME: Final = "kueue-tas.io/topology"
 SCHEDULING_GATE: Final = "kueue-tas.io/topology"
 FIELD_MANAGER: Final = "kueue-tas"
+
+# Workload annotation: when its first wait for a preferred domain began (RFC 3339, UTC).
+PREFERRED_WAIT_STARTED_ANNOTATION: Final = "kueue-tas.io/preferred-wait-started"
 
 # Workload annotation holding {"podSets": [{"name", "topologyAssignment"}]} as JSON.
 TOPOLOGY_ASSIGNMENT_ANNOTATION: Final = "kueue-tas.io/topology-assignment"

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.patience import domains_at
 from kueue_tas.topology.request import TopologyRequestError
 from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.snapshot import TopologySnapshot
@@ -79,16 +80,7 @@ def leaves_the_domain(
     """A failure when ``results`` (a repair's: it keeps each pod's own domain, and may move the
     pods of a PodSet without a level of its own anywhere) use more than one domain of
     ``level``; None when they stay in one."""
-    idx = snap.levels.index(level)
-    tree = snap.tree
-    domains: set[tuple[str, ...]] = set()
-    for r in results:
-        for d in r.assignment.domains if r.assignment is not None else ():
-            # A kept domain whose node is not a leaf now (NotReady) cannot be placed: skipped.
-            leaf = tree.leaf_index_of(d.values) if d.count else None
-            if leaf is not None:
-                domains.add(tree.leaves.values[leaf][: idx + 1])
-    if len(domains) <= 1:
+    if len(domains_at(snap, (r.assignment for r in results if r.assignment is not None), level)) <= 1:
         return None
     name = requests[0].name if requests else ""
     return PodSetResult(

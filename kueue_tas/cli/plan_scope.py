@@ -18,6 +18,7 @@ from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.workload_scope import workload_scope
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.patience import domains_at
 from kueue_tas.topology.plan_requests import PlanInputError, describe
 from kueue_tas.topology.snapshot import TopologySnapshot
 from kueue_tas.topology.workload_domain import WorkloadTopology
@@ -62,14 +63,7 @@ def scope_line(scope: WorkloadTopology, snap: TopologySnapshot, assignments: Seq
     """``  workload in zone z2 (workload-required-topology: zone)``: the one domain that holds
     every placed pod at the constraint's level, or the spread when preferred gave way."""
     level = scope.required or scope.preferred or ""
-    idx = snap.levels.index(level) if level in snap.levels else 0
-    tree = snap.tree
-    domains = set()
-    for ta in assignments:
-        for d in ta.domains:
-            leaf = tree.leaf_index_of(d.values)
-            if leaf is not None and d.count:
-                domains.add(tree.leaves.values[leaf][: idx + 1])
+    domains = domains_at(snap, assignments, level) if level in snap.levels else set()
     asked = ", ".join(
         f"workload-{kind}-topology: {snap.level_names.name_of(lvl) or lvl}"
         for kind, lvl in (("required", scope.required), ("preferred", scope.preferred))

@@ -46,6 +46,7 @@ from kueue_tas.topology.kube_syntax import label_value_errors
 from kueue_tas.topology.level_names import resolve_request
 from kueue_tas.topology.levels import topology_levels_problem
 from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.patience import wait_note
 from kueue_tas.topology.plan_replacements import ReplacementIndex
 from kueue_tas.topology.plan_requests import (
     PlanInputError,
@@ -362,7 +363,8 @@ class Planner:
             requests = [r for _, r in members]
             extra = self.replacements.place_options(obj, (r.name for r in requests))
             extra.update({"workload": plan.scope} if plan.scope is not None else {})
-            results = self.snapshot(flavor, context).place(requests, gates=self.gates, **extra)
+            snap = self.snapshot(flavor, context)
+            results = snap.place(requests, gates=self.gates, **extra)
             for (ps_plan, request), result in zip(
                 members, results + [None] * (len(members) - len(results)), strict=True
             ):
@@ -371,7 +373,9 @@ class Planner:
                     ps_plan.message = NOT_PLACED
                     continue
                 ps_plan.assignment = result.assignment
-                ps_plan.message = result.message
+                ps_plan.message = result.message or (
+                    wait_note(snap, request, result.assignment) if result.assignment else ""
+                )
                 if result.assignment is None:
                     failed = True
                 else:

@@ -20,6 +20,7 @@ charges the pair's union) until Kueue finishes the old one.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any, Final, Literal
@@ -34,6 +35,8 @@ from kueue_tas.controllers.admission_writes import (
     EntryWriteUnknown,
     check_entry,
     merged_annotation,
+    rfc3339,
+    wait_started,
 )
 from kueue_tas.controllers.check_flavors import unusable_flavors
 from kueue_tas.controllers.decide import Decision, Outcome, decide
@@ -181,6 +184,8 @@ class WorkloadAdmission:
                     current=current,
                     unusable=self._unusable(check, governed),
                     workload_annotations=wide,
+                    now=None if current is not None else self._ctx.wall(),
+                    wait_started=wait_started(wl),
                 )
             self._ctx.metrics.decision_seconds.observe(time.perf_counter() - started)
             self._decided()
@@ -302,6 +307,10 @@ class WorkloadAdmission:
             self._retries[key] = n + 1
             base, cap = self._ctx.settings.retry_backoff_base_seconds, self._ctx.settings.retry_backoff_max_seconds
             requeue = int(min(base * 2**n, cap))
+            if decision.retry_after is not None:  # a preferred wait: decided again when it ends
+                requeue = max(1, min(requeue, math.ceil(decision.retry_after)))
+            if decision.wait_started is not None and wait_started(wl) is None:
+                await self._ctx.writer.write_wait_start(wl, rfc3339(decision.wait_started))
         try:
             entry = check_entry(check, decision, wl, requeue, repairs=self._ctx.gates.failed_node_replacement)
             await self._ctx.writer.write_check(wl, entry)

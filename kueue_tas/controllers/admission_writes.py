@@ -31,6 +31,23 @@ class EntryWriteUnknown(Exception):
     """Our check entry write failed in a way that may still have applied it (``__cause__``)."""
 
 
+def rfc3339(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def wait_started(workload: Workload) -> datetime | None:
+    """When a decision first held ``workload`` for a preferred level (our annotation; None when
+    none did, or the value is not a time: then the wait starts now)."""
+    raw = workload.metadata.annotations.get(c.PREFERRED_WAIT_STARTED_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -128,6 +145,10 @@ class AdmissionWriter(Protocol):
 
     async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None: ...
 
+    async def write_wait_start(self, workload: Workload, stamp: str) -> None:
+        """Record when a preferred wait began (``PREFERRED_WAIT_STARTED_ANNOTATION``)."""
+        ...
+
     async def read_workload(self, workload: Workload) -> Workload | None:
         """The Workload as the API server has it now (None: deleted)."""
         ...
@@ -150,6 +171,18 @@ class KubeAdmissionWriter:
             name=workload.name,
             patch={"metadata": {"annotations": {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}}},
             resource_version=workload.metadata.resource_version,
+        )
+
+    async def write_wait_start(self, workload: Workload, stamp: str) -> None:
+        """Unguarded: the first hold's time; a second writer would write about the same time."""
+        await merge_patch_custom(
+            self.api,
+            group=c.KUEUE_GROUP,
+            version=c.KUEUE_VERSION,
+            plural="workloads",
+            namespace=workload.namespace,
+            name=workload.name,
+            patch={"metadata": {"annotations": {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp}}},
         )
 
     async def read_workload(self, workload: Workload) -> Workload | None:

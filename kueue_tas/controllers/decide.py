@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Final
 
@@ -38,6 +39,7 @@ from kueue_tas.topology.inputs import podset_request, requests_topology
 from kueue_tas.topology.level_names import resolve_request
 from kueue_tas.topology.levels import level_problem
 from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.patience import hold
 from kueue_tas.topology.request import TopologyRequestError, template_annotations
 from kueue_tas.topology.request_field import uses_field
 from kueue_tas.topology.slice_replacement import place_options
@@ -86,9 +88,14 @@ class PodSetPlacement:
 
 @dataclass
 class Decision:
+    """``wait_started`` / ``retry_after``: a Retry that holds a PodSet for its preferred level
+    (kueue-tas's patience): when the wait began, and the seconds left of it."""
+
     outcome: Outcome
     message: str
     placements: list[PodSetPlacement] = field(default_factory=list)
+    wait_started: datetime | None = None
+    retry_after: float | None = None
 
     def usage(self) -> tuple[UsageEntry, ...]:
         return tuple(UsageEntry(p.flavor, p.assignment, p.per_pod, p.name) for p in self.placements)
@@ -216,6 +223,8 @@ def decide(
     unhealthy_nodes: tuple[str, ...] = (),
     unusable: Mapping[str, str] | None = None,
     workload_annotations: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+    wait_started: datetime | None = None,
 ) -> Decision:
     """``current`` with ``unhealthy_nodes``: the node repair of an admitted workload (the engine
     keeps each assignment's healthy part and places the pods of those nodes again; the caller
@@ -223,7 +232,10 @@ def decide(
     ``unusable``: flavor -> problem, for flavors meant to be under the check that cannot be
     placed on (``kueue_tas.controllers.check_flavors``); a PodSet on one keeps the entry Pending.
     ``workload_annotations``: the Job's or JobSet's own annotations (or the Workload's), read
-    for kueue-tas's workload-wide constraint (``kueue_tas.topology.workload_domain``)."""
+    for kueue-tas's workload-wide constraint (``kueue_tas.topology.workload_domain``).
+    ``now`` (wall time) turns on the patience of PodSets with a preferred wait
+    (``kueue_tas.topology.patience``), counted from ``wait_started`` when an earlier decision
+    already held the workload; without ``now`` (a repair, an elastic slice) nothing waits."""
     problem = _podsets_problem(workload)
     if problem is not None:
         return Decision(Outcome.REJECTED, problem)
@@ -300,6 +312,18 @@ def decide(
             return Decision(Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}')
         for request, result in zip(requests, results, strict=True):
             assert result.assignment is not None
+            held = (
+                None
+                if now is None or current is not None
+                else hold(snap, request, result.assignment, wait_started or now, now)
+            )
+            if held is not None:
+                return Decision(
+                    Outcome.RETRY,
+                    held.message(snap.level_names.name_of(held.level) or held.level),
+                    wait_started=wait_started or now,
+                    retry_after=(held.until - now).total_seconds() if now is not None else None,
+                )
             placements.append(PodSetPlacement(request.name, flavor, result.assignment, dict(request.requests)))
     if not placements:
         problem = _ungoverned_request(workload, check_flavors, prefix)

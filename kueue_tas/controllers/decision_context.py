@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission_writes import AdmissionWriter
@@ -24,7 +25,8 @@ from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 class DecisionContext:
     """``flavors_of(check)``: the flavors our check governs; ``clock``: monotonic seconds;
     ``lock``: held by every decision, from reading the capacity to holding what it decided;
-    ``workload_annotations``: where a workload-wide constraint is read (the Job's or JobSet's)."""
+    ``workload_annotations``: where a workload-wide constraint is read (the Job's or JobSet's);
+    ``wall``: the time of day (a preferred wait's deadline is one)."""
 
     informers: SharedInformers
     checks: OurChecks
@@ -38,3 +40,4 @@ class DecisionContext:
     clock: Callable[[], float] = time.monotonic
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     workload_annotations: WorkloadAnnotations = field(default_factory=lambda: WorkloadAnnotations(NoOwnerReader()))
+    wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))

@@ -111,3 +111,16 @@ def label_value_errors(value: str) -> list[str]:
     if not _LABEL_VALUE_RE.fullmatch(value):
         errors.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errors
+
+
+_DURATION = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:h|m|s)")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(value: str) -> float | None:
+    """A duration as Go's ``time.ParseDuration`` writes the common ones (``90s``, ``10m``,
+    ``1h30m``, ``1.5h``; hours, minutes, seconds), in seconds; None when it is not one."""
+    if not value or len(value) > 64 or not re.fullmatch(f"(?:{_DURATION.pattern})+", value):
+        return None
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value))

@@ -101,6 +101,8 @@ class TopologyRequest:
     slice_size: int | None = None
     group: str | None = None
     slice_layers: tuple[SliceLayer, ...] = ()
+    # kueue-tas's patience: seconds to wait for one domain of ``preferred`` (None: Kueue's no wait).
+    preferred_wait: float | None = None
 
     @property
     def preferred_in_required(self) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology.features import DEFAULT_GATES, MULTI_LAYER, FeatureGates
-from kueue_tas.topology.kube_syntax import label_name_errors, parse_go_bool, parse_go_int32
+from kueue_tas.topology.kube_syntax import label_name_errors, parse_duration, parse_go_bool, parse_go_int32
 from kueue_tas.topology.model import SliceLayer, TopologyRequest
 from kueue_tas.topology.slice_layers import (
     LAYER_COUNT_MESSAGE,
@@ -88,6 +88,7 @@ class AnnotationKeys:
     slice_size: str
     slice_constraints: str
     group: str
+    preferred_wait: str
 
     @property
     def all(self) -> tuple[str, ...]:
@@ -99,6 +100,7 @@ class AnnotationKeys:
             self.slice_size,
             self.slice_constraints,
             self.group,
+            self.preferred_wait,
         )
 
 
@@ -114,6 +116,7 @@ def annotation_keys(prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> AnnotationKeys
         slice_size=prefix + c.SUFFIX_SLICE_SIZE,
         slice_constraints=prefix + c.SUFFIX_SLICE_CONSTRAINTS,
         group=prefix + c.SUFFIX_GROUP_NAME,
+        preferred_wait=prefix + c.SUFFIX_PREFERRED_WAIT,
     )
 
 
@@ -240,6 +243,26 @@ def validate_topology_annotations(
     if keys.slice_size in ann and keys.slice_required not in ann:
         errors.append(_forbidden(keys.slice_size, f"may not be set when '{keys.slice_required}' is not specified"))
     errors.extend(_constraints_errors(keys, ann, count, gates))
+    errors.extend(_wait_errors(keys, ann))
+    return errors
+
+
+# A wait longer than this is a typo (a day is already more than any queue should hold a job).
+MAX_PREFERRED_WAIT_SECONDS = 24 * 3600.0
+
+
+def _wait_errors(keys: AnnotationKeys, ann: Mapping[str, str]) -> list[str]:
+    key = keys.preferred_wait
+    if key not in ann:
+        return []
+    errors = []
+    if keys.preferred not in ann:
+        errors.append(_forbidden(key, f"may not be set when '{keys.preferred}' is not specified"))
+    seconds = parse_duration(ann[key])
+    if seconds is None:
+        errors.append(_invalid(key, ann[key], "must be a duration such as 90s, 10m or 1h30m"))
+    elif not 0 < seconds <= MAX_PREFERRED_WAIT_SECONDS:
+        errors.append(_invalid(key, ann[key], "must be more than 0s and at most 24h"))
     return errors
 
 
@@ -308,7 +331,9 @@ def parse_topology_request(
     if required is None and preferred is None and unconstrained is None and slice_level is None and not layers:
         return None
     group = ann.get(keys.group) if required is not None or preferred is not None else None
+    wait = parse_duration(ann[keys.preferred_wait]) if preferred is not None and keys.preferred_wait in ann else None
     return TopologyRequest(
+        preferred_wait=wait if wait is not None and wait > 0 else None,
         required=required,
         preferred=preferred,
         unconstrained=unconstrained,
