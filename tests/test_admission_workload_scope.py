@@ -12,7 +12,7 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import CHECK, GPU, HOST, RACK, T0, Harness, harness
+from admission_harness import GPU, HOST, RACK, Harness, harness, workload
 
 from kueue_tas.api import constants as c
 from kueue_tas.kube.errors import TransportError
@@ -42,21 +42,7 @@ class Owners:
 def two_podsets(a_level: str = HOST, rv: str = "5", **kw: Any) -> dict[str, Any]:
     """ns/wl: PodSets a and b of 8 one-GPU pods, each required in one ``a_level`` domain."""
     sets = [mk.podset(n, 8, {PREQ: a_level}, gpus=1) for n in ("a", "b")]
-    return mk.workload(
-        "wl",
-        podsets=sets,
-        namespace="ns",
-        uid="u1",
-        resource_version=rv,
-        queue=None,
-        admitted_flavor="gpu",
-        check=CHECK,
-        check_state="Pending",
-        check_time=T0,
-        conditions=[mk.condition("QuotaReserved", reason="QuotaReserved", message="", time=T0)],
-        owner=JOB,
-        **kw,
-    )
+    return workload(podsets=sets, resource_version=rv, owner=JOB, **kw)
 
 
 def with_busy_h2(h: Harness) -> Harness:

@@ -17,7 +17,7 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import CHECK, RACK, T0, Harness, harness
+from admission_harness import RACK, Harness, harness, workload
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology.request import parse_topology_request, validate_topology_annotations
@@ -30,21 +30,8 @@ START = datetime(2026, 11, 23, 10, 0, 0, tzinfo=UTC)
 
 def wl(count: int, annotations: dict[str, str], rv: str = "5", started: str | None = None) -> dict[str, Any]:
     extra = {c.PREFERRED_WAIT_STARTED_ANNOTATION: started} if started else None
-    return mk.workload(
-        "wl",
-        count,
-        annotations,
-        namespace="ns",
-        uid="u1",
-        resource_version=rv,
-        queue=None,
-        admitted_flavor="gpu",
-        check=CHECK,
-        check_state="Pending",
-        check_time=T0,
-        workload_annotations=extra,
-        conditions=[mk.condition("QuotaReserved", reason="QuotaReserved", message="", time=T0)],
-    )
+    sets = [mk.podset("main", count, annotations, gpus=1)]
+    return workload(podsets=sets, resource_version=rv, workload_annotations=extra)
 
 
 def busy(h: Harness) -> Harness:

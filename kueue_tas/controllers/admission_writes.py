@@ -162,19 +162,13 @@ class KubeAdmissionWriter:
 
     async def write_annotation(self, workload: Workload, text: str) -> None:
         """With the Workload's resourceVersion: a Workload that changed since we decided gives Conflict."""
-        await merge_patch_custom(
-            self.api,
-            group=c.KUEUE_GROUP,
-            version=c.KUEUE_VERSION,
-            plural="workloads",
-            namespace=workload.namespace,
-            name=workload.name,
-            patch={"metadata": {"annotations": {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}}},
-            resource_version=workload.metadata.resource_version,
-        )
+        await self._annotate(workload, c.TOPOLOGY_ASSIGNMENT_ANNOTATION, text, workload.metadata.resource_version)
 
     async def write_wait_start(self, workload: Workload, stamp: str) -> None:
         """Unguarded: the first hold's time; a second writer would write about the same time."""
+        await self._annotate(workload, c.PREFERRED_WAIT_STARTED_ANNOTATION, stamp, None)
+
+    async def _annotate(self, workload: Workload, key: str, value: str, resource_version: str | None) -> None:
         await merge_patch_custom(
             self.api,
             group=c.KUEUE_GROUP,
@@ -182,7 +176,8 @@ class KubeAdmissionWriter:
             plural="workloads",
             namespace=workload.namespace,
             name=workload.name,
-            patch={"metadata": {"annotations": {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp}}},
+            patch={"metadata": {"annotations": {key: value}}},
+            resource_version=resource_version,
         )
 
     async def read_workload(self, workload: Workload) -> Workload | None:
