@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.patience import domains_at
 from kueue_tas.topology.request import TopologyRequestError
 from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.snapshot import TopologySnapshot
@@ -26,10 +25,6 @@ from kueue_tas.topology.workload_domain import (
     workload_keys,
     workload_level_problem,
 )
-
-
-def _shown(snap: TopologySnapshot, level: str) -> str:
-    return snap.level_names.name_of(level) or level
 
 
 def workload_scope(
@@ -62,13 +57,14 @@ def workload_scope(
     required_key, preferred_key = workload_keys(prefix)
     bound_key = required_key if scope.required is not None else preferred_key
     bound = scope.required if scope.required is not None else scope.preferred
+    names = snap.level_names
     for request in requests:
         above = podset_level_problem(request, snap.levels, scope)
         if above is not None:
             setting, level = above
             return (
-                f'PodSet "{request.name}": its {setting} level "{_shown(snap, level)}" is broader than the '
-                f"workload's level \"{_shown(snap, bound or '')}\" (annotation {bound_key}); a PodSet's levels "
+                f'PodSet "{request.name}": its {setting} level "{names.called(level)}" is broader than the '
+                f"workload's level \"{names.called(bound or '')}\" (annotation {bound_key}); a PodSet's levels "
                 "must be the workload's level or below it"
             )
     return scope
@@ -80,9 +76,9 @@ def leaves_the_domain(
     """A failure when ``results`` (a repair's: it keeps each pod's own domain, and may move the
     pods of a PodSet without a level of its own anywhere) use more than one domain of
     ``level``; None when they stay in one."""
-    if len(domains_at(snap, (r.assignment for r in results if r.assignment is not None), level)) <= 1:
+    if len(snap.domains_at((r.assignment for r in results if r.assignment is not None), level)) <= 1:
         return None
     name = requests[0].name if requests else ""
     return PodSetResult(
-        name, None, f'the placement would leave the workload\'s one domain of level "{_shown(snap, level)}"'
+        name, None, f'the placement would leave the workload\'s one domain of level "{snap.level_names.called(level)}"'
     )

@@ -37,15 +37,7 @@ def plan_json(plans: list[WorkloadPlan]) -> dict[str, Any]:
                 "name": p.name,
                 "fits": p.fits,
                 # The workload-wide constraint as resolved (label keys), when there is one.
-                **(
-                    {
-                        "workloadTopology": {
-                            k: v for k, v in (("required", p.scope.required), ("preferred", p.scope.preferred)) if v
-                        }
-                    }
-                    if p.scope is not None
-                    else {}
-                ),
+                **({"workloadTopology": p.scope.as_dict()} if p.scope is not None else {}),
                 "podSets": [podset_json(ps) for ps in p.podsets],
             }
             for p in plans

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from kueue_tas.api import constants as c
 from kueue_tas.api.core_objects import Job, JobSet
 from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.workload import Workload
@@ -18,15 +17,9 @@ from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.workload_scope import workload_scope
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.patience import domains_at
 from kueue_tas.topology.plan_requests import PlanInputError, describe
 from kueue_tas.topology.snapshot import TopologySnapshot
-from kueue_tas.topology.workload_domain import WorkloadTopology
-
-
-def _ours(annotations: Mapping[str, str], prefix: str) -> dict[str, str]:
-    keys = [prefix + suffix for suffix in c.WORKLOAD_ANNOTATION_SUFFIXES]
-    return {k: str(annotations[k]) for k in keys if k in annotations}
+from kueue_tas.topology.workload_domain import WorkloadTopology, workload_annotations
 
 
 class ScopeReader:
@@ -41,13 +34,13 @@ class ScopeReader:
         }
 
     def annotations(self, obj: KubeObject) -> dict[str, str]:
-        own = _ours(obj.metadata.annotations, self.prefix)
+        own = workload_annotations(obj.metadata.annotations, self.prefix)
         if own or not isinstance(obj, Workload):
             return own
         owner = obj.metadata.controller_owner()
         if owner is None:
             return {}
-        return _ours(self._owners.get((owner.kind, obj.metadata.namespace, owner.name), {}), self.prefix)
+        return workload_annotations(self._owners.get((owner.kind, obj.metadata.namespace, owner.name), {}), self.prefix)
 
     def scope(
         self, obj: KubeObject, groups: Mapping[str, Sequence[PodSetRequest]], capacity: LiveCapacity
@@ -63,13 +56,13 @@ def scope_line(scope: WorkloadTopology, snap: TopologySnapshot, assignments: Seq
     """``  workload in zone z2 (workload-required-topology: zone)``: the one domain that holds
     every placed pod at the constraint's level, or the spread when preferred gave way."""
     level = scope.required or scope.preferred or ""
-    domains = domains_at(snap, assignments, level) if level in snap.levels else set()
+    domains = snap.domains_at(assignments, level) if level in snap.levels else set()
     asked = ", ".join(
-        f"workload-{kind}-topology: {snap.level_names.name_of(lvl) or lvl}"
+        f"workload-{kind}-topology: {snap.level_names.called(lvl)}"
         for kind, lvl in (("required", scope.required), ("preferred", scope.preferred))
         if lvl is not None
     )
-    shown = snap.level_names.name_of(level) or level
+    shown = snap.level_names.called(level)
     if len(domains) == 1:
         return f"  workload in {shown} {next(iter(domains))[-1]} ({asked})"
     return f"  workload spread over {len(domains)} domains of {shown} ({asked}: no single one holds it)"

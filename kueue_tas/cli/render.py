@@ -54,7 +54,7 @@ def _domain_tree(ps: PodSetPlan, snap: TopologySnapshot) -> list[str]:
         full = tree.leaves.values[leaf] if leaf is not None else tuple(dom.values)
         free = snap.capacity.leaf_free(leaf) if leaf is not None else {}
         leaves.append((full, dom.count, f"   [free after plan: {format_free(free)}]"))
-    return domain_tree_lines([snap.level_names.name_of(k) or k for k in tree.level_keys], leaves)
+    return domain_tree_lines([snap.level_names.called(k) for k in tree.level_keys], leaves)
 
 
 def render_text(plans: list[WorkloadPlan], planner: Planner) -> str:

@@ -320,7 +320,7 @@ def decide(
             if held is not None:
                 return Decision(
                     Outcome.RETRY,
-                    held.message(snap.level_names.name_of(held.level) or held.level),
+                    held.message(snap.level_names.called(held.level)),
                     wait_started=wait_started or now,
                     retry_after=(held.until - now).total_seconds() if now is not None else None,
                 )

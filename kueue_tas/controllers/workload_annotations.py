@@ -20,6 +20,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.kube.client import call_json, raw_kwargs
 from kueue_tas.kube.errors import NotFound
+from kueue_tas.topology.workload_domain import workload_annotations
 
 # Workloads whose owner's annotations are remembered at once (a bound, not a cache policy:
 # entries go when their Workload is deleted; past the bound the oldest go first).
@@ -68,15 +69,12 @@ class WorkloadAnnotations:
 
     def __init__(self, reader: OwnerReader, prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> None:
         self._reader = reader
-        self._keys = tuple(prefix + suffix for suffix in c.WORKLOAD_ANNOTATION_SUFFIXES)
+        self._prefix = prefix
         self._remembered: dict[str, Mapping[str, str]] = {}  # Workload UID -> the owner's
-
-    def _ours(self, annotations: Mapping[str, str]) -> dict[str, str]:
-        return {k: str(annotations[k]) for k in self._keys if k in annotations}
 
     async def of(self, wl: Workload) -> Mapping[str, str]:
         """Raises what the owner's read raised (the decision waits for a later try)."""
-        own = self._ours(wl.metadata.annotations)
+        own = workload_annotations(wl.metadata.annotations, self._prefix)
         if own:
             return own
         owner = wl.metadata.controller_owner()
@@ -86,7 +84,7 @@ class WorkloadAnnotations:
         if uid in self._remembered:
             return self._remembered[uid]
         found = await self._reader.annotations(wl.namespace or "default", owner.kind, owner.name)
-        ours = self._ours(found or {})
+        ours = workload_annotations(found or {}, self._prefix)
         if len(self._remembered) >= MAX_REMEMBERED:
             del self._remembered[next(iter(self._remembered))]
         self._remembered[uid] = ours

@@ -49,6 +49,10 @@ class LevelNames:
     def name_of(self, label: str) -> str | None:
         return next((n for n, lbl in self.labels.items() if lbl == label), None)
 
+    def called(self, label: str) -> str:
+        """The level as a user reads it: its name when it has one, else its label."""
+        return self.name_of(label) or label
+
     def shown(self, label: str) -> str:
         """``rack (cloud.provider.com/topology-rack)`` when the level has a name, else the label."""
         name = self.name_of(label)

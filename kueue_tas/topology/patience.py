@@ -3,34 +3,16 @@
 it does not fit in one domain of that level, for at most that long from the first decision that
 held it; then it is placed by Kueue's preferred fall-back. Slurm's ``--switches=N@time`` is the
 model; Kueue's preferred falls back at once.
-
-Also the one question the workload-wide constraint and ``plan`` ask of placed assignments:
-which domains of a level they use (:func:`domains_at`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.snapshot import TopologySnapshot
-
-
-def domains_at(snap: TopologySnapshot, assignments: Iterable[TopologyAssignment], level: str) -> set[tuple[str, ...]]:
-    """The domains of ``level`` (full paths) holding pods of ``assignments``; domains whose node
-    is not a leaf now (gone, NotReady) are left out: where they are cannot be told."""
-    idx = snap.levels.index(level)
-    tree = snap.tree
-    out: set[tuple[str, ...]] = set()
-    for ta in assignments:
-        for d in ta.domains:
-            leaf = tree.leaf_index_of(d.values) if d.count else None
-            if leaf is not None:
-                out.add(tree.leaves.values[leaf][: idx + 1])
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +43,15 @@ def duration_text(seconds: float) -> str:
     return text or "0s"
 
 
+def spreads(snap: TopologySnapshot, request: PodSetRequest, assignment: TopologyAssignment) -> bool:
+    """Whether a PodSet with a preferred wait is placed over several domains of its preferred
+    level (so that it would be held while its wait lasts)."""
+    t = request.topology
+    if t is None or t.preferred is None or t.preferred_wait is None or t.preferred not in snap.levels:
+        return False
+    return len(snap.domains_at([assignment], t.preferred)) > 1
+
+
 def hold(
     snap: TopologySnapshot,
     request: PodSetRequest,
@@ -71,9 +62,7 @@ def hold(
     """The hold of a placed PodSet with a wait, while its placement spreads over several domains
     of its preferred level and the wait since ``started`` is not over; else None."""
     t = request.topology
-    if t is None or t.preferred is None or t.preferred_wait is None or t.preferred not in snap.levels:
-        return None
-    if len(domains_at(snap, [assignment], t.preferred)) <= 1:
+    if t is None or t.preferred is None or t.preferred_wait is None or not spreads(snap, request, assignment):
         return None
     until = started + timedelta(seconds=t.preferred_wait)
     return Hold(request.name, request.count, t.preferred, until, t.preferred_wait) if now < until else None
@@ -82,12 +71,10 @@ def hold(
 def wait_note(snap: TopologySnapshot, request: PodSetRequest, assignment: TopologyAssignment) -> str:
     """What ``plan`` says of a placed PodSet that the controller would hold first ("" if none)."""
     t = request.topology
-    moment = datetime(2000, 1, 1, tzinfo=UTC)  # any: a first decision, whose wait has just begun
-    held = hold(snap, request, assignment, moment, moment)
-    if held is None or t is None or t.preferred is None:
+    if t is None or t.preferred is None or t.preferred_wait is None or not spreads(snap, request, assignment):
         return ""
-    shown = snap.level_names.name_of(t.preferred) or t.preferred
     return (
-        f"held first for up to {duration_text(held.wait_seconds)} (podset-preferred-topology-wait) until one domain "
-        f'of level "{shown}" holds all {held.count} pods; placed as shown once the wait is over'
+        f"held first for up to {duration_text(t.preferred_wait)} (podset-preferred-topology-wait) until one domain "
+        f'of level "{snap.level_names.called(t.preferred)}" holds all {request.count} pods; '
+        "placed as shown once the wait is over"
     )

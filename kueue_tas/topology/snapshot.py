@@ -126,7 +126,7 @@ class TopologySnapshot:
                 run.place_groups(None)
                 return ordered_results(podsets, run.got)
 
-            return place_in_one_domain(self.tree, workload, podsets, remaining, need, inside, self._shown)
+            return place_in_one_domain(self.tree, workload, podsets, remaining, need, inside, self.level_names.called)
         run = _Run(self, podsets, opts)
         if unhealthy_nodes and current:
             run.replace_nodes(current, set(unhealthy_nodes))
@@ -134,8 +134,17 @@ class TopologySnapshot:
             run.place_groups(current if elastic and gates.elastic_tas else None)
         return ordered_results(podsets, run.got)
 
-    def _shown(self, label: str) -> str:
-        return self.level_names.name_of(label) or label
+    def domains_at(self, assignments: Iterable[TopologyAssignment], level: str) -> set[tuple[str, ...]]:
+        """The domains of ``level`` (full paths) holding pods of ``assignments``; domains whose
+        node is not a leaf now (gone, NotReady) are left out: where they are cannot be told."""
+        idx = self.levels.index(level)
+        out: set[tuple[str, ...]] = set()
+        for ta in assignments:
+            for d in ta.domains:
+                leaf = self.tree.leaf_index_of(d.values) if d.count else None
+                if leaf is not None:
+                    out.add(self.tree.leaves.values[leaf][: idx + 1])
+        return out
 
     def _add_assumed(self, assumed: Matrix | None, assignment: TopologyAssignment, per_pod: ResourceMap) -> Matrix:
         self.capacity.vector({**per_pod, PODS: 1})  # make sure every column exists

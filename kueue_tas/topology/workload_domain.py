@@ -45,6 +45,10 @@ class WorkloadTopology:
     required: str | None = None
     preferred: str | None = None
 
+    def as_dict(self) -> dict[str, str]:
+        """``{"required": ..., "preferred": ...}`` with the levels given (``plan -o json``)."""
+        return {k: v for k, v in (("required", self.required), ("preferred", self.preferred)) if v is not None}
+
     @property
     def start(self) -> str:
         level = self.preferred if self.preferred is not None else self.required
@@ -55,6 +59,11 @@ class WorkloadTopology:
 def workload_keys(prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> tuple[str, str]:
     """The required and preferred annotation keys under ``prefix``."""
     return prefix + c.SUFFIX_WORKLOAD_REQUIRED_TOPOLOGY, prefix + c.SUFFIX_WORKLOAD_PREFERRED_TOPOLOGY
+
+
+def workload_annotations(annotations: Mapping[str, str], prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> dict[str, str]:
+    """The workload-wide annotations among ``annotations`` (only those keys)."""
+    return {k: str(annotations[k]) for k in workload_keys(prefix) if k in annotations}
 
 
 def parse_workload_topology(
