@@ -150,7 +150,7 @@ class NodeRepair:
     def _on_workload_deleted(self, wl: Workload) -> None:
         key = workload_key(wl)
         self._writes.drop(key)
-        self._writes.detected_before(key)  # forgotten with the workload
+        self._writes.forget_detected(key)
         self._episodes.pop(key, None)
         self._capacity_freed()
 
@@ -228,7 +228,7 @@ class NodeRepair:
             if wait is not None:
                 wakes.append(wait)
             if not failures:
-                self._writes.detected_before(key)  # a dropped repair's clock ends with its failures
+                self._writes.forget_detected(key)  # a dropped repair's clock ends with its failures
                 await self._recovered(wl, key)
                 continue
             affected.add(key)

@@ -95,6 +95,10 @@ class RepairWrites:
         """When the nodes of a repair dropped to be decided again were counted failed (once)."""
         return self._dropped.pop(key, None)
 
+    def forget_detected(self, key: str) -> None:
+        """The episode of ``key`` is over (recovered, or the workload is gone): no clock runs on."""
+        self._dropped.pop(key, None)
+
     def observed(self, wl: Workload) -> None:
         """An informer event: a finished repair shown whole ends; an evicted workload ends it."""
         key = workload_key(wl)
