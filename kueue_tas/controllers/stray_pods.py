@@ -240,7 +240,7 @@ class StrayPods:
         repair's own test for a deleted node). Such a pod is deleted without the grace: its
         slot has already moved, and if the node came back it would run there at once (chaos
         seed 1188: pinned to a host just before the host was deleted, bound when it returned)."""
-        host = pod.node_name or dict(pod.node_selector).get(c.HOSTNAME_LABEL)
+        host = pod.node_name or pod.node_selector_map().get(c.HOSTNAME_LABEL)
         return host if host and self._nodes.get(host) is None else None
 
     async def _delete(self, wl: Workload, stray: Stray, why: str) -> float | None:
