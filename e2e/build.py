@@ -124,7 +124,8 @@ def kubernetes_component() -> Component:
             f"-X {pkg}.gitTreeState=clean",
             f"-X {pkg}.buildDate={versions.BUILD_DATE}",
         ]
-    cmds = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    # kubectl: the e2e tests apply manifests with it where what a user sees matters (webhook refusals).
+    cmds = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
     return Component(
         name="kubernetes",
         module="k8s.io/kubernetes",

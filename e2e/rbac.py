@@ -48,6 +48,11 @@ _RESOURCES: Final[dict[str, tuple[str, str, bool]]] = {
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
     "Deployment": ("/apis/apps/v1", "deployments", True),
+    "ValidatingWebhookConfiguration": (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingwebhookconfigurations",
+        False,
+    ),
     "Job": ("/apis/batch/v1", "jobs", True),
     "JobSet": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets", True),
     "Topology": ("/apis/kueue.x-k8s.io/v1beta2", "topologies", False),
@@ -176,6 +181,8 @@ def _probe_attributes(docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         attrs = {"group": rule["apiGroups"][0], "resource": resource, "verb": rule["verbs"][0]}
         if subresource:
             attrs["subresource"] = subresource
+        if rule.get("resourceNames"):
+            attrs["name"] = rule["resourceNames"][0]
         if doc["kind"] == "Role":
             attrs["namespace"] = doc["metadata"]["namespace"]
         probes.append(attrs)

@@ -184,7 +184,7 @@ def test_plan_places_by_name_as_by_label(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_plan_refuses_an_unknown_name_listing_the_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = plan(tmp_path, capsys, [*_named_cluster(NAMED), mk.job("a", 1, mk.required("rak"))])
-    assert_invalid(res, "Job/team-a/a", "unknown topology level 'rak'", "; level names: block, rack, host")
+    assert_invalid(res, "Job/team-a/a", 'unknown topology level "rak"', "; level names: block, rack, host")
 
 
 def test_plan_refuses_a_bad_annotation_on_the_topology(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -46,12 +46,17 @@ EXPECTED_CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
     ("kueue.x-k8s.io", "resourceflavors"): {"list", "watch"},
     ("kueue.x-k8s.io", "clusterqueues"): {"list", "watch"},
     ("kueue.x-k8s.io", "admissionchecks"): {"list", "watch"},
+    ("kueue.x-k8s.io", "localqueues"): {"list", "watch"},
     ("kueue.x-k8s.io", "admissionchecks/status"): {"patch"},
     ("kueue.x-k8s.io", "workloads"): {"get", "list", "watch", "patch"},
     ("kueue.x-k8s.io", "workloads/status"): {"patch"},
     ("batch", "jobs"): {"get", "patch"},
     ("jobset.x-k8s.io", "jobsets"): {"get", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
+}
+# Rules limited to named objects: (apiGroup, resource) -> (names, verbs).
+EXPECTED_NAMED_CLUSTER_RULES: dict[tuple[str, str], tuple[list[str], set[str]]] = {
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): (["kueue-tas"], {"get", "patch"}),
 }
 
 
@@ -82,10 +87,16 @@ def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return list(doc["spec"]["template"]["spec"]["containers"])
 
 
-def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    found = [d for d in docs if d["kind"] == kind]
-    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
     return found[0]
+
+
+def config(base: list[dict[str, Any]]) -> dict[str, Any]:
+    data = yaml.safe_load(one(base, "ConfigMap")["data"]["config.yaml"])
+    assert isinstance(data, dict)
+    return data
 
 
 @pytest.fixture(scope="module")
@@ -139,10 +150,14 @@ def test_base_kinds_and_namespace(base: list[dict[str, Any]]) -> None:
             "ConfigMap",
             "Deployment",
             "Service",
+            "Service",
+            "Role",
+            "RoleBinding",
+            "ValidatingWebhookConfiguration",
         ]
     )
     assert one(base, "Namespace")["metadata"]["name"] == NAMESPACE
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"}
     for doc in base:
         ns = doc["metadata"].get("namespace")
         assert ns == (None if doc["kind"] in cluster_scoped else NAMESPACE), f"{doc['kind']}: namespace {ns}"
@@ -160,7 +175,6 @@ def test_no_wildcards_secrets_or_escalation(base: list[dict[str, Any]]) -> None:
         for key in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[key] and not any("*" in x for x in rule[key]), f"wildcard in {rule}"
         assert "nonResourceURLs" not in rule
-        assert "secrets" not in rule["resources"]
         assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), rule
         # One delete only: controllers/stray_pods.py removes a pod its assignment has no slot for.
         if "delete" in rule["verbs"]:
@@ -170,14 +184,43 @@ def test_no_wildcards_secrets_or_escalation(base: list[dict[str, Any]]) -> None:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kueue-tas", "namespace": NAMESPACE}]
 
 
+def test_secrets_only_the_webhook_certificate_in_our_namespace(base: list[dict[str, Any]]) -> None:
+    settings = config(base)
+    holders = [
+        d for d in base if d["kind"] in ("ClusterRole", "Role") for r in d["rules"] if "secrets" in r["resources"]
+    ]
+    assert {d["kind"] for d in holders} == {"Role"}
+    role = one(base, "Role", "kueue-tas-webhook-cert")
+    assert role["metadata"]["namespace"] == NAMESPACE == settings["webhook_namespace"]
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [settings["webhook_secret"]],
+            "verbs": ["get", "update"],
+        },
+        # create cannot be limited by name (the name is not known to authorization before the object exists)
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    ]
+    rb = one(base, "RoleBinding", "kueue-tas-webhook-cert")
+    assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kueue-tas-webhook-cert"}
+
+
 def test_cluster_role_is_exactly_what_the_controller_uses(base: list[dict[str, Any]]) -> None:
     granted: dict[tuple[str, str], set[str]] = {}
+    named: dict[tuple[str, str], tuple[list[str], set[str]]] = {}
     for rule in one(base, "ClusterRole")["rules"]:
-        assert "resourceNames" not in rule
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
-                granted.setdefault((group, resource), set()).update(rule["verbs"])
+                if "resourceNames" in rule:
+                    named[(group, resource)] = (rule["resourceNames"], set(rule["verbs"]))
+                else:
+                    granted.setdefault((group, resource), set()).update(rule["verbs"])
     assert granted == EXPECTED_CLUSTER_RULES
+    assert named == EXPECTED_NAMED_CLUSTER_RULES
+    assert named[("admissionregistration.k8s.io", "validatingwebhookconfigurations")][0] == [
+        config(base)["webhook_configuration"]
+    ]
     crb = one(base, "ClusterRoleBinding")
     assert crb["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -187,12 +230,12 @@ def test_cluster_role_is_exactly_what_the_controller_uses(base: list[dict[str, A
 
 
 def test_leases_only_in_own_namespace(base: list[dict[str, Any]]) -> None:
-    role = one(base, "Role")
+    role = one(base, "Role", "kueue-tas-leader-election")
     assert role["metadata"]["namespace"] == NAMESPACE
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}
     ]
-    rb = one(base, "RoleBinding")
+    rb = one(base, "RoleBinding", "kueue-tas-leader-election")
     assert rb["metadata"]["namespace"] == NAMESPACE
     assert rb["roleRef"]["kind"] == "Role" and rb["roleRef"]["name"] == role["metadata"]["name"]
     assert all("leases" not in r["resources"] for r in one(base, "ClusterRole")["rules"])
@@ -240,13 +283,15 @@ def test_dockerfile_user_matches_run_as_user(deployment: dict[str, Any]) -> None
     assert uid == deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"]
 
 
-def test_probes_and_ports_match_settings(manager: dict[str, Any]) -> None:
+def test_probes_and_ports_match_settings(manager: dict[str, Any], base: list[dict[str, Any]]) -> None:
     defaults = Settings.model_fields
     health = parse_bind(str(defaults["health_bind"].default))
     metrics = parse_bind(str(defaults["metrics_bind"].default))
     assert health == (None, 8081) and metrics == (None, 8080)
     ports = {p["name"]: p["containerPort"] for p in manager["ports"]}
-    assert ports == {"health": health[1], "metrics": metrics[1]}
+    webhook = parse_bind(config(base)["webhook_bind"])
+    assert webhook == (None, 9443)
+    assert ports == {"health": health[1], "metrics": metrics[1], "webhook": webhook[1]}
     assert manager["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert manager["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
 
@@ -275,7 +320,7 @@ def test_config_map_loads_as_settings(
     path.write_text(cm["data"][config_path.name])
     settings = Settings.load(path)
     assert settings.kubeconfig is None, "in the cluster: the ServiceAccount token"
-    assert settings.lease_namespace == one(base, "Role")["metadata"]["namespace"]
+    assert settings.lease_namespace == one(base, "Role", "kueue-tas-leader-election")["metadata"]["namespace"]
     assert settings.leader_election is True
     assert settings.controller_name == c.CONTROLLER_NAME
     assert (settings.health_bind, settings.metrics_bind) == (":8081", ":8080")
@@ -284,9 +329,46 @@ def test_config_map_loads_as_settings(
 
 
 def test_metrics_service(base: list[dict[str, Any]], deployment: dict[str, Any]) -> None:
-    svc = one(base, "Service")
+    svc = one(base, "Service", "kueue-tas-metrics")
     assert svc["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     assert svc["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
+
+
+def test_the_webhook_configuration_reaches_every_replica_and_never_blocks(
+    base: list[dict[str, Any]], deployment: dict[str, Any]
+) -> None:
+    settings = config(base)
+    vwc = one(base, "ValidatingWebhookConfiguration")
+    assert vwc["metadata"]["name"] == settings["webhook_configuration"]
+    (hook,) = vwc["webhooks"]
+    assert hook["failurePolicy"] == "Ignore" and hook["sideEffects"] == "None"
+    assert hook["admissionReviewVersions"] == ["v1"] and hook["timeoutSeconds"] <= 10
+    target = hook["clientConfig"]["service"]
+    assert "caBundle" not in hook["clientConfig"], "the controller writes it"
+    assert (target["name"], target["namespace"], target["path"]) == (
+        settings["webhook_service"],
+        settings["webhook_namespace"],
+        "/validate",
+    )
+    svc = one(base, "Service", target["name"])
+    assert svc["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert svc["spec"]["ports"] == [
+        {"name": "webhook", "port": target["port"], "targetPort": "webhook", "protocol": "TCP"}
+    ]
+    covered = {
+        (g, r, v)
+        for rule in hook["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["apiVersions"]
+    }
+    assert covered == {
+        ("batch", "jobs", "v1"),
+        ("jobset.x-k8s.io", "jobsets", "v1alpha2"),
+        ("kueue.x-k8s.io", "workloads", "v1beta2"),
+    }
+    assert all(rule["operations"] == ["CREATE", "UPDATE"] for rule in hook["rules"])
+    assert settings["webhook_namespace"] in hook["namespaceSelector"]["matchExpressions"][0]["values"]
 
 
 # ---- samples -------------------------------------------------------------------------------------

@@ -772,7 +772,7 @@ def test_unknown_topology_level(tmp_path: Path, capsys: pytest.CaptureFixture[st
         res,
         "Job/team-a/a",
         f"spec.template.metadata.annotations[{mk.REQUIRED}]",
-        "unknown topology level 'example.com/zone'",
+        'unknown topology level "example.com/zone"',
     )
 
 

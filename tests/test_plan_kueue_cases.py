@@ -77,7 +77,7 @@ ADVANCED_CASES: list[tuple[str, KueueCase]] = [(m, c) for m, mod in ADVANCED.ite
 # invalid input in both forms (Kueue's flavor assigner would not give such a Workload the flavor).
 # Value: (the request form it applies to, or None for both; a fragment the error line must contain).
 PLAN_REJECTS: dict[str, tuple[RequestVia | None, str]] = {
-    "cannot request not existing slice topology": (None, "unknown topology level 'not-existing-topology-level'"),
+    "cannot request not existing slice topology": (None, 'unknown topology level "not-existing-topology-level"'),
     "slice size is required when slice topology is requested": (RequestVia.ANNOTATIONS, "podset-slice-size"),
 }
 

@@ -75,8 +75,8 @@ def test_field_unknown_level_and_invalid_field(tmp_path: Path, capsys: pytest.Ca
     code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), wl])
     assert code == 1 and out is None
     assert err == (
-        "error: Workload/team-a/w: spec.podSets[0].topologyRequest.preferred: unknown topology level 'zone'; "
-        f"Topology 'topo' has levels {mk.BLOCK}, {mk.RACK}, {mk.HOST}; level names: host"
+        'error: Workload/team-a/w: spec.podSets[0].topologyRequest.preferred: unknown topology level "zone"; '
+        f'Topology "topo" has levels {mk.BLOCK}, {mk.RACK}, {mk.HOST}; level names: host'
     )
     too_long = with_field(mk.workload("w", 2, {}, admitted_flavor="gpu"), required="x" * 64)
     code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), too_long])
@@ -110,7 +110,7 @@ def test_layer_level_problems_are_invalid_input(tmp_path: Path, capsys: pytest.C
     assert code == 1
     assert err.startswith(
         f"error: Job/team-a/j: spec.template.metadata.annotations[{LAYERS}[1].topology]: unknown topology level "
-        "'gpu-tray'"
+        '"gpu-tray"'
     )
     upside_down = json.dumps([{"topology": mk.HOST, "size": 4}, {"topology": mk.RACK, "size": 2}])
     job = mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, LAYERS: upside_down})

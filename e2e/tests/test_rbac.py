@@ -39,7 +39,7 @@ NEEDED: list[tuple[str, str, str, bool]] = [
     *[(v, "apps", "daemonsets", False) for v in ("list", "watch")],
     *[
         (v, KUEUE_GROUP, r, False)
-        for r in ("topologies", "resourceflavors", "clusterqueues", "admissionchecks")
+        for r in ("topologies", "resourceflavors", "clusterqueues", "admissionchecks", "localqueues")
         for v in ("list", "watch")
     ],
     ("patch", KUEUE_GROUP, "admissionchecks/status", False),
@@ -53,12 +53,28 @@ NEEDED: list[tuple[str, str, str, bool]] = [
     *[(v, "events.k8s.io", "events", True) for v in ("create", "patch")],
 ]
 LEASES_NEEDED = ("get", "create", "update")
+WEBHOOK_CERT = "kueue-tas-webhook-cert"
+WEBHOOK_CONFIGURATION = "kueue-tas"
+# The admission webhook's certificate (webhook/cert_keeper.py): (verb, group, resource, namespace, name).
+NAMED_NEEDED: list[tuple[str, str, str, str | None, str]] = [
+    ("get", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None, WEBHOOK_CONFIGURATION),
+    ("patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None, WEBHOOK_CONFIGURATION),
+    ("get", "", "secrets", LEASE_NS, WEBHOOK_CERT),
+    ("update", "", "secrets", LEASE_NS, WEBHOOK_CERT),
+    ("create", "", "secrets", LEASE_NS, ""),  # create cannot be limited by name
+]
 
 # (verb, group, resource[/subresource], namespace: "NS" = the test's, None = cluster-wide) that stay denied.
 DENIED: list[tuple[str, str, str, str | None]] = [
     ("get", "", "secrets", "NS"),
     ("list", "", "secrets", None),
     ("get", "", "secrets", LEASE_NS),
+    ("list", "", "secrets", LEASE_NS),
+    ("create", "", "secrets", "NS"),
+    ("patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None),
+    ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None),
+    ("patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", None),
+    ("create", KUEUE_GROUP, "localqueues", "NS"),
     ("create", "", "pods", "NS"),
     ("update", "", "pods", "NS"),
     ("create", "", "pods/eviction", "NS"),
@@ -98,9 +114,11 @@ DENIED: list[tuple[str, str, str, str | None]] = [
 ]
 
 
-def _attrs(verb: str, group: str, resource: str, namespace: str | None) -> dict[str, Any]:
+def _attrs(verb: str, group: str, resource: str, namespace: str | None, name: str = "") -> dict[str, Any]:
     resource, _, sub = resource.partition("/")
     out: dict[str, Any] = {"verb": verb, "group": group, "resource": resource}
+    if name:
+        out["name"] = name
     if sub:
         out["subresource"] = sub
     if namespace is not None:
@@ -153,6 +171,10 @@ async def test_everything_the_controller_does_is_allowed(sa_api: client.ApiClien
         attrs = _attrs(verb, "coordination.k8s.io", "leases", LEASE_NS)
         if not await _can(sa_api, attrs):
             missing.append(attrs)
+    for verb, group, resource, ns, name in NAMED_NEEDED:
+        attrs = _attrs(verb, group, resource, ns, name)
+        if not await _can(sa_api, attrs):
+            missing.append(attrs)
     # Events about cluster-scoped objects (AdmissionChecks) go to "default".
     if not await _can(sa_api, _attrs("create", "events.k8s.io", "events", "default")):
         missing.append({"verb": "create", "resource": "events", "namespace": "default"})
@@ -161,12 +183,24 @@ async def test_everything_the_controller_does_is_allowed(sa_api: client.ApiClien
 
 async def test_every_granted_rule_is_needed() -> None:
     """The manifests grant nothing beyond NEEDED (so this list and the ClusterRole stay in step)."""
-    needed = {(v, g, r) for v, g, r, _ in NEEDED}
+    needed = {(v, g, r) for v, g, r, _ in NEEDED} | {(v, g, r) for v, g, r, ns, _ in NAMED_NEEDED if ns is None}
     (role,) = [d for d in base_documents() if d["kind"] == "ClusterRole"]
     granted = {
         (v, g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
     }
     assert granted == needed
+    roles = [d for d in base_documents() if d["kind"] == "Role"]
+    in_namespace = {
+        (v, g, r, LEASE_NS, name)
+        for role in roles
+        for rule in role["rules"]
+        if rule["resources"] != ["leases"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+        for name in rule.get("resourceNames") or [""]
+    }
+    assert in_namespace == {n for n in NAMED_NEEDED if n[3] is not None}
 
 
 async def test_nothing_else_is_allowed(sa_api: client.ApiClient, namespace: str) -> None:
@@ -221,6 +255,7 @@ async def test_real_requests(sa_api: client.ApiClient, api_client: client.ApiCli
     other: Any = {"metadata": {"name": name, "namespace": namespace}, "spec": {}}
     assert await _status(co.create_namespaced_lease(namespace, other)) == 403
     assert await _status(core.read_namespaced_secret("anything", namespace)) == 403
+    assert await _status(core.read_namespaced_secret("anything", LEASE_NS)) == 403  # only its own
     assert await _status(core.list_secret_for_all_namespaces(limit=1)) == 403
     # Authorization comes before lookup: no such pod or node is needed to be refused.
     assert await _status(core.delete_node("anything")) == 403

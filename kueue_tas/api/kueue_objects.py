@@ -115,3 +115,13 @@ class ClusterQueue(TypedObject):
             if rule.name == check_name:
                 return list(rule.on_flavors) if rule.on_flavors else self.flavor_names()
         return None
+
+
+class LocalQueueSpec(KubeModel):
+    cluster_queue: str = ""
+
+
+class LocalQueue(TypedObject):
+    """``kueue.x-k8s.io`` LocalQueue: the namespaced queue a Job names in its queue-name label."""
+
+    spec: LocalQueueSpec = Field(default_factory=LocalQueueSpec)

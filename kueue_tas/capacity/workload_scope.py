@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.topology.level_names import LevelNames
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.request import TopologyRequestError
 from kueue_tas.topology.results import PodSetResult
@@ -51,15 +52,28 @@ def workload_scope(
     if snap is None:  # decide refuses this before; kept for the type
         return f'workload: flavor "{flavor}" has no usable Topology'
     scope = resolve_workload_topology(scope, snap.levels, snap.level_names)
-    problem = workload_level_problem(scope, snap.levels, snap.level_names, snap.topology_name, prefix)
+    problem = workload_levels_rejection(scope, requests, snap.levels, snap.level_names, snap.topology_name, prefix)
+    return scope if problem is None else problem
+
+
+def workload_levels_rejection(
+    scope: WorkloadTopology,
+    requests: Sequence[PodSetRequest],
+    levels: Sequence[str],
+    names: LevelNames,
+    topology_name: str,
+    prefix: str,
+) -> str | None:
+    """Why the resolved ``scope`` does not suit a Topology with ``levels`` and the PodSets'
+    resolved ``requests``, in one line, or None (the admitter, ``plan`` and the webhook)."""
+    problem = workload_level_problem(scope, levels, names, topology_name, prefix)
     if problem is not None:
         return f"workload: {problem}"
     required_key, preferred_key = workload_keys(prefix)
     bound_key = required_key if scope.required is not None else preferred_key
     bound = scope.required if scope.required is not None else scope.preferred
-    names = snap.level_names
     for request in requests:
-        above = podset_level_problem(request, snap.levels, scope)
+        above = podset_level_problem(request, levels, scope)
         if above is not None:
             setting, level = above
             return (
@@ -67,7 +81,7 @@ def workload_scope(
                 f"workload's level \"{names.called(bound or '')}\" (annotation {bound_key}); a PodSet's levels "
                 "must be the workload's level or below it"
             )
-    return scope
+    return None
 
 
 def leaves_the_domain(

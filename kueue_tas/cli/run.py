@@ -2,7 +2,8 @@
 
 One Manager owns the API client and the shared informers; the reconcilers registered on it
 (workload admission, AdmissionCheck status, assignment guard, node repair, ungater, topology
-health, stray pods, capacity gauges) run while this process holds the leader Lease.
+health, stray pods, capacity gauges) run while this process holds the leader Lease. The
+admission webhook, when on, serves in every replica (``kueue_tas.webhook``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from typing import Any
 
 import structlog
 
@@ -37,6 +39,10 @@ from kueue_tas.runtime.logging import configure_logging
 from kueue_tas.runtime.manager import Manager, connect
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import FeatureGateError, FeatureGates
+from kueue_tas.webhook.cert_keeper import CertSource, FileCerts, SecretCerts
+from kueue_tas.webhook.certs import CertificateError, service_hosts
+from kueue_tas.webhook.server import WATCHES as WEBHOOK_WATCHES
+from kueue_tas.webhook.server import QueueCaches, WebhookServer
 
 log = structlog.get_logger(__name__)
 
@@ -116,12 +122,34 @@ def register(manager: Manager, settings: Settings) -> None:
     manager.add("topology-health", health.run)
 
 
+def webhook_server(api: Any, settings: Settings, metrics: Metrics) -> WebhookServer | None:
+    """The admission webhook when ``webhook_bind`` turns it on: certificates from
+    ``webhook_cert_dir`` when set, else the controller's own Secret."""
+    if settings.webhook_address() is None:
+        return None
+    certs: CertSource
+    if settings.webhook_cert_dir is not None:
+        certs = FileCerts(settings.webhook_cert_dir)
+    else:
+        certs = SecretCerts(
+            api,
+            namespace=settings.webhook_namespace,
+            secret=settings.webhook_secret,
+            configuration=settings.webhook_configuration,
+            hosts=service_hosts(settings.webhook_service, settings.webhook_namespace, settings.webhook_hosts),
+        )
+    caches = QueueCaches(api, settings.controller_name)
+    return WebhookServer(settings, certs, caches, metrics, FeatureGates.from_mapping(settings.feature_gates))
+
+
 async def serve(settings: Settings) -> int:
-    api = await connect(settings)
+    webhook_on = settings.webhook_address() is not None
+    api = await connect(settings, watches=8 + (WEBHOOK_WATCHES if webhook_on else 0))
     metrics = Metrics()
     manager = Manager(api, settings, metrics)
     register(manager, settings)
     health = HealthServer(settings, metrics)
+    webhook = webhook_server(api, settings, metrics)
     elector = LeaderElector(api, settings)
 
     def informers_synced() -> CheckResult:
@@ -131,11 +159,22 @@ async def serve(settings: Settings) -> int:
 
     health.add_readiness_check("informers", informers_synced)
     health.add_readiness_check("leader-election", leader_election_check(elector))
+    if webhook is not None:
+        health.add_readiness_check("webhook", webhook.readiness)
     try:
         await health.start()
+        if webhook is not None:
+            await webhook.start()
     except BindError as exc:
         log.error("cannot_listen", error=str(exc))
         print(f"error: invalid kueue-tas settings: {exc}", file=sys.stderr)
+        await health.stop()
+        await api.close()
+        return 1
+    except CertificateError as exc:
+        log.error("webhook_certificate_failed", error=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        await health.stop()
         await api.close()
         return 1
 
@@ -154,6 +193,8 @@ async def serve(settings: Settings) -> int:
         log.info("shutting_down")
         return 0
     finally:
+        if webhook is not None:
+            await webhook.stop()
         await health.stop()
         await api.close()
 

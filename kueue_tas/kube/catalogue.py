@@ -54,6 +54,8 @@ ADMISSION_CHECKS: Final = Resource(
 CLUSTER_QUEUES: Final = Resource(
     c.KUEUE_GROUP, c.KUEUE_VERSION, "clusterqueues", namespaced=False, kind=c.KIND_CLUSTER_QUEUE
 )
+# Read by the admission webhook only (which ClusterQueue, so which Topology, a Job's queue leads to).
+LOCAL_QUEUES: Final = Resource(c.KUEUE_GROUP, c.KUEUE_VERSION, "localqueues", namespaced=True, kind=c.KIND_LOCAL_QUEUE)
 WORKLOADS: Final = Resource(c.KUEUE_GROUP, c.KUEUE_VERSION, "workloads", namespaced=True, kind=c.KIND_WORKLOAD)
 # Few objects, so their managedFields are not worth the byte-level strip.
 DAEMONSETS: Final = Resource(c.APPS_GROUP, "v1", "daemonsets", namespaced=True, kind=c.KIND_DAEMONSET)

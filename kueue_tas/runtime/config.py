@@ -137,6 +137,20 @@ class Settings(BaseSettings):
     log_level: LogLevel = "info"
     log_format: LogFormat = "json"
 
+    # The validating admission webhook (kueue_tas/webhook), served by every replica, leader or not.
+    # "0": off. Its TLS certificate: the files tls.crt/tls.key in webhook_cert_dir when set (e.g.
+    # cert-manager's Secret mounted there; re-read when they change), else one the controller
+    # issues itself and keeps in the Secret webhook_secret of webhook_namespace, shared by the
+    # replicas, with the CA written into the caBundle of the ValidatingWebhookConfiguration
+    # webhook_configuration. The certificate names the Service webhook_service and webhook_hosts.
+    webhook_bind: str = "0"
+    webhook_cert_dir: Path | None = None
+    webhook_namespace: str = "kueue-tas-system"
+    webhook_secret: str = "kueue-tas-webhook-cert"
+    webhook_configuration: str = "kueue-tas"
+    webhook_service: str = "kueue-tas-webhook"
+    webhook_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+
     # API server access; None = in-cluster service account, else $KUBECONFIG / ~/.kube/config
     kubeconfig: Path | None = None
 
@@ -175,20 +189,35 @@ class Settings(BaseSettings):
             raise ValueError("must be a DNS subdomain (lowercase letters, digits, '-', '.')")
         return value
 
-    @field_validator("lease_namespace")
+    @field_validator("webhook_secret", "webhook_configuration")
+    @classmethod
+    def _check_object_name(cls, value: str) -> str:
+        if len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value):
+            raise ValueError("must be a DNS subdomain (lowercase letters, digits, '-', '.')")
+        return value
+
+    @field_validator("webhook_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: Any) -> Any:
+        """``"127.0.0.1,localhost"`` (the environment's form) -> a tuple of names."""
+        if isinstance(value, str):
+            return tuple(h.strip() for h in value.split(",") if h.strip())
+        return value
+
+    @field_validator("lease_namespace", "webhook_namespace", "webhook_service")
     @classmethod
     def _check_namespace(cls, value: str) -> str:
         if len(value) > 63 or not _DNS1123_LABEL.match(value):
             raise ValueError("must be a DNS label (lowercase letters, digits, '-')")
         return value
 
-    @field_validator("health_bind", "metrics_bind")
+    @field_validator("health_bind", "metrics_bind", "webhook_bind")
     @classmethod
     def _check_bind(cls, value: str) -> str:
         parse_bind(value)
         return value.strip()
 
-    @field_validator("kubeconfig", mode="before")
+    @field_validator("kubeconfig", "webhook_cert_dir", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -295,6 +324,9 @@ class Settings(BaseSettings):
 
     def metrics_address(self) -> tuple[str | None, int] | None:
         return parse_bind(self.metrics_bind)
+
+    def webhook_address(self) -> tuple[str | None, int] | None:
+        return parse_bind(self.webhook_bind)
 
 
 def format_validation_error(err: ValidationError) -> str:

@@ -102,6 +102,13 @@ class Metrics:
             "Pods of admitted workloads deleted because their assignment has no slot for them where they run.",
             registry=r,
         )
+        self.webhook_reviews_total = Counter(
+            "kueue_tas_webhook_reviews_total",
+            "Admission reviews answered by the validating webhook, by object kind, operation and result "
+            "(allowed, denied, error: could not judge, so allowed).",
+            ["kind", "operation", "result"],
+            registry=r,
+        )
         self._domain_series: dict[tuple[str, str], dict[tuple[str, str, str], float]] = {}
         self._collect_hooks: dict[str, Callable[[], None]] = {}
 

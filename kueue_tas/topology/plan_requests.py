@@ -24,6 +24,7 @@ from kueue_tas.api.workload import MAX_PODSETS, PodSetTopologyRequestModel, Work
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.groups import GroupMember, group_errors
 from kueue_tas.topology.inputs import PodSpecError, podset_request
+from kueue_tas.topology.level_names import LevelNames
 from kueue_tas.topology.levels import level_problem
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.request import TopologyRequestError, annotation_keys
@@ -145,9 +146,26 @@ def check_levels(
     prefix: str,
 ) -> None:
     """A level the Topology lacks, or multi-layer slices out of order, is invalid input."""
-    problem = level_problem(snap.levels, request.topology)
+    problem = levels_problem(obj, index, request, snap.levels, snap.topology_name, snap.level_names, field, prefix)
+    if problem is not None:
+        raise PlanInputError(problem)
+
+
+def levels_problem(
+    obj: KubeObject,
+    index: int,
+    request: PodSetRequest,
+    levels: Sequence[str],
+    topology_name: str,
+    names: LevelNames,
+    field: PodSetTopologyRequestModel | None,
+    prefix: str,
+) -> str | None:
+    """``check_levels``'s line for a Topology given by its parts (the admission webhook has no
+    snapshot: no flavor is chosen at creation), or None."""
+    problem = level_problem(levels, request.topology)
     if problem is None:
-        return
+        return None
     from_field = _from_field(obj, index, field, prefix)
 
     def locate(suffix: str, field_name: str) -> str:
@@ -157,13 +175,14 @@ def check_levels(
 
     where = locate(problem.suffix, problem.field)
     if problem.unknown is not None:
+        # The admitter's words (controllers/decide.py), so a user meets one message wherever it is found.
         detail = (
-            f"unknown topology level {problem.unknown!r}; "
-            f"Topology {snap.topology_name!r} has levels {', '.join(snap.levels)}{snap.level_names.offered()}"
+            f'unknown topology level "{problem.unknown}"; '
+            f'Topology "{topology_name}" has levels {", ".join(levels)}{names.offered()}'
         )
     else:
         detail = problem.text(locate)
-    raise PlanInputError(f"{describe(obj)}: {where}: {detail}")
+    return f"{describe(obj)}: {where}: {detail}"
 
 
 def check_groups(

@@ -489,7 +489,7 @@ ROWS: list[Row] = [
     Row(
         "level-name-unknown",
         on_cluster(mk.job("a", 1, mk.required("rak"))),
-        ("Job/team-a/a", "unknown topology level 'rak'", "level names: host"),
+        ("Job/team-a/a", 'unknown topology level "rak"', "level names: host"),
     ),
     Row(
         "topology-levels-a-string",
@@ -506,7 +506,7 @@ ROWS: list[Row] = [
     Row(
         "unknown-level",
         on_cluster(mk.job("a", 1, mk.required("example.com/nope"))),
-        ("Job/team-a/a", f"annotations[{mk.REQUIRED}]", "unknown topology level 'example.com/nope'"),
+        ("Job/team-a/a", f"annotations[{mk.REQUIRED}]", 'unknown topology level "example.com/nope"'),
     ),
     # --- slices ---
     Row(

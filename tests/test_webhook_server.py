@@ -1,0 +1,265 @@
+"""The webhook as the apiserver meets it: HTTPS with the certificate we issue, AdmissionReview
+in and out; the certificate's renewal rules; the Secret shared by racing replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import ssl
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from builders import REQUIRED, job
+from builders import topology as topology_obj
+from cryptography import x509
+
+from kueue_tas.api.kinds import KubeObject
+from kueue_tas.api.kueue_objects import Topology
+from kueue_tas.capacity.creation_checks import TopologyView
+from kueue_tas.kube.errors import AlreadyExists, Conflict, NotFound
+from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.topology.features import DEFAULT_GATES
+from kueue_tas.webhook import cert_keeper
+from kueue_tas.webhook.cert_keeper import FileCerts, SecretCerts
+from kueue_tas.webhook.certs import RENEW_BEFORE, VALIDITY, ServingCert, issue, renewal_reason
+from kueue_tas.webhook.server import PATH, WebhookServer
+
+NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
+HOSTS = ["kueue-tas-webhook.kueue-tas-system.svc", "127.0.0.1"]
+
+
+class FakeCaches:
+    def __init__(self, views: Sequence[TopologyView], synced: bool = True) -> None:
+        self.views = list(views)
+        self.is_synced = synced
+
+    def synced(self) -> bool:
+        return self.is_synced
+
+    def topologies_for(self, obj: KubeObject) -> Sequence[TopologyView]:
+        return self.views
+
+    def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+
+def write_cert(directory: Path, cert: ServingCert) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tls.crt").write_bytes(cert.cert_pem)
+    (directory / "tls.key").write_bytes(cert.key_pem)
+
+
+def client_context(ca_pem: bytes) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cadata=ca_pem.decode())
+    return ctx
+
+
+def review(obj: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None) -> dict[str, Any]:
+    request = {"uid": "u-1", "kind": {"group": "batch", "version": "v1", "kind": obj["kind"]}, "operation": operation}
+    request["object"] = obj
+    if old is not None:
+        request["oldObject"] = old
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+@pytest_asyncio.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[WebhookServer, ServingCert, FakeCaches]]:
+    cert = issue(HOSTS, dt.datetime.now(dt.UTC))
+    write_cert(tmp_path / "certs", cert)
+    topo = TopologyView.of(Topology.model_validate(topology_obj("topo")))
+    caches = FakeCaches([topo])
+    settings = Settings(leader_election=False, webhook_bind="127.0.0.1:0", webhook_cert_dir=tmp_path / "certs")
+    server = WebhookServer(settings, FileCerts(tmp_path / "certs"), caches, Metrics(), DEFAULT_GATES)  # type: ignore[arg-type]
+    await server.start()
+    try:
+        yield server, cert, caches
+    finally:
+        await server.stop()
+
+
+async def post(server: WebhookServer, ca_pem: bytes, body: Any) -> tuple[int, Any]:
+    """POST over TLS, trusting only ``ca_pem`` and checking the host name, as the apiserver does."""
+    host, port = server.addresses[0]
+    url = f"https://{host}:{port}{PATH}"
+    async with aiohttp.ClientSession() as session, session.post(url, json=body, ssl=client_context(ca_pem)) as resp:
+        data = await resp.json() if resp.content_type == "application/json" else await resp.text()
+        return resp.status, data
+
+
+async def served_serial(server: WebhookServer, ca_pem: bytes) -> int:
+    """The serial number of the certificate a new connection is given."""
+    host, port = server.addresses[0]
+    _, writer = await asyncio.open_connection(host, port, ssl=client_context(ca_pem), server_hostname=host)
+    try:
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        return x509.load_der_x509_certificate(der).serial_number
+    finally:
+        writer.close()
+
+
+async def test_a_malformed_job_is_denied_over_tls_with_the_message(served: Any) -> None:
+    server, cert, _ = served
+    status, data = await post(server, cert.ca_pem, review(job("train", 4, {REQUIRED: "rakc"})))
+    assert status == 200
+    response = data["response"]
+    assert response["uid"] == "u-1" and response["allowed"] is False
+    assert response["status"]["code"] == 403
+    assert (
+        "Job/team-a/train: spec.template.metadata.annotations[kueue-tas.io/podset-required-topology]: "
+        in (response["status"]["message"])
+    )
+    assert 'unknown topology level "rakc"; Topology "topo" has levels' in response["status"]["message"]
+    metrics = server.metrics.render()[0].decode()
+    assert 'kueue_tas_webhook_reviews_total{kind="Job",operation="CREATE",result="denied"} 1.0' in metrics
+
+
+async def test_a_good_job_is_allowed_and_a_typo_comes_back_as_a_warning(served: Any) -> None:
+    server, cert, _ = served
+    _, data = await post(server, cert.ca_pem, review(job("train", 4, {REQUIRED: "cloud.provider.com/topology-rack"})))
+    assert data["response"]["allowed"] is True and "warnings" not in data["response"]
+    typo = job("train", 4, {"kueue-tas.io/podset-requried-topology": "x"})
+    _, data = await post(server, cert.ca_pem, review(typo))
+    assert data["response"]["allowed"] is True
+    assert "did you mean kueue-tas.io/podset-required-topology?" in data["response"]["warnings"][0]
+
+
+async def test_before_the_caches_sync_reviews_are_allowed_and_counted_as_errors(served: Any) -> None:
+    server, cert, caches = served
+    caches.is_synced = False
+    _, data = await post(server, cert.ca_pem, review(job("train", 4, {REQUIRED: "rakc"})))
+    assert data["response"]["allowed"] is True
+    assert server.readiness() == (False, "webhook caches not synced")
+    metrics = server.metrics.render()[0].decode()
+    assert 'kueue_tas_webhook_reviews_total{kind="Job",operation="CREATE",result="error"} 1.0' in metrics
+
+
+async def test_a_body_that_is_not_a_review_gets_400(served: Any) -> None:
+    server, cert, _ = served
+    status, text = await post(server, cert.ca_pem, {"kind": "Pod"})
+    assert status == 400 and "not an AdmissionReview" in text
+
+
+async def test_rotated_files_are_served_to_new_connections(served: Any, tmp_path: Path) -> None:
+    server, cert, _ = served
+    assert await served_serial(server, cert.ca_pem) == x509.load_pem_x509_certificate(cert.cert_pem).serial_number
+    rotated = issue(HOSTS, dt.datetime.now(dt.UTC))
+    write_cert(tmp_path / "certs", rotated)
+    await server.refresh_once()
+    assert await served_serial(server, rotated.ca_pem) == x509.load_pem_x509_certificate(rotated.cert_pem).serial_number
+    _, data = await post(server, rotated.ca_pem, review(job("a", 1)))
+    assert data["response"]["allowed"] is True
+
+
+async def test_a_missing_certificate_stops_the_start_with_the_path(tmp_path: Path) -> None:
+    settings = Settings(leader_election=False, webhook_bind="127.0.0.1:0", webhook_cert_dir=tmp_path)
+    server = WebhookServer(settings, FileCerts(tmp_path), FakeCaches([]), Metrics(), DEFAULT_GATES)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"webhook_cert_dir .*No such file or directory: .*tls\.crt"):
+        await server.start()
+
+
+# ---- renewal rules -------------------------------------------------------------------------------
+
+
+def test_a_fresh_certificate_needs_no_renewal() -> None:
+    assert renewal_reason(issue(HOSTS, NOW), HOSTS, NOW) is None
+
+
+def test_renewal_a_month_before_the_end() -> None:
+    cert = issue(HOSTS, NOW)
+    assert renewal_reason(cert, HOSTS, NOW + VALIDITY - RENEW_BEFORE - dt.timedelta(days=1)) is None
+    reason = renewal_reason(cert, HOSTS, NOW + VALIDITY - RENEW_BEFORE + dt.timedelta(days=1))
+    assert reason is not None and reason.startswith("ends ")
+
+
+def test_renewal_when_a_host_is_not_named_or_the_key_is_another() -> None:
+    cert = issue(HOSTS, NOW)
+    assert renewal_reason(cert, [*HOSTS, "10.0.0.1"], NOW) == "does not name 10.0.0.1"
+    other = issue(HOSTS, NOW)
+    assert renewal_reason(ServingCert(cert.ca_pem, cert.cert_pem, other.key_pem), HOSTS, NOW) == (
+        "the key is not the certificate's"
+    )
+    reason = renewal_reason(ServingCert(other.ca_pem, cert.cert_pem, cert.key_pem), HOSTS, NOW)
+    assert reason is not None and reason.startswith("not signed by its CA")
+
+
+# ---- the Secret shared by replicas ---------------------------------------------------------------
+
+
+class FakeApiServer:
+    """Secrets and one ValidatingWebhookConfiguration, with resourceVersions and conflicts."""
+
+    def __init__(self) -> None:
+        self.secret: dict[str, Any] | None = None
+        self.version = 0
+        self.writes = 0
+        self.vwc: dict[str, Any] = {"webhooks": [{"name": "validate.kueue-tas.io", "clientConfig": {}}]}
+        self.patches: list[Any] = []
+        self.gate: asyncio.Event | None = None
+
+    async def __call__(self, api: Any, method: str, path: str, *, body: Any = None, **kw: Any) -> dict[str, Any]:
+        if "validatingwebhookconfigurations" in path:
+            if method == "GET":
+                return self.vwc
+            self.patches.append(body)
+            for op in body:
+                if op["op"] == "add":
+                    index = int(op["path"].split("/")[2])
+                    self.vwc["webhooks"][index]["clientConfig"]["caBundle"] = op["value"]
+            return self.vwc
+        if method == "GET":
+            if self.secret is None:
+                raise NotFound("secrets not found")
+            return {**self.secret, "metadata": {**self.secret["metadata"], "resourceVersion": str(self.version)}}
+        if self.gate is not None:  # both replicas read before either writes
+            await self.gate.wait()
+        if method == "POST":
+            if self.secret is not None:
+                raise AlreadyExists("already exists")
+        elif body["metadata"]["resourceVersion"] != str(self.version):
+            raise Conflict("the object has been modified")
+        self.secret, self.version, self.writes = body, self.version + 1, self.writes + 1
+        return body
+
+
+def keeper(clock: dt.datetime = NOW) -> SecretCerts:
+    return SecretCerts(
+        None, namespace="kueue-tas-system", secret="cert", configuration="kueue-tas", hosts=HOSTS, clock=lambda: clock
+    )
+
+
+async def test_racing_replicas_end_up_serving_one_certificate(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeApiServer()
+    fake.gate = asyncio.Event()
+    monkeypatch.setattr(cert_keeper, "request_json", fake)
+    a, b = keeper(), keeper()
+    both = asyncio.gather(a.current(), b.current())
+    await asyncio.sleep(0.01)
+    fake.gate.set()
+    first, second = await both
+    assert first == second and fake.writes == 1
+
+
+async def test_a_certificate_due_for_renewal_is_replaced_and_its_ca_published(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeApiServer()
+    monkeypatch.setattr(cert_keeper, "request_json", fake)
+    old = await keeper().current()
+    later = NOW + VALIDITY - RENEW_BEFORE + dt.timedelta(days=1)
+    renewing = keeper(later)
+    new = await renewing.current()
+    assert new != old and fake.writes == 2
+    assert await keeper(later).current() == new  # another replica takes the renewed one
+    await renewing.publish()
+    ca = base64.b64decode(fake.vwc["webhooks"][0]["clientConfig"]["caBundle"])
+    assert renewal_reason(ServingCert(ca, *new), HOSTS, later) is None
+    assert fake.patches[0][0] == {"op": "test", "path": "/webhooks/0/name", "value": "validate.kueue-tas.io"}
+    await renewing.publish()
+    assert len(fake.patches) == 1  # the bundle is current: nothing written
