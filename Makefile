@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test unit e2e chaos chaos-smoke demo down bench clean
+.PHONY: install lint test unit e2e chaos chaos-smoke demo down bench bench-placement-vs-kueue bench-vs-kueue clean
 
 # The chaos campaign (e2e/chaos): RUNS runs from seed SEED on its own local cluster.
 RUNS ?= 100
@@ -54,6 +54,19 @@ down: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/placement.py
+
+# Our engine against Kueue's own Go placement (benchmarks/kueue_go, built on first use) on the
+# same scenario files, 1,000 / 10,000 / 50,000 nodes. On demand only: not part of `make test`.
+PLACEMENT_VS_KUEUE_ARGS ?=
+bench-placement-vs-kueue: $(STAMP)
+	$(PY) benchmarks/placement_vs_kueue.py $(PLACEMENT_VS_KUEUE_ARGS)
+
+# Kueue's built-in TAS vs kueue-tas end to end on the local cluster (brought up if needed),
+# alternating pairs per trace shape; ~1 h for the defaults. On demand only: not part of `make test`.
+VS_KUEUE_ARGS ?= --shapes uncontended,contended --pairs 3
+bench-vs-kueue: $(STAMP)
+	$(PY) -m e2e.cluster up
+	$(PY) -m benchmarks.vs_kueue $(VS_KUEUE_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

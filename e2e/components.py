@@ -249,6 +249,19 @@ def kueue_argv(layout: Layout, pki: Pki, ports: dict[str, int]) -> list[str]:
         "webhook": {"host": "127.0.0.1", "port": ports["kueue_webhook"], "certDir": str(pki.serving_dir("kueue"))},
         "internalCertManagement": {"enable": False},
         "clientConnection": {"qps": 300, "burst": 500},
+        # As Kueue ships it (config/components/manager/controller_manager_config.yaml): without
+        # it every Kueue controller runs one reconcile at a time, which no installation does.
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 10,
+                "LocalQueue.kueue.x-k8s.io": 5,
+                "Cohort.kueue.x-k8s.io": 1,
+                "ClusterQueue.kueue.x-k8s.io": 5,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
         "featureGates": {"VisibilityOnDemand": False},
     }

@@ -185,6 +185,9 @@ class FakeApiServer:
         precondition = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
         if precondition is not None and precondition != current["metadata"]["resourceVersion"]:
             raise ApiStatus(409, "the object has been modified; please apply your changes to the latest version")
+        uid = (body.get("metadata") or {}).get("uid") if isinstance(body, dict) else None
+        if uid is not None and uid != current["metadata"].get("uid"):
+            raise ApiStatus(422, f'metadata.uid: Invalid value: "{uid}": field is immutable', "Invalid")
         if method == "PUT":
             updated = copy.deepcopy(body)
         elif "json-patch" in content_type:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -97,7 +98,7 @@ contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
 current-context: x
 """
     )
-    api = await connect(Settings(kubeconfig=kubeconfig, patch_concurrency=5))
+    api = await connect(Settings(kubeconfig=kubeconfig, patch_concurrency=5, admission_workers=3))
     try:
         yield srv, api, kubeconfig
     finally:
@@ -107,10 +108,46 @@ current-context: x
 
 async def test_make_api_client_sizes_pool_and_sets_no_proxy(fake: tuple[FakeApiServer, k8s.ApiClient, Path]) -> None:
     _, api, _ = fake
-    assert api.configuration.connection_pool_maxsize == pool_size(Settings(patch_concurrency=5)) == 8 + 5 + 8
+    expected = pool_size(Settings(patch_concurrency=5, admission_workers=3))
+    assert api.configuration.connection_pool_maxsize == expected == 8 + 5 + 3 + 8
     assert api.configuration.api_key.get("BearerToken", "").endswith("t0ken")
     assert "127.0.0.1" in os.environ["NO_PROXY"].split(",")
     assert "localhost" in os.environ["no_proxy"].split(",")
+
+
+async def test_api_qps_spaces_out_requests_after_the_burst(tmp_path: Path) -> None:
+    """qps 10, burst 2: two requests go at once, the next four wait for the bucket (>= 0.3 s in
+    all; a lower bound only, so a slow machine cannot fail it)."""
+    ensure_no_proxy()
+    srv = FakeApiServer()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", srv.handle)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        f"""
+apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{server.port}"}}}}]
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"""
+    )
+    try:
+        for qps, burst, at_least in ((10.0, 2, 0.3), (0.0, 1, 0.0)):
+            api = await connect(Settings(kubeconfig=kubeconfig, api_qps=qps, api_burst=burst))
+            try:
+                started = time.monotonic()
+                await asyncio.gather(*(request_json(api, "GET", f"/api/v1/namespaces/{i}") for i in range(6)))
+                took = time.monotonic() - started
+            finally:
+                await api.close()
+            assert took >= at_least, f"qps={qps} burst={burst}: 6 requests in {took:.3f}s"
+        assert len(srv.requests) == 12
+    finally:
+        await server.close()
 
 
 async def test_make_api_client_bad_kubeconfig_is_config_error(tmp_path: Path) -> None:

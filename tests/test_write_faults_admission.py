@@ -2,7 +2,7 @@
 
 The product's ``KubeAdmissionWriter`` talks to an in-memory API server through the request
 layer of ``kubernetes_asyncio`` (``tests/faults.py``); one fault is injected per row, on one
-write of the path: the owner Job read and gate patch, the Workload annotation patch, the
+write of the path: the owner Job's gate patch (one strategic merge, no read), the Workload annotation patch, the
 check-entry server-side apply. Each row drives the controller until it is quiet (the watch
 delivering what the server holds, time jumping by the delay asked for); at every step an entry
 that is Ready on the server must have its capacity held. Each row asserts that the
@@ -29,7 +29,6 @@ JOB = "/apis/batch/v1/namespaces/ns/jobs/job"
 WORKLOAD = "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/wl"
 
 WRITES = [
-    ("job-read", "GET", r"/jobs/job$"),
     ("job-gate", "PATCH", r"/jobs/job$"),
     ("annotation", "PATCH", r"/workloads/wl$"),
     ("entry", "PATCH", r"/workloads/wl/status$"),
@@ -76,7 +75,6 @@ async def test_without_faults_the_writes_land_in_order(cluster: tuple[Harness, F
     h, server, session = cluster
     assert await settle(h, server) == []
     assert [(call.method, call.path.rsplit("/", 2)[-1]) for call in session.calls] == [
-        ("GET", "job"),
         ("PATCH", "job"),
         ("PATCH", "wl"),
         ("PATCH", "status"),

@@ -1,9 +1,12 @@
 """Workload admission: decide each Workload whose entry for one of our checks is Pending, and
 write the decision (gates, assignment annotation, check entry, Event).
 
-Decisions are serialised (one worker, one lock): each decision sees the capacity left by every
-earlier one, including those still being written ("assumed"). A write that conflicts drops the
-assumption and the workload is decided again from fresh state, so capacity is never given twice.
+Decisions are serialised (one lock) but their writes are not: a decision is made under the lock
+against the capacity left by every earlier one, including those still being written
+("assumed"); a Ready decision's capacity is assumed before the lock is released, and its writes
+then run outside it, ``admission_workers`` workloads at once. A write that conflicts or fails
+drops the assumption and the workload is decided again from fresh state; a decision made
+meanwhile saw less capacity than there was, never more, so capacity is never given twice.
 
 A failed write (any error) counts ``admissions_total{outcome="error"}``, leaves a Warning Event
 and is retried with backoff (a 429's Retry-After, capped). Its assumption is dropped unless
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal
 
 import structlog
@@ -169,47 +172,59 @@ class WorkloadAdmission:
         except Exception as exc:
             return await self._owner_unread(wl, exc)
         async with self._ctx.lock:
-            # Pending means we hold nothing for it (an earlier assumption is stale).
+            decision, text = self._decide(wl, check, wide)
+        if decision.outcome is Outcome.PENDING and _entry_says(wl, check_entry(check, decision, wl)):
+            return None  # already written; a configuration change decides it again
+        # Outside the lock: the capacity a Ready decision takes is assumed already, so the
+        # next decision can be made while these writes are on their way.
+        try:
+            await self._commit(wl, check, decision, text)
+        except Conflict:
             self._ctx.capacity.forget(key)
-            replaced, current = self._replaced_slice(wl)
-            started = time.perf_counter()
-            governed = self._ctx.flavors_of(check)
-            with self._ctx.capacity.without(replaced):
-                decision = decide(
-                    wl,
-                    governed,
-                    self._ctx.capacity,
-                    self._ctx.settings.annotation_prefix,
-                    self._ctx.gates,
-                    current=current,
-                    unusable=self._unusable(check, governed),
-                    workload_annotations=wide,
-                    now=None if current is not None else self._ctx.wall(),
-                    wait_started=wait_started(wl),
-                )
-            self._ctx.metrics.decision_seconds.observe(time.perf_counter() - started)
-            self._decided()
-            if decision.outcome is Outcome.PENDING and _entry_says(wl, check_entry(check, decision, wl)):
-                return None  # already written; a configuration change decides it again
-            try:
-                await self._commit(wl, check, decision, replaced)
-            except Conflict:
-                self._ctx.capacity.forget(key)
-                log.info("workload_changed_while_deciding", workload=key)
-                return 0.5
-            except EntryWriteUnknown as unknown:
-                # Our Ready entry may be on the Workload: keep holding its capacity.
-                cause = unknown.__cause__ or unknown
-                settle = settle_seconds(cause)
-                self._awaiting_write[key] = self._ctx.clock() + settle
-                await self._write_failed(wl, cause, held=True)
-                return settle
-            except Exception as exc:
-                self._ctx.capacity.forget(key)
-                await self._write_failed(wl, exc, held=False)
-                return self._backoff(key, exc)
+            log.info("workload_changed_while_deciding", workload=key)
+            return 0.5
+        except EntryWriteUnknown as unknown:
+            # Our Ready entry may be on the Workload: keep holding its capacity.
+            cause = unknown.__cause__ or unknown
+            settle = settle_seconds(cause)
+            self._awaiting_write[key] = self._ctx.clock() + settle
+            await self._write_failed(wl, cause, held=True)
+            return settle
+        except Exception as exc:
+            self._ctx.capacity.forget(key)
+            await self._write_failed(wl, exc, held=False)
+            return self._backoff(key, exc)
         self._write_failures.pop(key, None)
         return None
+
+    def _decide(self, wl: Workload, check: str, wide: Mapping[str, str]) -> tuple[Decision, str | None]:
+        """The decision (with its annotation text), and for Ready its capacity assumed; called
+        under the lock, without awaiting, so no other decision sees the capacity in between."""
+        key = workload_key(wl)
+        # Pending means we hold nothing for it (an earlier assumption is stale).
+        self._ctx.capacity.forget(key)
+        replaced, current = self._replaced_slice(wl)
+        started = time.perf_counter()
+        governed = self._ctx.flavors_of(check)
+        with self._ctx.capacity.without(replaced):
+            decision = decide(
+                wl,
+                governed,
+                self._ctx.capacity,
+                self._ctx.settings.annotation_prefix,
+                self._ctx.gates,
+                current=current,
+                unusable=self._unusable(check, governed),
+                workload_annotations=wide,
+                now=None if current is not None else self._ctx.wall(),
+                wait_started=wait_started(wl),
+            )
+        decision, text = with_annotation(wl, decision)
+        if decision.outcome is Outcome.READY:
+            self._ctx.capacity.assume(key, decision.usage(), replaces=replaced)
+        self._ctx.metrics.decision_seconds.observe(time.perf_counter() - started)
+        self._decided()
+        return decision, text
 
     async def _owner_unread(self, wl: Workload, exc: Exception) -> float:
         """The owner's annotations could not be read: nothing is decided without them (a
@@ -291,12 +306,10 @@ class WorkloadAdmission:
             # The capacity model does not hold such an assignment either (logged there).
             return None, None
 
-    async def _commit(self, wl: Workload, check: str, decision: Decision, replaced: str | None) -> None:
+    async def _commit(self, wl: Workload, check: str, decision: Decision, text: str | None) -> None:
         key = workload_key(wl)
         requeue: int | None = None
-        decision, text = with_annotation(wl, decision)
         if decision.outcome is Outcome.READY:
-            self._ctx.capacity.assume(key, decision.usage(), replaces=replaced)
             gated = {p.name for p in decision.placements if p.gated(self._ctx.gates.failed_node_replacement)}
             await self._ctx.writer.inject_gates(wl, gated, self._ctx.settings.scheduling_gate)
             if text is not None:
@@ -332,10 +345,11 @@ class WorkloadAdmission:
     # --- running ------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Look at every Workload once (the caches have synced), then decide one at a time."""
+        """Look at every Workload once (the caches have synced), then decide one at a time and
+        write up to ``admission_workers`` decisions at once."""
         self.enqueue_all()
-        log.info("workload_admission_started")
-        await self.queue.run(1, self.reconcile)
+        log.info("workload_admission_started", workers=self._ctx.settings.admission_workers)
+        await self.queue.run(self._ctx.settings.admission_workers, self.reconcile)
 
 
 def with_annotation(wl: Workload, decision: Decision) -> tuple[Decision, str | None]:

@@ -18,7 +18,14 @@ from kubernetes_asyncio import client as k8s
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import AdmissionCheckState, Workload
 from kueue_tas.controllers.decide import Decision, Outcome
-from kueue_tas.kube.client import JSON_PATCH, apply_status, call_json, merge_patch_custom, raw_kwargs
+from kueue_tas.kube.client import (
+    JSON_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    apply_status,
+    call_json,
+    merge_patch_custom,
+    raw_kwargs,
+)
 from kueue_tas.kube.errors import NotFound
 from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 
@@ -202,7 +209,8 @@ class KubeAdmissionWriter:
 
     async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
         """Put our scheduling gate into the pod templates of the owner Job or JobSet for the
-        given PodSets, while it is suspended (the only time Kubernetes allows it)."""
+        given PodSets, while it is suspended (the only time Kubernetes allows it). A JobSet is
+        read first: a JSON merge patch would replace its whole list of replicated jobs."""
         if not podsets:
             return
         owner = workload.metadata.controller_owner()
@@ -210,16 +218,17 @@ class KubeAdmissionWriter:
             raise GateInjectionError("the Workload has no controller owner (Job or JobSet) to put the gate on")
         ns = workload.namespace or "default"
         if owner.kind == c.KIND_JOB and owner.api_version == c.BATCH_API_VERSION:
-            batch = k8s.BatchV1Api(self.api)
-            job = await call_json(batch.read_namespaced_job(owner.name, ns, **raw_kwargs(30)))
-            if not job["spec"].get("suspend"):
-                raise GateInjectionError(f"Job {owner.name} is not suspended; its pod template cannot take the gate")
-            job_ops = _gate_ops("/spec/template/spec", job["spec"]["template"]["spec"], gate)
-            if job_ops:
-                job_ops.insert(
-                    0, {"op": "test", "path": "/metadata/resourceVersion", "value": job["metadata"]["resourceVersion"]}
+            # One request, no read: a strategic merge adds our gate by name beside any others
+            # (a second try changes nothing); the apiserver refuses a template change on a Job
+            # that is not suspended, and the UID makes it refuse a Job re-created under the name.
+            patch: dict[str, Any] = {"spec": {"template": {"spec": {"schedulingGates": [{"name": gate}]}}}}
+            if owner.uid:
+                patch["metadata"] = {"uid": owner.uid}
+            await call_json(
+                k8s.BatchV1Api(self.api).patch_namespaced_job(
+                    owner.name, ns, patch, **raw_kwargs(30, _content_type=STRATEGIC_MERGE_PATCH)
                 )
-                await call_json(batch.patch_namespaced_job(owner.name, ns, job_ops, **raw_kwargs(30)))
+            )
             return
         if owner.kind == c.KIND_JOBSET:
             co = k8s.CustomObjectsApi(self.api)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 import aiohttp
+from aiolimiter import AsyncLimiter
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -165,9 +166,29 @@ def ensure_no_proxy(hosts: tuple[str, ...] = LOOPBACK_HOSTS) -> None:
             os.environ[var] = ",".join([*current, *missing])
 
 
-async def make_api_client(kubeconfig: str | Path | None, *, pool: int) -> tuple[k8s.ApiClient, str]:
+class RateLimitedApiClient(k8s.ApiClient):
+    """An ApiClient that starts at most ``qps`` requests a second after a first ``burst``
+    (client-go's QPS and Burst; Kueue ships 300 and 500 for its own), so a burst of decisions
+    or pod patches queues here instead of loading the apiserver that Kueue shares with us.
+    Watches count when they start, as in client-go."""
+
+    def __init__(self, configuration: k8s.Configuration, *, qps: float, burst: int) -> None:
+        super().__init__(configuration)
+        # A leaky bucket of ``burst`` tokens refilled at ``qps``: the same budget as a token bucket.
+        self._limiter = AsyncLimiter(burst, burst / qps) if qps > 0 else None
+
+    async def request(self, *args: Any, **kwargs: Any) -> Any:
+        if self._limiter is not None:
+            await self._limiter.acquire()
+        return await super().request(*args, **kwargs)
+
+
+async def make_api_client(
+    kubeconfig: str | Path | None, *, pool: int, qps: float = 0.0, burst: int = 1
+) -> tuple[k8s.ApiClient, str]:
     """(client, where its configuration came from): ``kubeconfig``, else in-cluster (service
-    account), else ``$KUBECONFIG`` / ``~/.kube/config``. Close it with ``await api.close()``."""
+    account), else ``$KUBECONFIG`` / ``~/.kube/config``; ``qps`` > 0 limits the requests it
+    starts (``burst`` at once). Close it with ``await api.close()``."""
     ensure_no_proxy()
     cfg = k8s.Configuration()
     try:
@@ -184,7 +205,7 @@ async def make_api_client(kubeconfig: str | Path | None, *, pool: int) -> tuple[
     except (k8s_config.ConfigException, OSError) as e:
         raise ClientConfigError(f"cannot load Kubernetes client configuration: {e}") from e
     cfg.connection_pool_maxsize = pool
-    api = k8s.ApiClient(cfg)
+    api = RateLimitedApiClient(cfg, qps=qps, burst=burst)
     api.user_agent = "kueue-tas/0.1"
     return api, source
 

@@ -101,6 +101,12 @@ class Settings(BaseSettings):
     retry_backoff_base_seconds: float = Field(default=10, gt=0)
     retry_backoff_max_seconds: float = Field(default=600, gt=0)
     patch_concurrency: int = Field(default=32, ge=1, le=1024)
+    # Workloads whose admission writes run at once (decisions themselves are one at a time).
+    admission_workers: int = Field(default=16, ge=1, le=256)
+    # Client-side limit on the requests the controller starts (client-go's QPS and Burst, as
+    # Kueue ships its own clientConnection): 0 turns it off.
+    api_qps: float = Field(default=300, ge=0)
+    api_burst: int = Field(default=500, ge=1)
     # How long a pod patch whose outcome is unknown (timeout, reset, 5xx) holds its slot before
     # the pod is released again. Longer than the apiserver's own request timeout (60 s), so a
     # patch still being processed there is seen before we give up on it; much shorter than

@@ -31,8 +31,9 @@ Runnable = Callable[[], Awaitable[None]]
 
 
 def pool_size(settings: Settings, *, watches: int = 8, margin: int = 8) -> int:
-    """Every open watch pins one HTTP/1.1 connection; patches run ``patch_concurrency`` wide."""
-    return watches + settings.patch_concurrency + margin
+    """Every open watch pins one HTTP/1.1 connection; patches run ``patch_concurrency`` wide,
+    admission writes ``admission_workers`` wide."""
+    return watches + settings.patch_concurrency + settings.admission_workers + margin
 
 
 async def connect(settings: Settings, *, watches: int = 8, margin: int = 8) -> Any:
@@ -40,12 +41,22 @@ async def connect(settings: Settings, *, watches: int = 8, margin: int = 8) -> A
     ``~/.kube/config``; a bad configuration is a ConfigError. Close it with ``await api.close()``."""
     try:
         api, source = await make_api_client(
-            settings.kubeconfig, pool=pool_size(settings, watches=watches, margin=margin)
+            settings.kubeconfig,
+            pool=pool_size(settings, watches=watches, margin=margin),
+            qps=settings.api_qps,
+            burst=settings.api_burst,
         )
     except ClientConfigError as exc:
         raise ConfigError(str(exc)) from exc
     cfg = api.configuration
-    log.info("api_client_ready", source=source, host=cfg.host, pool=cfg.connection_pool_maxsize)
+    log.info(
+        "api_client_ready",
+        source=source,
+        host=cfg.host,
+        pool=cfg.connection_pool_maxsize,
+        qps=settings.api_qps,
+        burst=settings.api_burst,
+    )
     return api
 
 

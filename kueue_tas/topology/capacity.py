@@ -15,7 +15,7 @@ far beyond any real amount (10^18 millicores, or bytes); a request beyond it nev
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -68,6 +68,17 @@ class CapacityMatrix:
         self.free = self.alloc.copy()
         for (_, leaf, col), value in list(self._exact.items()):
             self._exact[(_FREE, leaf, col)] = value
+        self._rebuild_left()
+
+    def _rebuild_left(self) -> None:
+        # ``free - tas``, one row per resource, kept current by every change: a placement
+        # then reads its resources' rows without subtracting (or copying) whole matrices.
+        self._left: Matrix = np.ascontiguousarray((self.free - self.tas).T)
+
+    def _refresh_left(self, leaf: int, amounts: ResourceMap) -> None:
+        for name in amounts:
+            col = self.columns[name]
+            self._left[col, leaf] = self.free.item(leaf, col) - self.tas.item(leaf, col)
 
     def _ensure_columns(self, names: list[str]) -> None:
         new = [n for n in names if n not in self.columns]
@@ -79,6 +90,7 @@ class CapacityMatrix:
         self.alloc = np.pad(self.alloc, pad)
         self.free = np.pad(self.free, pad)
         self.tas = np.pad(self.tas, pad)
+        self._rebuild_left()
 
     def vector(self, amounts: ResourceMap) -> npt.NDArray[np.int64]:
         """A request as a row. Amounts beyond int64 (none that a quantity gives) read as the
@@ -109,11 +121,13 @@ class CapacityMatrix:
             return False
         self._ensure_columns(sorted(usage))
         self._add_row(self.free, _FREE, leaf, usage, -sign)
+        self._refresh_left(leaf, usage)
         return True
 
     def add_tas_usage(self, leaf: int, usage: ResourceMap, sign: int = 1) -> None:
         self._ensure_columns(sorted(usage))
         self._add_row(self.tas, _TAS, leaf, usage, sign)
+        self._refresh_left(leaf, usage)
 
     def remaining(self, *, simulate_empty: bool, assumed: Matrix | None, allocatable_only: bool = False) -> Matrix:
         """Capacity left for a new placement. ``simulate_empty`` ignores TAS usage (Kueue's
@@ -124,6 +138,20 @@ class CapacityMatrix:
             width = min(rem.shape[1], assumed.shape[1])
             rem[:, :width] -= assumed[:, :width]
         return rem
+
+    def remaining_columns(
+        self, cols: Sequence[int], *, simulate_empty: bool, assumed: Matrix | None, allocatable_only: bool = False
+    ) -> list[npt.NDArray[np.int64]]:
+        """``remaining(...)[:, col]`` for each of ``cols``, read-only: without assumed usage they
+        are views of the capacity itself, so taking them costs nothing."""
+        base = self.alloc.T if allocatable_only else self.free.T if simulate_empty else self._left
+        width = 0 if assumed is None else assumed.shape[1]
+        out = []
+        for col in cols:
+            row = base[col] - assumed[:, col] if assumed is not None and col < width else base[col].view()
+            row.flags.writeable = False
+            out.append(row)
+        return out
 
     def leaf_free(self, leaf: int) -> dict[str, int]:
         """Remaining capacity of one leaf (for explanations and `plan -o text`)."""

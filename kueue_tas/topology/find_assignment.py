@@ -32,6 +32,7 @@ from kueue_tas.topology.placement import (
     build_assignment,
     leaf_counts,
     place_podset,
+    requested_columns,
     resolve_params,
 )
 from kueue_tas.topology.tree import IntArray
@@ -94,14 +95,16 @@ def find_topology_assignment(
         stats.topology_domain += int((eligible & ~inside).sum())
         eligible = eligible & inside
     cap = snap.capacity
-    # Every vector exists before ``remaining`` is taken, so they all have its width.
+    # Every vector exists before the capacity is read, so they all have its width.
     request = cap.vector({**workers.requests, PODS: 1})
     leader_request = cap.vector({**leader.requests, PODS: 1}) if leader is not None else None
-    remaining = cap.remaining(
-        simulate_empty=opts.simulate_empty, assumed=assumed, allocatable_only=opts.allocatable_only
-    )
     column_names = sorted(cap.columns, key=cap.columns.__getitem__)
-    pods = leaf_counts(remaining, request, column_names, eligible, stats)
+    cols = requested_columns(request, column_names)
+    rows = cap.remaining_columns(
+        cols, simulate_empty=opts.simulate_empty, assumed=assumed, allocatable_only=opts.allocatable_only
+    )
+    per_pod = [int(request[c]) for c in cols]
+    pods = leaf_counts(rows, per_pod, [column_names[c] for c in cols], eligible, stats)
     # Gates are read only when the request could use what they switch on.
     lfc = params.unconstrained and gates.enabled(PROFILE_MIXED)
     balanced = not params.required and not params.unconstrained and gates.balanced
@@ -119,6 +122,11 @@ def find_topology_assignment(
     if fast:
         return {workers.name: place_podset(tree, params, pods, snap.topology_name, stats)}
     order = Ordering(lfc=lfc, affinity=gates.node_affinity_preferred)
+    remaining = None
+    if leader_request is not None:
+        remaining = cap.remaining(
+            simulate_empty=opts.simulate_empty, assumed=assumed, allocatable_only=opts.allocatable_only
+        )
     leaf = _leaf_inputs(remaining, request, leader_request, eligible, pods, scores)
     general = GeneralParams(
         count=params.count,
@@ -151,7 +159,7 @@ def _count_in(remaining: Matrix, request: IntArray) -> IntArray:
 
 
 def _leaf_inputs(
-    remaining: Matrix,
+    remaining: Matrix | None,
     request: IntArray,
     leader_request: IntArray | None,
     eligible: npt.NDArray[np.bool_],
@@ -160,9 +168,9 @@ def _leaf_inputs(
 ) -> LeafInputs:
     """Kueue's fillLeafCounts: a leader fits where its request fits once; the workers' count
     next to it is taken from what the leader leaves."""
-    n = remaining.shape[0]
+    n = pods.shape[0]
     affinity = scores if scores is not None else np.zeros(n, dtype=np.int64)
-    if leader_request is None:
+    if leader_request is None or remaining is None:
         return LeafInputs(pods, pods, np.zeros(n, dtype=np.int64), affinity)
     leader = ((_count_in(remaining, leader_request) > 0) & eligible).astype(np.int64)
     with_leader = np.where(leader > 0, _count_in(remaining - leader_request, request), pods)

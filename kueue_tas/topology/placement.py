@@ -14,6 +14,7 @@ swaps in the tightest domain from there on that still covers it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,8 +22,7 @@ import numpy.typing as npt
 
 from kueue_tas.api.object_base import INT32_MAX
 from kueue_tas.topology import messages
-from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.capacity import Matrix
+from kueue_tas.topology.assignment import TopologyAssignment, domain_assignments
 from kueue_tas.topology.messages import ExclusionStats
 from kueue_tas.topology.model import HOSTNAME_LABEL, TopologyRequest
 from kueue_tas.topology.tree import IntArray, TopologyTree
@@ -115,65 +115,95 @@ class DomainCounts:
     slices: list[IntArray]
 
 
+def requested_columns(request: IntArray, column_names: Sequence[str]) -> list[int]:
+    """The columns ``request`` asks for, in the alphabetical order of their resource names: then
+    the first column that limits a leaf is the alphabetically smallest, as Kueue breaks ties."""
+    cols: list[int] = np.flatnonzero(request).tolist()
+    cols.sort(key=column_names.__getitem__)
+    return cols
+
+
 def leaf_counts(
-    remaining: Matrix,
-    request: npt.NDArray[np.int64],
-    column_names: list[str],
+    rows: Sequence[IntArray],
+    per_pod: Sequence[int],
+    names: Sequence[str],
     eligible: npt.NDArray[np.bool_],
     stats: ExclusionStats,
 ) -> IntArray:
-    """Pods of ``request`` (pods included) that fit in each leaf; limiting resources into stats."""
-    n = remaining.shape[0]
-    cols = [c for c in np.flatnonzero(request).tolist()]
-    # Alphabetical column order makes argmin's first-minimum pick the alphabetically
-    # smallest limiting resource, as Kueue breaks ties.
-    cols.sort(key=lambda c: column_names[c])
-    if not cols:
+    """Pods that fit in each leaf: ``rows`` are the leaves' remaining capacity of the requested
+    resources (``requested_columns`` order), ``per_pod`` what one pod asks of each and
+    ``names`` their names; limiting resources go into stats.
+
+    Resource by resource into one array: clipping commutes with the minimum, and whole
+    leaves x resources temporaries would cost more than the divisions."""
+    n = eligible.shape[0]
+    if not rows:
         return np.zeros(n, dtype=np.int64)
-    fits = np.clip(remaining[:, cols] // request[cols], 0, INT32_MAX)
-    counts: IntArray = fits.min(axis=1)
-    counts[~eligible] = 0
-    zero = np.flatnonzero(eligible & (counts == 0))
+    # A pod asks one of ``pods`` (and often one GPU): no division for those.
+    counts: IntArray = rows[0].copy() if per_pod[0] == 1 else np.floor_divide(rows[0], per_pod[0])
+    part = np.empty_like(counts)
+    for row, amount in zip(rows[1:], per_pod[1:], strict=True):
+        if amount == 1:
+            np.minimum(counts, row, out=counts)
+        else:
+            np.floor_divide(row, amount, out=part)
+            np.minimum(counts, part, out=counts)
+    np.maximum(counts, 0, out=counts)
+    np.minimum(counts, INT32_MAX, out=counts)
+    everywhere = bool(eligible.all())
+    if not everywhere:
+        counts[~eligible] = 0
+    zero = np.flatnonzero(counts == 0)
+    if not everywhere:
+        zero = zero[eligible[zero]]
     if zero.size:
-        limiting = fits[zero].argmin(axis=1)
-        for pos, num in zip(*np.unique(limiting, return_counts=True), strict=True):
-            name = column_names[cols[int(pos)]]
-            stats.resources[name] = stats.resources.get(name, 0) + int(num)
+        # The limiting resource of a leaf is the first whose count (clipped at 0) is its minimum, 0.
+        short = np.stack([row[zero] // amount <= 0 for row, amount in zip(rows, per_pod, strict=True)])
+        for pos, num in enumerate(np.bincount(short.argmax(axis=0), minlength=len(rows)).tolist()):
+            if num:
+                stats.resources[names[pos]] = stats.resources.get(names[pos], 0) + num
     return counts
 
 
 def fill_in_counts(tree: TopologyTree, leaf_pods: IntArray, p: PlacementParams) -> DomainCounts:
+    """Phase 1. Where a level's slices are its pods (slices of one pod, at and above the slice
+    level) they are the same array: nothing here writes to them, and ``sort_domains`` tells."""
     depth = tree.depth
     pods: list[IntArray] = [np.zeros(0, dtype=np.int64)] * depth
     slices: list[IntArray] = [np.zeros(0, dtype=np.int64)] * depth
     pods[depth - 1] = leaf_pods
     for lvl in range(depth - 1, -1, -1):
+        starts = tree.levels[lvl].child_start
         if lvl < depth - 1:
-            pods[lvl] = (
-                np.add.reduceat(pods[lvl + 1], tree.levels[lvl].child_start)
-                if len(tree.levels[lvl])
-                else np.zeros(0, dtype=np.int64)
-            )
+            pods[lvl] = np.add.reduceat(pods[lvl + 1], starts) if len(starts) else np.zeros(0, dtype=np.int64)
         if lvl == p.slice_level_idx:
-            slices[lvl] = pods[lvl] // p.slice_size
+            slices[lvl] = pods[lvl] if p.slice_size == 1 else pods[lvl] // p.slice_size
         elif lvl < p.slice_level_idx:
-            slices[lvl] = (
-                np.add.reduceat(slices[lvl + 1], tree.levels[lvl].child_start)
-                if len(tree.levels[lvl])
-                else np.zeros(0, dtype=np.int64)
-            )
+            if slices[lvl + 1] is pods[lvl + 1]:
+                slices[lvl] = pods[lvl]
+            else:
+                slices[lvl] = np.add.reduceat(slices[lvl + 1], starts) if len(starts) else np.zeros(0, dtype=np.int64)
         else:
             slices[lvl] = np.zeros(len(tree.levels[lvl]), dtype=np.int64)
     return DomainCounts(pods, slices)
 
 
 def sort_domains(counts: DomainCounts, lvl: int, idx: IntArray, lfc: bool) -> IntArray:
-    """Kueue's sortedDomains: slices (desc for BestFit, asc for LFC), pods asc, name."""
+    """Kueue's sortedDomains: slices (desc for BestFit, asc for LFC), pods asc, name.
+
+    ``idx`` must be ascending: stable sorts then break the last ties by name."""
     if idx.size <= 1:
         return idx
+    pods = counts.pods[lvl][idx]
+    if counts.slices[lvl] is counts.pods[lvl]:
+        # One key: slices asc then pods asc is pods asc, slices desc then pods asc is pods desc.
+        key = pods if lfc else -pods
+        # NumPy's stable sort is a radix sort for 16-bit keys; counts of pods usually fit.
+        if idx.size > 64 and int(key.min()) > -(2**15) and int(key.max()) < 2**15:
+            key = key.astype(np.int16)
+        return idx[np.argsort(key, kind="stable")]
     s = counts.slices[lvl][idx]
-    order = np.lexsort((idx, counts.pods[lvl][idx], s if lfc else -s))
-    return idx[order]
+    return idx[np.lexsort((pods, s if lfc else -s))]
 
 
 def best_fit_position(caps: IntArray, needed: int) -> int:
@@ -185,33 +215,53 @@ def best_fit_position(caps: IntArray, needed: int) -> int:
     return int(masked.argmin())
 
 
+def tightest_fit(slices: IntArray, pods: IntArray, needed: int) -> int | None:
+    """The domain that Kueue's findLevelWithFitDomains takes alone, None when no domain covers
+    ``needed``: of those that do, the fewest slices, then the fewest pods, then the name. It is
+    BestFit's tightest and LeastFreeCapacity's first in sortedDomains order alike, found
+    without sorting every domain."""
+    tight = np.where(slices >= needed, slices, _INT64_MAX)
+    least = tight.min()
+    if least == _INT64_MAX:
+        return None
+    ties = np.flatnonzero(tight == least)
+    if ties.size == 1 or slices is pods:
+        return int(ties[0])
+    return int(ties[int(pods[ties].argmin())])
+
+
 def greedy_take(caps: IntArray, needed: int, best_fit: bool) -> tuple[int, int, int] | None:
     """Walk domains in order taking each whole until one covers the remainder.
 
     Returns (number taken whole, position of the covering domain, remainder it gets),
     or None when all of them together do not cover ``needed``.
     """
-    before = np.cumsum(caps) - caps
-    covers = caps >= needed - before
-    if not covers.any():
+    # A domain covers the remainder exactly when the running total up to it reaches ``needed``.
+    total = np.cumsum(caps)
+    reached = total >= needed
+    i = int(reached.argmax())
+    if not reached[i]:
         return None
-    i = int(covers.argmax())
-    rem = needed - int(before[i])
+    rem = needed - int(total[i] - caps[i])
     j = i + best_fit_position(caps[i:], rem) if best_fit else i
     return i, j, rem
 
 
 def update_counts_to_minimum(
     domains: IntArray, caps: IntArray, needed: int, unit: int, best_fit: bool
-) -> list[tuple[int, int]]:
-    """Kueue's updateCountsToMinimum: (domain, pods) for the domains used, in walk order."""
+) -> tuple[IntArray, IntArray]:
+    """Kueue's updateCountsToMinimum: the domains used, in walk order, and the pods of each."""
     taken = greedy_take(caps, needed, best_fit)
     if taken is None:  # capacities are consistent by construction
         raise AssertionError("placement capacities inconsistent: remaining count not covered")
     i, j, rem = taken
-    out = [(int(d), int(c) * unit) for d, c in zip(domains[:i].tolist(), caps[:i].tolist(), strict=True)]
-    out.append((int(domains[j]), rem * unit))
-    return out
+    used = np.empty(i + 1, dtype=np.int64)
+    used[:i] = domains[:i]
+    used[i] = domains[j]
+    pods = np.empty(i + 1, dtype=np.int64)
+    np.multiply(caps[:i], unit, out=pods[:i])
+    pods[i] = rem * unit
+    return used, pods
 
 
 def find_level_with_fit_domains(
@@ -226,20 +276,19 @@ def find_level_with_fit_domains(
     n = len(tree.levels[level])
     if n == 0:
         raise PlacementFailure(messages.no_domains_at_level(tree.level_keys[level]))
-    ordered = sort_domains(counts, level, np.arange(n, dtype=np.int64), lfc)
-    caps = counts.slices[level][ordered]
+    slices = counts.slices[level]
     needed = p.count // p.slice_size
-    if lfc:
-        fitting = np.flatnonzero(caps >= needed)
-        if fitting.size:
-            return level, ordered[fitting[:1]]
-    elif caps[0] >= needed:
-        return level, ordered[[best_fit_position(caps, needed)]]
-    # The top domain does not fit: climb while allowed; at the required level that is the end.
+    alone = tightest_fit(slices, counts.pods[level], needed)
+    if alone is not None:
+        return level, np.array([alone], dtype=np.int64)
+    # No domain fits alone: climb while allowed; at the required level that is the end.
     if level > p.top_idx and not p.unconstrained:
         return find_level_with_fit_domains(tree, counts, p, level - 1, topology_name, stats)
     if p.required:
-        raise PlacementFailure(messages.not_fit_message(topology_name, int(caps[0]), needed, p.slice_size, stats))
+        top = int(slices.min() if lfc else slices.max())  # the first of sortedDomains
+        raise PlacementFailure(messages.not_fit_message(topology_name, top, needed, p.slice_size, stats))
+    ordered = sort_domains(counts, level, np.arange(n, dtype=np.int64), lfc)
+    caps = slices[ordered]
     taken = greedy_take(caps, needed, best_fit=not lfc)
     if taken is None:
         raise PlacementFailure(messages.not_fit_message(topology_name, int(caps.sum()), needed, p.slice_size, stats))
@@ -248,10 +297,18 @@ def find_level_with_fit_domains(
     return level, chosen
 
 
-def children_of(tree: TopologyTree, lvl: int, domains: list[int]) -> IntArray:
+def children_of(tree: TopologyTree, lvl: int, domains: Sequence[int] | IntArray) -> IntArray:
+    """The children of ``domains`` (of level ``lvl``), domain after domain, each's in name order."""
     level = tree.levels[lvl]
-    parts = [np.arange(level.child_start[d], level.child_end[d], dtype=np.int64) for d in domains]
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    doms = np.asarray(domains, dtype=np.int64)
+    if doms.size == 1:  # the common case, without the index arithmetic
+        return np.arange(level.child_start[doms[0]], level.child_end[doms[0]], dtype=np.int64)
+    starts = level.child_start[doms]
+    sizes = level.child_end[doms] - starts
+    # A child's index is its domain's first child plus its position among that domain's children.
+    shift = np.repeat(starts - (np.cumsum(sizes) - sizes), sizes)
+    kids: IntArray = np.arange(int(sizes.sum()), dtype=np.int64) + shift
+    return kids
 
 
 def place_podset(
@@ -265,35 +322,41 @@ def place_podset(
     best_fit = not p.unconstrained
     fit_level, fit_domains = find_level_with_fit_domains(tree, counts, p, p.level_idx, topology_name, stats)
     slice_units = p.count // p.slice_size
-    current = update_counts_to_minimum(
+    used, pods = update_counts_to_minimum(
         fit_domains, counts.slices[fit_level][fit_domains], slice_units, p.slice_size, best_fit
     )
     lvl = fit_level
     # Above the slice level, the children of all chosen domains form one pool and
     # are filled again from scratch (the parents' counts are not respected).
     while lvl < min(tree.depth - 1, p.slice_level_idx):
-        pool = sort_domains(counts, lvl + 1, children_of(tree, lvl, [d for d, _ in current]), p.unconstrained)
-        current = update_counts_to_minimum(pool, counts.slices[lvl + 1][pool], slice_units, p.slice_size, best_fit)
+        # In name order, so that the pool is too, as sort_domains needs.
+        pool = sort_domains(counts, lvl + 1, children_of(tree, lvl, np.sort(used)), p.unconstrained)
+        used, pods = update_counts_to_minimum(pool, counts.slices[lvl + 1][pool], slice_units, p.slice_size, best_fit)
         lvl += 1
     # At and below the slice level, each parent spreads its own pods over its children.
     while lvl < tree.depth - 1:
         level = tree.levels[lvl]
-        nxt: list[tuple[int, int]] = []
-        for d, pods in current:
+        parts: list[tuple[IntArray, IntArray]] = []
+        for d, given in zip(used.tolist(), pods.tolist(), strict=True):
             kids = np.arange(level.child_start[d], level.child_end[d], dtype=np.int64)
             kids = sort_domains(counts, lvl + 1, kids, p.unconstrained)
-            nxt.extend(update_counts_to_minimum(kids, counts.pods[lvl + 1][kids], pods, 1, best_fit))
-        current = nxt
+            parts.append(update_counts_to_minimum(kids, counts.pods[lvl + 1][kids], given, 1, best_fit))
+        used = np.concatenate([u for u, _ in parts])
+        pods = np.concatenate([c for _, c in parts])
         lvl += 1
-    return build_assignment(tree, current)
+    keep = pods > 0
+    used, pods = used[keep], pods[keep]
+    order = np.argsort(used)  # a leaf is used once: no ties
+    return _assignment(tree, used[order].tolist(), pods[order].tolist())
 
 
 def build_assignment(tree: TopologyTree, leaves: list[tuple[int, int]]) -> TopologyAssignment:
+    """The assignment of (leaf, pods) pairs, in leaf (name) order; pairs with no pods are left out."""
     used = sorted((d, c) for d, c in leaves if c > 0)
-    leaf_values = tree.leaves.values
-    if tree.lowest_is_hostname:
-        return TopologyAssignment(
-            (HOSTNAME_LABEL,),
-            tuple(DomainAssignment((leaf_values[d][-1],), c) for d, c in used),
-        )
-    return TopologyAssignment(tree.level_keys, tuple(DomainAssignment(leaf_values[d], c) for d, c in used))
+    return _assignment(tree, [d for d, _ in used], [c for _, c in used])
+
+
+def _assignment(tree: TopologyTree, leaves: list[int], pods: list[int]) -> TopologyAssignment:
+    levels = (HOSTNAME_LABEL,) if tree.lowest_is_hostname else tree.level_keys
+    values = tree.assignment_values
+    return TopologyAssignment(levels, domain_assignments(list(map(values.__getitem__, leaves)), pods))

@@ -32,6 +32,8 @@ from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.tree import TopologyTree
 from kueue_tas.topology.workload_domain import WorkloadTopology, place_in_one_domain, total_request
 
+_INT64_MAX = 2**63 - 1
+
 
 def usage_of(assignment: TopologyAssignment, per_pod: ResourceMap) -> Iterable[tuple[Sequence[str], dict[str, int]]]:
     """Per domain: ``count x per_pod`` plus ``pods: count``."""
@@ -147,15 +149,31 @@ class TopologySnapshot:
         return out
 
     def _add_assumed(self, assumed: Matrix | None, assignment: TopologyAssignment, per_pod: ResourceMap) -> Matrix:
-        self.capacity.vector({**per_pod, PODS: 1})  # make sure every column exists
-        ncols = len(self.capacity.columns)
-        grown = np.zeros((len(self.tree.leaves), ncols), dtype=np.int64)
+        """``assumed`` (or nothing) plus the usage of ``assignment``, widened to every column."""
+        unit = self.capacity.vector({**per_pod, PODS: 1})  # also makes sure every column exists
+        grown = np.zeros((len(self.tree.leaves), unit.size), dtype=np.int64)
         if assumed is not None:
             grown[:, : assumed.shape[1]] = assumed
-        for values, usage in usage_of(assignment, per_pod):
-            leaf = self.tree.leaf_index_of(values)
+        leaf_index_of = self.tree.leaf_index_of
+        leaves: list[int] = []
+        counts: list[int] = []
+        for dom in assignment.domains:
+            leaf = leaf_index_of(dom.values)
             if leaf is not None:
-                grown[leaf] += self.capacity.vector(usage)[:ncols]
+                leaves.append(leaf)
+                counts.append(dom.count)
+        if not leaves:
+            return grown
+        largest = max((abs(v) for name, v in per_pod.items() if name != PODS), default=0)
+        if max(largest, 1) * max(map(abs, counts)) <= _INT64_MAX:
+            # Every count x amount is exact in int64 (as usage_of's Python ints, which vector()
+            # would clamp), so one scatter-add of the rows equals adding them one by one.
+            np.add.at(grown, np.array(leaves, dtype=np.int64), np.array(counts, dtype=np.int64)[:, None] * unit)
+            return grown
+        for values, usage in usage_of(assignment, per_pod):
+            leaf = leaf_index_of(values)
+            if leaf is not None:
+                grown[leaf] += self.capacity.vector(usage)
         return grown
 
 

@@ -8,6 +8,7 @@ level below. Built once per node-set change; placements only read it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -133,6 +134,14 @@ class TopologyTree:
                 entry[1].append(node)
         ordered = sorted(by_leaf.values(), key=lambda e: e[0])
         return cls(levels, [e[0] for e in ordered], [e[1] for e in ordered])
+
+    @functools.cached_property
+    def assignment_values(self) -> list[tuple[str, ...]]:
+        """Per leaf, the values an assignment names it by: the hostname alone when the lowest
+        level is the hostname (as Kueue writes them), the full path otherwise."""
+        if self.lowest_is_hostname:
+            return [(values[-1],) for values in self.leaves.values]
+        return list(self.leaves.values)
 
     @property
     def leaves(self) -> Level:

@@ -1,0 +1,192 @@
+"""One shape on the local cluster: the nodes and both variants' Kueue objects, then runs.
+
+Variant ``kueue``: a ResourceFlavor with ``spec.topologyName`` (Kueue's built-in TAS) and Jobs
+annotated with Kueue's ``kueue.x-k8s.io/podset-*-topology``. Variant ``tas``: a flavor without
+it, our AdmissionCheck on it, Jobs annotated with ``kueue-tas.io/podset-*-topology``, and a
+``kueue-tas run`` started for the run only (so Kueue's runs carry none of its load). Both
+select the same kwok nodes; only one variant runs at a time, each in a fresh namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from e2e import jobs
+from e2e.cluster_state import State
+from e2e.controller import ControllerGroup
+from e2e.kube import KUEUE_GROUP, Kube, eventually
+from e2e.nodes import GPU, POOL_LABEL, NodePool
+from kueue_tas.api import constants as c
+from kueue_tas.kube import catalogue as cat
+from kueue_tas.kube.catalogue import Resource
+from kueue_tas.kube.informer import Informer
+
+from .procstats import ProcUsage
+from .report import RunFigures, figures
+from .timeline import Timelines, job_state, pod_state, workload_state
+from .trace import JobSpec, Shape
+
+JOBS = Resource("batch", "v1", "jobs", namespaced=True, kind="Job", strip_managed_fields=True)
+KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+
+
+@dataclass
+class Bench:
+    """The nodes and Kueue objects of one shape; ``controller_env``: the settings of the
+    ``kueue-tas run`` each ``tas`` run starts."""
+
+    kube: Kube
+    state: State
+    shape: Shape
+    pool: NodePool
+    controller_env: dict[str, str]
+    suffix: str = ""
+
+    @property
+    def rack_of(self) -> dict[str, str]:
+        return {n["metadata"]["name"]: n["metadata"]["labels"][self.pool.rack_label] for n in self.pool.node_objects()}
+
+    def _group(self) -> ControllerGroup:
+        return ControllerGroup(
+            self.state.kubeconfig,
+            Path(self.state.log_dir) / "kueue-tas-vs-kueue",
+            replicas=1,
+            leader_election=False,
+            extra_env=self.controller_env,
+            group_id=f"vk{self.suffix}",
+        )
+
+    async def setup(self) -> None:
+        """Nodes, one Topology, and per variant a flavor and a ClusterQueue (ours with the check,
+        made Active by a controller started for that moment)."""
+        kube, u = self.kube, self.suffix
+        await kube.create_nodes(self.pool, timeout_s=max(120.0, self.pool.size / 10))
+        await kube.create_topology(f"topo-{u}", self.pool.level_labels())
+        gpus = str(self.shape.cluster_gpus) if self.shape.capacity_quota else "1000000"
+        quota = {"cpu": "1000000", "memory": "10000Ti", GPU: gpus}
+        selector = {POOL_LABEL: self.pool.name}
+        await kube.create_resource_flavor(f"rf-k-{u}", node_labels=selector, topology_name=f"topo-{u}")
+        await kube.create_cluster_queue(f"cq-k-{u}", {f"rf-k-{u}": quota})
+        await kube.create_resource_flavor(f"rf-t-{u}", node_labels=selector)
+        group = self._group()
+        await kube.create_admission_check(
+            f"ac-{u}", group.controller_name, {"apiGroup": KUEUE_GROUP, "kind": "Topology", "name": f"topo-{u}"}
+        )
+        await kube.create_cluster_queue(
+            f"cq-t-{u}", {f"rf-t-{u}": quota}, admission_checks=[{"name": f"ac-{u}", "onFlavors": [f"rf-t-{u}"]}]
+        )
+        try:
+            await group.start()
+            await kube.wait_cluster_queue_active(f"cq-t-{u}", timeout_s=60)
+        finally:
+            group.stop()
+        await kube.wait_cluster_queue_active(f"cq-k-{u}", timeout_s=60)
+
+    def job_body(self, spec: JobSpec, variant: str) -> dict[str, Any]:
+        rack = self.pool.rack_label
+        if variant == "kueue":
+            key = KUEUE_REQUIRED if spec.mode == "required" else KUEUE_PREFERRED
+            annotations = {key: rack}
+            body = jobs.job(spec.name, spec.pods, annotations=annotations, run_for=f"{self.shape.run_seconds}s")
+        else:
+            body = jobs.job(
+                spec.name,
+                spec.pods,
+                required=rack if spec.mode == "required" else None,
+                preferred=rack if spec.mode == "preferred" else None,
+                run_for=f"{self.shape.run_seconds}s",
+            )
+        return body
+
+    async def run(self, variant: str, trace: list[JobSpec], index: int, timeout: float) -> RunFigures:
+        kube, u = self.kube, self.suffix
+        namespace = f"vk-{variant}-{index}-{uuid.uuid4().hex[:5]}"
+        group = self._group() if variant == "tas" else None
+        timelines = Timelines()
+        informers: list[Informer[Any]] = []
+        kueue_pid = self.state.proc("kueue")
+        assert kueue_pid is not None
+        usage: dict[str, ProcUsage] = {}
+        try:
+            await kube.core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
+            await kube.create_local_queue(namespace, "lq", f"cq-{'k' if variant == 'kueue' else 't'}-{u}")
+            if group is not None:
+                await group.start()
+            for resource, transform, handle in (
+                (JOBS, job_state, timelines.on_job),
+                (cat.WORKLOADS, workload_state, timelines.on_workload),
+                (cat.PODS, pod_state, timelines.on_pod),
+            ):
+                inf: Informer[Any] = Informer(
+                    kube.api, resource, transform, namespace=namespace, name=f"vk-{resource.plural}"
+                )
+
+                def on(obj: Any, handle: Any = handle) -> None:
+                    handle(obj, time.time())
+
+                def on_update(_old: Any, new: Any, on: Any = on) -> None:
+                    on(new)
+
+                inf.add_handler(on, on_update)
+                informers.append(inf)
+            for inf in informers:
+                inf.start()
+            for inf in informers:
+                await inf.wait_synced(60)
+            usage["kueue"] = ProcUsage.start(kueue_pid.pid)
+            if group is not None:
+                assert group.processes[0].proc is not None
+                usage["kueue-tas"] = ProcUsage.start(group.processes[0].proc.pid)
+            await asyncio.gather(*(jobs.create_job(kube, namespace, self.job_body(s, variant)) for s in trace))
+
+            async def drained() -> bool:
+                return timelines.finished() >= len(trace)
+
+            await eventually(f"{len(trace)} Jobs finished ({variant})", drained, timeout, interval_s=0.2)
+            out = figures(variant, trace, timelines.jobs, self.rack_of)
+            for name, pu in usage.items():
+                out.cpu[name], out.peak_rss_mib[name] = pu.stop()
+            return out
+        finally:
+            for inf in informers:
+                await inf.stop()
+            if group is not None:
+                group.stop()
+            await drain(kube, namespace)
+
+    async def teardown(self) -> None:
+        await self.kube.cleanup()
+
+
+async def drain(kube: Kube, namespace: str) -> None:
+    """Delete the run's namespace and wait until none of its pods hold a node."""
+    with contextlib.suppress(ApiException):
+        await kube.core.delete_namespace(namespace, propagation_policy="Background")
+
+    async def gone() -> bool:
+        return not (await kube.core.list_namespaced_pod(namespace, limit=1)).items
+
+    with contextlib.suppress(TimeoutError):
+        await eventually(f"pods of {namespace} deleted", gone, 180)
+
+
+def bench_env(qps: int, burst: int) -> dict[str, str]:
+    """``kueue-tas run`` settings for the benchmark: production defaults, info logs, and the same
+    client QPS and burst as the local Kueue's ``clientConnection`` (``e2e/components.py``)."""
+    return {
+        "KUEUE_TAS_LOG_LEVEL": "info",
+        "KUEUE_TAS_API_QPS": str(qps),
+        "KUEUE_TAS_API_BURST": str(burst),
+        "KUEUE_TAS_RETRY_BACKOFF_BASE_SECONDS": "10",
+        "KUEUE_TAS_RETRY_BACKOFF_MAX_SECONDS": "600",
+        "KUEUE_TAS_SCHEDULING_GATE": c.SCHEDULING_GATE,
+    }
