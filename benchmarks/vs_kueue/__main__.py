@@ -54,6 +54,8 @@ async def run_shape(name: str, args: argparse.Namespace) -> list[tuple[RunFigure
         await bench.setup()
         for i in range(args.pairs):
             order = ("kueue", "tas") if i % 2 == 0 else ("tas", "kueue")
+            if args.only:
+                order = (args.only,)
             done: dict[str, RunFigures] = {}
             for variant in order:
                 fig = await bench.run(variant, trace, i, args.timeout)
@@ -63,6 +65,8 @@ async def run_shape(name: str, args: argparse.Namespace) -> list[tuple[RunFigure
                     f"{fig.to_admission[50]:.2f} s, bound p50 {fig.to_bound[50]:.2f} s",
                     file=sys.stderr,
                 )
+            if args.only:
+                continue
             pairs.append((done["kueue"], done["tas"]))
     finally:
         await bench.teardown()
@@ -77,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--nodes", type=int, default=None, help="about this many nodes (racks adjusted)")
     p.add_argument("--timeout", type=float, default=900, help="seconds one run may take to drain")
+    p.add_argument(
+        "--only", choices=("kueue", "tas"), default=None, help="run one variant only (profiling; prints no table)"
+    )
     p.add_argument("--json", default=None, help="also write every run's figures to this file")
     args = p.parse_args(argv)
     names = [s.strip() for s in args.shapes.split(",") if s.strip()]
@@ -87,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     for name in names:
         pairs = asyncio.run(run_shape(name, args))
-        print(table(name, pairs), flush=True)
+        if pairs:
+            print(table(name, pairs), flush=True)
         results[name] = [{"kueue": asdict(k), "tas": asdict(t)} for k, t in pairs]
     if args.json:
         with open(args.json, "w") as f:

@@ -40,6 +40,8 @@ class RunFigures:
     required_jobs: int = 0
     required_split: list[str] = field(default_factory=list)  # required Jobs found in more than one rack
     preferred_racks: dict[int, int] = field(default_factory=dict)  # racks used -> Jobs
+    jobs: int = 0
+    writes: dict[str, int] = field(default_factory=dict)  # "VERB resource" -> apiserver requests in the run
 
 
 def figures(
@@ -62,6 +64,7 @@ def figures(
         {q: percentile(to_admission, q) for q in QUANTILES},
         {q: percentile(to_bound, q) for q in QUANTILES},
         stage_medians([timelines[j.name] for j in trace]),
+        jobs=len(trace),
     )
     for job in trace:
         racks = {rack_of.get(node, "?") for node in timelines[job.name].nodes.values()}
@@ -145,6 +148,12 @@ def table(shape: str, pairs: Sequence[tuple[RunFigures, RunFigures]]) -> str:
             for p in procs
         ]
         lines.append(f"  {label}: " + ", ".join(parts))
+    lines.append("apiserver write requests per Job (median over runs; every client's):")
+    for label, runs in (("Kueue TAS", kueue), ("kueue-tas", tas)):
+        keys = sorted({k for r in runs for k in r.writes})
+        per_job = {k: statistics.median(r.writes.get(k, 0) / max(1, r.jobs) for r in runs) for k in keys}
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(per_job.items(), key=lambda kv: -kv[1]) if v >= 0.05)
+        lines.append(f"  {label}: total {sum(per_job.values()):.2f}: {shown}")
     for label, runs in (("Kueue TAS", kueue), ("kueue-tas", tas)):
         split = [s for r in runs for s in r.required_split]
         spread: dict[int, int] = {}

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e import jobs
 from e2e.cluster_state import State
@@ -27,6 +28,7 @@ from e2e.nodes import GPU, POOL_LABEL, NodePool
 from kueue_tas.api import constants as c
 from kueue_tas.kube import catalogue as cat
 from kueue_tas.kube.catalogue import Resource
+from kueue_tas.kube.client import send
 from kueue_tas.kube.informer import Informer
 
 from .procstats import ProcUsage
@@ -146,6 +148,7 @@ class Bench:
             if group is not None:
                 assert group.processes[0].proc is not None
                 usage["kueue-tas"] = ProcUsage.start(group.processes[0].proc.pid)
+            requests_before = await api_requests(kube)
             await asyncio.gather(*(jobs.create_job(kube, namespace, self.job_body(s, variant)) for s in trace))
 
             async def drained() -> bool:
@@ -153,6 +156,8 @@ class Bench:
 
             await eventually(f"{len(trace)} Jobs finished ({variant})", drained, timeout, interval_s=0.2)
             out = figures(variant, trace, timelines.jobs, self.rack_of)
+            after = await api_requests(kube)
+            out.writes = {k: v - requests_before.get(k, 0) for k, v in after.items() if v > requests_before.get(k, 0)}
             for name, pu in usage.items():
                 out.cpu[name], out.peak_rss_mib[name] = pu.stop()
             return out
@@ -177,6 +182,32 @@ async def drain(kube: Kube, namespace: str) -> None:
 
     with contextlib.suppress(TimeoutError):
         await eventually(f"pods of {namespace} deleted", gone, 180)
+
+
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "APPLY", "DELETE"})
+
+
+async def api_requests(kube: Kube) -> dict[str, int]:
+    """The apiserver's own count of write requests so far, by ``VERB resource[/subresource]``
+    (``apiserver_request_total``; every client's, which is the point: Kueue's writes count)."""
+    response = await send(kube.api, "GET", "/metrics", timeout=30)
+    try:
+        text = (await response.read()).decode()
+    finally:
+        response.release()
+    out: dict[str, int] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "apiserver_request":
+            continue
+        for sample in family.samples:
+            if not sample.name.endswith("_total") or sample.labels.get("verb") not in WRITE_VERBS:
+                continue
+            what = sample.labels.get("resource", "")
+            if sample.labels.get("subresource"):
+                what += "/" + sample.labels["subresource"]
+            key = f"{sample.labels['verb']} {what}"
+            out[key] = out.get(key, 0) + int(sample.value)
+    return out
 
 
 def bench_env(qps: int, burst: int) -> dict[str, str]:

@@ -20,6 +20,7 @@ repair of ours is writing settles it to what the annotation holds (``settled_mes
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -37,7 +38,10 @@ _PARTS: Final = r"[^\[\]=\s,]+=[0-9a-f]{16}(?:, [^\[\]=\s,]+=[0-9a-f]{16})*"
 _RECORD = re.compile(rf"(?: \[repairing ({_PARTS})\])? \[record ({_PARTS})\]$")
 
 
+@functools.lru_cache(maxsize=1024)
 def podset_digest(uid: str, podset: str, assignment: TopologyAssignment) -> str:
+    # Cached: the stray-pod and guard reconcilers check the record on every pod event of a
+    # workload, with the same (frozen, hashable) assignment each time.
     domains = sorted((list(d.values), d.count) for d in assignment.domains)
     canonical = json.dumps([uid, podset, list(assignment.levels), domains], separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:_DIGEST_HEX]

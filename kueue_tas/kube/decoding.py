@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+import orjson
 from pydantic import BaseModel
 
 M = TypeVar("M", bound=BaseModel)
@@ -44,16 +45,14 @@ def strip_managed_fields(data: bytes | bytearray) -> bytes | bytearray:
     return b"".join(parts)
 
 
-_DECODER: Final = json.JSONDecoder()
-
-
 def _loads(data: bytes | bytearray) -> Any:
-    # The API server sends UTF-8 JSON; decoding the text ourselves skips json.loads's encoding sniffing.
-    text = data.decode("utf-8")
-    obj, end = _DECODER.raw_decode(text)
-    if end != len(text) and text[end:].strip():
-        raise ValueError(f"extra data after JSON document at offset {end}")
-    return obj
+    # orjson decodes the bytes straight (2-3x the standard library on watch lines, most of the
+    # controller's CPU under a burst). It refuses what JSON allows and it does not (integers past
+    # 64 bits, which a custom resource may hold): those go to the standard library.
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
 
 
 def decode(data: bytes | bytearray, *, strip: bool = False) -> Any:
