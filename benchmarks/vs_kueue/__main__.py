@@ -53,7 +53,7 @@ async def run_shape(name: str, args: argparse.Namespace) -> list[tuple[RunFigure
         print(f"[{name}] {shape.nodes} nodes, {len(trace)} Jobs, {sum(j.pods for j in trace)} pods", file=sys.stderr)
         await bench.setup()
         for i in range(args.pairs):
-            order = ("kueue", "tas") if i % 2 == 0 else ("tas", "kueue")
+            order: tuple[str, ...] = ("kueue", "tas") if i % 2 == 0 else ("tas", "kueue")
             if args.only:
                 order = (args.only,)
             done: dict[str, RunFigures] = {}
