@@ -141,13 +141,18 @@ def table(shape: str, pairs: Sequence[tuple[RunFigures, RunFigures]]) -> str:
         lines.append(f"  {stage:<28}{ks:>10}{ts:>10}")
     lines.append("CPU seconds / peak RSS MiB per run (median):")
     for label, runs in (("Kueue TAS run", kueue), ("kueue-tas run", tas)):
-        procs = sorted({p for r in runs for p in r.cpu})
         parts = [
             f"{p} {statistics.median(r.cpu[p] for r in runs if p in r.cpu):.1f} s / "
             f"{statistics.median(r.peak_rss_mib[p] for r in runs if p in r.peak_rss_mib):.0f} MiB"
-            for p in procs
+            for p in ("kueue", "kueue-tas")
+            if any(p in r.cpu for r in runs)
         ]
-        lines.append(f"  {label}: " + ", ".join(parts))
+        total = statistics.median(sum(r.cpu.values()) for r in runs)
+        others = ", ".join(
+            f"{p} {statistics.median(r.cpu.get(p, 0.0) for r in runs):.1f}"
+            for p in sorted({p for r in runs for p in r.cpu} - {"kueue", "kueue-tas"})
+        )
+        lines.append(f"  {label}: " + ", ".join(parts) + f"; all processes {total:.1f} s CPU ({others})")
     lines.append("apiserver write requests per Job (median over runs; every client's):")
     for label, runs in (("Kueue TAS", kueue), ("kueue-tas", tas)):
         keys = sorted({k for r in runs for k in r.writes})

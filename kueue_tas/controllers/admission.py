@@ -23,6 +23,7 @@ charges the pair's union) until Kueue finishes the old one.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -311,9 +312,14 @@ class WorkloadAdmission:
         requeue: int | None = None
         if decision.outcome is Outcome.READY:
             gated = {p.name for p in decision.placements if p.gated(self._ctx.gates.failed_node_replacement)}
-            await self._ctx.writer.inject_gates(wl, gated, self._ctx.settings.scheduling_gate)
+            # The gate (on the Job/JobSet) and the annotation (on the Workload) do not depend on
+            # each other, only the entry depends on both: send them together, fail as either.
+            writes = [self._ctx.writer.inject_gates(wl, gated, self._ctx.settings.scheduling_gate)]
             if text is not None:
-                await self._ctx.writer.write_annotation(wl, text)
+                writes.append(self._ctx.writer.write_annotation(wl, text))
+            for outcome in await asyncio.gather(*writes, return_exceptions=True):
+                if isinstance(outcome, BaseException):
+                    raise outcome
             self._retries.pop(key, None)
         elif decision.outcome is Outcome.RETRY:
             n = self._retries.get(key, 0)
