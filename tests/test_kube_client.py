@@ -115,39 +115,20 @@ async def test_make_api_client_sizes_pool_and_sets_no_proxy(fake: tuple[FakeApiS
     assert "localhost" in os.environ["no_proxy"].split(",")
 
 
-async def test_api_qps_spaces_out_requests_after_the_burst(tmp_path: Path) -> None:
+async def test_api_qps_spaces_out_requests_after_the_burst(fake: tuple[FakeApiServer, k8s.ApiClient, Path]) -> None:
     """qps 10, burst 2: two requests go at once, the next four wait for the bucket (>= 0.3 s in
     all; a lower bound only, so a slow machine cannot fail it)."""
-    ensure_no_proxy()
-    srv = FakeApiServer()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", srv.handle)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        f"""
-apiVersion: v1
-kind: Config
-clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{server.port}"}}}}]
-users: [{{name: u, user: {{token: t}}}}]
-contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
-current-context: x
-"""
-    )
-    try:
-        for qps, burst, at_least in ((10.0, 2, 0.3), (0.0, 1, 0.0)):
-            api = await connect(Settings(kubeconfig=kubeconfig, api_qps=qps, api_burst=burst))
-            try:
-                started = time.monotonic()
-                await asyncio.gather(*(request_json(api, "GET", f"/api/v1/namespaces/{i}") for i in range(6)))
-                took = time.monotonic() - started
-            finally:
-                await api.close()
-            assert took >= at_least, f"qps={qps} burst={burst}: 6 requests in {took:.3f}s"
-        assert len(srv.requests) == 12
-    finally:
-        await server.close()
+    srv, _, kubeconfig = fake
+    for qps, burst, at_least in ((10.0, 2, 0.3), (0.0, 1, 0.0)):
+        api = await connect(Settings(kubeconfig=kubeconfig, api_qps=qps, api_burst=burst))
+        try:
+            started = time.monotonic()
+            await asyncio.gather(*(request_json(api, "GET", f"/api/v1/namespaces/{i}") for i in range(6)))
+            took = time.monotonic() - started
+        finally:
+            await api.close()
+        assert took >= at_least, f"qps={qps} burst={burst}: 6 requests in {took:.3f}s"
+    assert len(srv.requests) == 12
 
 
 async def test_make_api_client_bad_kubeconfig_is_config_error(tmp_path: Path) -> None:
