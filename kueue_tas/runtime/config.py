@@ -102,7 +102,9 @@ class Settings(BaseSettings):
     retry_backoff_max_seconds: float = Field(default=600, gt=0)
     patch_concurrency: int = Field(default=32, ge=1, le=1024)
     # Workloads whose admission writes run at once (decisions themselves are one at a time).
-    admission_workers: int = Field(default=16, ge=1, le=256)
+    # 1 until our gate survives Kueue's restore of a Job template (chaos seeds 1209, 1213: a
+    # stale stop of an earlier eviction, landing after a fast re-admission, removed the gate).
+    admission_workers: int = Field(default=1, ge=1, le=256)
     # Client-side limit on the requests the controller starts (client-go's QPS and Burst, as
     # Kueue ships its own clientConnection): 0 turns it off.
     api_qps: float = Field(default=300, ge=0)
