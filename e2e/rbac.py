@@ -53,6 +53,11 @@ _RESOURCES: Final[dict[str, tuple[str, str, bool]]] = {
         "validatingwebhookconfigurations",
         False,
     ),
+    "MutatingWebhookConfiguration": (
+        "/apis/admissionregistration.k8s.io/v1",
+        "mutatingwebhookconfigurations",
+        False,
+    ),
     "Job": ("/apis/batch/v1", "jobs", True),
     "JobSet": ("/apis/jobset.x-k8s.io/v1alpha2", "jobsets", True),
     "Topology": ("/apis/kueue.x-k8s.io/v1beta2", "topologies", False),

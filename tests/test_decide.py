@@ -6,10 +6,11 @@ from functools import partial
 
 import builders as mk
 
-from kueue_tas.api.constants import HOSTNAME_LABEL
+from kueue_tas.api.constants import GATED_LABEL, GATED_LABEL_VALUE, HOSTNAME_LABEL
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
+from kueue_tas.controllers.admission_writes import check_entry
 from kueue_tas.controllers.decide import Outcome, decide
 
 BLOCK, RACK = "example.com/block", "example.com/rack"
@@ -57,6 +58,18 @@ def test_single_host_is_gated_when_repairs_are_on_else_pinned_by_node_selector()
     assert not p.multi_domain
     assert p.gated(True) and p.node_selector(True) == {}
     assert not p.gated(False) and p.node_selector(False) == {HOSTNAME_LABEL: "b1-r1-h0"}
+
+
+def test_the_check_entry_labels_gated_podsets_for_the_pod_webhook() -> None:
+    """Only PodSets the ungater places carry GATED_LABEL: the pod webhook gates what carries it,
+    and a pinned PodSet's pods must not wait for an ungater that will never release them."""
+    multi = admitted("m", 8, {REQ: RACK})
+    pinned = admitted("p", 3, {REQ: HOSTNAME_LABEL})
+    for wl, repairs, gated in ((multi, False, True), (pinned, True, True), (pinned, False, False)):
+        d = decide(wl, {"gpu"}, capacity())
+        [update] = check_entry("tas", d, wl, repairs=repairs)["podSetUpdates"]
+        assert (update["labels"].get(GATED_LABEL) == GATED_LABEL_VALUE) is gated
+        assert ("nodeSelector" in update) is not gated
 
 
 def test_assumed_usage_prevents_double_booking() -> None:

@@ -20,6 +20,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.kinds import KubeObject, parse_object
 from kueue_tas.cli.planner import Planner
 from kueue_tas.runtime.config import Settings, parse_bind
+from kueue_tas.webhook.server import POD_GATE_PATH
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = REPO / "manifests" / "base"
@@ -57,6 +58,7 @@ EXPECTED_CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
 # Rules limited to named objects: (apiGroup, resource) -> (names, verbs).
 EXPECTED_NAMED_CLUSTER_RULES: dict[tuple[str, str], tuple[list[str], set[str]]] = {
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): (["kueue-tas"], {"get", "patch"}),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): (["kueue-tas"], {"get", "patch"}),
 }
 
 
@@ -154,10 +156,17 @@ def test_base_kinds_and_namespace(base: list[dict[str, Any]]) -> None:
             "Role",
             "RoleBinding",
             "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
         ]
     )
     assert one(base, "Namespace")["metadata"]["name"] == NAMESPACE
-    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"}
+    cluster_scoped = {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    }
     for doc in base:
         ns = doc["metadata"].get("namespace")
         assert ns == (None if doc["kind"] in cluster_scoped else NAMESPACE), f"{doc['kind']}: namespace {ns}"
@@ -368,6 +377,30 @@ def test_the_webhook_configuration_reaches_every_replica_and_never_blocks(
         ("kueue.x-k8s.io", "workloads", "v1beta2"),
     }
     assert all(rule["operations"] == ["CREATE", "UPDATE"] for rule in hook["rules"])
+    assert settings["webhook_namespace"] in hook["namespaceSelector"]["matchExpressions"][0]["values"]
+
+
+def test_the_pod_webhook_sees_only_pods_labelled_gated_and_only_at_creation(base: list[dict[str, Any]]) -> None:
+    """The label the check gives gated PodSets is what selects pods for the pod webhook; a wider
+    selector would put every pod of the cluster behind a failurePolicy Fail webhook."""
+    settings = config(base)
+    mwc = one(base, "MutatingWebhookConfiguration")
+    assert mwc["metadata"]["name"] == settings["webhook_configuration"]  # the name cert_keeper publishes into
+    (hook,) = mwc["webhooks"]
+    assert hook["objectSelector"] == {"matchLabels": {c.GATED_LABEL: c.GATED_LABEL_VALUE}}
+    assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
+    assert hook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": ["CREATE"],
+            "resources": ["pods"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert hook["clientConfig"]["service"]["path"] == POD_GATE_PATH
+    assert hook["clientConfig"]["service"]["name"] == settings["webhook_service"]
+    assert "caBundle" not in hook["clientConfig"], "the controller writes it"
     assert settings["webhook_namespace"] in hook["namespaceSelector"]["matchExpressions"][0]["values"]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import json
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from builders import REQUIRED, job
 from builders import topology as topology_obj
 from cryptography import x509
 
+from kueue_tas.api import constants as c
 from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.kueue_objects import Topology
 from kueue_tas.capacity.creation_checks import TopologyView
@@ -28,7 +30,7 @@ from kueue_tas.topology.features import DEFAULT_GATES
 from kueue_tas.webhook import cert_keeper
 from kueue_tas.webhook.cert_keeper import FileCerts, SecretCerts
 from kueue_tas.webhook.certs import RENEW_BEFORE, VALIDITY, ServingCert, issue, renewal_reason
-from kueue_tas.webhook.server import PATH, WebhookServer
+from kueue_tas.webhook.server import PATH, POD_GATE_PATH, WebhookServer
 
 NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
 HOSTS = ["kueue-tas-webhook.kueue-tas-system.svc", "127.0.0.1"]
@@ -142,6 +144,54 @@ async def test_before_the_caches_sync_reviews_are_allowed_and_counted_as_errors(
     assert 'kueue_tas_webhook_reviews_total{kind="Job",operation="CREATE",result="error"} 1.0' in metrics
 
 
+def pod_review(labels: dict[str, str], gates: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
+    if gates is not None:
+        spec["schedulingGates"] = gates
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "train-", "namespace": "team-a", "labels": labels},
+        "spec": spec,
+    }
+    body = review(pod)
+    body["request"]["kind"] = {"group": "", "version": "v1", "kind": "Pod"}
+    return body
+
+
+async def post_to(server: WebhookServer, ca_pem: bytes, path: str, body: Any) -> Any:
+    host, port = server.addresses[0]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"https://{host}:{port}{path}", json=body, ssl=client_context(ca_pem)) as resp,
+    ):
+        assert resp.status == 200
+        return await resp.json()
+
+
+async def test_a_pod_of_a_gated_podset_gets_our_gate_even_before_the_caches_sync(served: Any) -> None:
+    server, cert, caches = served
+    caches.is_synced = False  # the pod webhook needs no cache: it answers from the start
+    data = await post_to(server, cert.ca_pem, POD_GATE_PATH, pod_review({c.GATED_LABEL: "true"}, [{"name": "other"}]))
+    response = data["response"]
+    assert response["allowed"] is True and response["patchType"] == "JSONPatch"
+    ops = json.loads(base64.b64decode(response["patch"]))
+    assert ops == [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": c.SCHEDULING_GATE}}]
+    metrics = server.metrics.render()[0].decode()
+    assert 'kueue_tas_webhook_reviews_total{kind="Pod",operation="CREATE",result="gated"} 1.0' in metrics
+
+
+async def test_pods_not_ours_or_already_gated_are_left_as_they_are(served: Any) -> None:
+    server, cert, _ = served
+    for body in (
+        pod_review({}),
+        pod_review({c.GATED_LABEL: "false"}),
+        pod_review({c.GATED_LABEL: "true"}, [{"name": c.SCHEDULING_GATE}]),
+    ):
+        data = await post_to(server, cert.ca_pem, POD_GATE_PATH, body)
+        assert data["response"]["allowed"] is True and "patch" not in data["response"]
+
+
 async def test_a_body_that_is_not_a_review_gets_400(served: Any) -> None:
     server, cert, _ = served
     status, text = await post(server, cert.ca_pem, {"kind": "Pod"})
@@ -195,26 +245,35 @@ def test_renewal_when_a_host_is_not_named_or_the_key_is_another() -> None:
 
 
 class FakeApiServer:
-    """Secrets and one ValidatingWebhookConfiguration, with resourceVersions and conflicts."""
+    """Secrets and the two webhook configurations, with resourceVersions and conflicts."""
 
     def __init__(self) -> None:
         self.secret: dict[str, Any] | None = None
         self.version = 0
         self.writes = 0
         self.vwc: dict[str, Any] = {"webhooks": [{"name": "validate.kueue-tas.io", "clientConfig": {}}]}
+        self.mwc: dict[str, Any] | None = {"webhooks": [{"name": "gate.kueue-tas.io", "clientConfig": {}}]}
         self.patches: list[Any] = []
+        self.mwc_patches: list[Any] = []
         self.gate: asyncio.Event | None = None
 
     async def __call__(self, api: Any, method: str, path: str, *, body: Any = None, **kw: Any) -> dict[str, Any]:
-        if "validatingwebhookconfigurations" in path:
+        for kind, target, patches in (
+            ("validatingwebhookconfigurations", self.vwc, self.patches),
+            ("mutatingwebhookconfigurations", self.mwc, self.mwc_patches),
+        ):
+            if kind not in path:
+                continue
+            if target is None:
+                raise NotFound(f"{kind} not found")
             if method == "GET":
-                return self.vwc
-            self.patches.append(body)
+                return target
+            patches.append(body)
             for op in body:
                 if op["op"] == "add":
                     index = int(op["path"].split("/")[2])
-                    self.vwc["webhooks"][index]["clientConfig"]["caBundle"] = op["value"]
-            return self.vwc
+                    target["webhooks"][index]["clientConfig"]["caBundle"] = op["value"]
+            return target
         if method == "GET":
             if self.secret is None:
                 raise NotFound("secrets not found")
@@ -263,3 +322,19 @@ async def test_a_certificate_due_for_renewal_is_replaced_and_its_ca_published(mo
     assert fake.patches[0][0] == {"op": "test", "path": "/webhooks/0/name", "value": "validate.kueue-tas.io"}
     await renewing.publish()
     assert len(fake.patches) == 1  # the bundle is current: nothing written
+    # The pod webhook's configuration gets the same CA, once.
+    assert fake.mwc is not None and fake.mwc["webhooks"][0]["clientConfig"]["caBundle"] == base64.b64encode(ca).decode()
+    assert len(fake.mwc_patches) == 1
+    assert fake.mwc_patches[0][0] == {"op": "test", "path": "/webhooks/0/name", "value": "gate.kueue-tas.io"}
+
+
+async def test_a_missing_mutating_configuration_does_not_stop_the_validating_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeApiServer()
+    fake.mwc = None
+    monkeypatch.setattr(cert_keeper, "request_json", fake)
+    k = keeper()
+    await k.current()
+    await k.publish()
+    assert "caBundle" in fake.vwc["webhooks"][0]["clientConfig"] and len(fake.patches) == 1

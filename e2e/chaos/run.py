@@ -23,6 +23,7 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from e2e import procs
 from e2e import stack as st
 from e2e.chaos import evidence, faults, submit
 from e2e.chaos.job_backoff import JobBackoffs
@@ -36,6 +37,7 @@ from e2e.kube import Kube, as_body, eventually, new_api_client
 from e2e.monitor import Monitor
 from e2e.nodes import POOL_LABEL, NodePool
 from e2e.rbac import service_account_kubeconfig
+from e2e.webhooks import install_pod_gate, remove_pod_gate, webhook_env
 from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
 
 # A Ready entry write that got no answer (the apiserver restarted under it) leaves the entry
@@ -143,9 +145,15 @@ class ChaosRun:
             await relay.start()
             run_dir = Path(self.state.run_dir)
             kubeconfig = await _relay_kubeconfig(api, self.state, relay.port, run_dir / f"chaos-{self.rid}.kubeconfig")
-            group = ControllerGroup(kubeconfig, run_dir / "logs" / "kueue-tas-chaos", replicas=2)
+            # Both replicas serve the pod webhook on one port; its configuration goes in before
+            # they start, so the first to hold the certificate publishes the CA into it.
+            webhook_port = procs.free_port()
+            group = ControllerGroup(
+                kubeconfig, run_dir / "logs" / "kueue-tas-chaos", replicas=2, extra_env=webhook_env(webhook_port)
+            )
             while len(group.processes) < group.replicas:
                 group.add_process()
+            await install_pod_gate(api, webhook_port)
             self.log.write({"type": "controllers", "logs": [str(p.log_path) for p in group.processes]})
             await group.start()
             await kube.core.create_namespace(as_body({"metadata": {"name": self.namespace}}))
@@ -189,6 +197,7 @@ class ChaosRun:
                 faults.resume_all(rig)
             if group is not None:
                 group.kill_all()
+            await remove_pod_gate(api)  # failurePolicy Fail: nobody answers for it any more
             await relay.stop()
             if not self.result.ok:
                 await self._keep_evidence(kube, group)

@@ -59,6 +59,8 @@ WEBHOOK_CONFIGURATION = "kueue-tas"
 NAMED_NEEDED: list[tuple[str, str, str, str | None, str]] = [
     ("get", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None, WEBHOOK_CONFIGURATION),
     ("patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None, WEBHOOK_CONFIGURATION),
+    ("get", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", None, WEBHOOK_CONFIGURATION),
+    ("patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", None, WEBHOOK_CONFIGURATION),
     ("get", "", "secrets", LEASE_NS, WEBHOOK_CERT),
     ("update", "", "secrets", LEASE_NS, WEBHOOK_CERT),
     ("create", "", "secrets", LEASE_NS, ""),  # create cannot be limited by name
@@ -74,6 +76,7 @@ DENIED: list[tuple[str, str, str, str | None]] = [
     ("patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None),
     ("create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", None),
     ("patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", None),
+    ("create", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", None),
     ("create", KUEUE_GROUP, "localqueues", "NS"),
     ("create", "", "pods", "NS"),
     ("update", "", "pods", "NS"),

@@ -33,7 +33,8 @@ from e2e.kube import KUEUE_GROUP, KUEUE_VERSION, Kube, as_body, content_type, ev
 from e2e.nodes import BLOCK_LABEL, GPU, RACK_LABEL, NodePool, default_allocatable
 from e2e.paths import bin_dir
 from e2e.tests.admission_helpers import DECIDED
-from kueue_tas.api.constants import HOSTNAME_LABEL
+from e2e.webhooks import install_pod_gate, remove_pod_gate
+from kueue_tas.api.constants import GATED_LABEL, GATED_LABEL_VALUE, HOSTNAME_LABEL, SCHEDULING_GATE
 from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION
 from kueue_tas.webhook.certs import ServingCert, renewal_reason, service_hosts
 
@@ -84,6 +85,7 @@ async def webhook(
     await _delete_quietly(reg.delete_validating_webhook_configuration(CONFIGURATION))
     ports = [procs.free_port(), procs.free_port()]
     await reg.create_validating_webhook_configuration(as_body(configuration(ports[0])))
+    await install_pod_gate(api_client, ports[0])
     group = ControllerGroup(
         controller_kubeconfig,
         Path(cluster_state.kubeconfig).parent / "logs" / "kueue-tas",
@@ -98,6 +100,7 @@ async def webhook(
     finally:
         group.kill_all()
         await _delete_quietly(reg.delete_validating_webhook_configuration(CONFIGURATION))
+        await remove_pod_gate(api_client)
 
 
 async def small_stack(kube: Kube, namespace: str, unique: str, tas: ControllerGroup) -> st.TasStack:
@@ -151,6 +154,41 @@ async def test_the_controller_issues_its_certificate_and_publishes_its_ca(
     # Both replicas serve the one certificate (the second read the first's Secret).
     assert "webhook_certificate_issued" in "".join(p.log_text() for p in webhook.group.processes)
     assert sum("webhook_certificate_issued" in p.log_text() for p in webhook.group.processes) == 1
+
+
+async def test_a_new_pod_labelled_gated_gets_our_gate_from_the_pod_webhook(
+    webhook: Webhook, kube: Kube, namespace: str, api_client: client.ApiClient
+) -> None:
+    """What closes the late-stop race (chaos seeds 1209, 1213): a pod of a PodSet the ungater
+    places is gated at creation even when its Job's template lost our gate; other pods are not
+    touched. The CA reaches the pod webhook's configuration as it reaches the validating one."""
+    reg = client.AdmissionregistrationV1Api(api_client)
+
+    async def published() -> bool:
+        mwc = await reg.read_mutating_webhook_configuration(CONFIGURATION)
+        vwc = await reg.read_validating_webhook_configuration(CONFIGURATION)
+        bundle = mwc.webhooks[0].client_config.ca_bundle
+        return bundle is not None and bundle == vwc.webhooks[0].client_config.ca_bundle
+
+    await eventually("the pod webhook's caBundle holds the CA", published, timeout_s=30, interval_s=0.5)
+
+    def pod(name: str, labels: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "schedulingGates": [{"name": "example.com/other"}],
+                "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+            },
+        }
+
+    gated = await kube.core.create_namespaced_pod(namespace, as_body(pod("gated", {GATED_LABEL: GATED_LABEL_VALUE})))
+    assert [g.name for g in gated.spec.scheduling_gates] == ["example.com/other", SCHEDULING_GATE]
+    other = await kube.core.create_namespaced_pod(namespace, as_body(pod("other", {"app": "x"})))
+    assert [g.name for g in other.spec.scheduling_gates] == ["example.com/other"]
+    metrics = "".join(p.metrics() for p in webhook.group.processes if p.alive)
+    assert 'kueue_tas_webhook_reviews_total{kind="Pod",operation="CREATE",result="gated"} 1.0' in metrics
 
 
 async def test_kubectl_apply_of_a_malformed_job_is_refused_with_the_message(

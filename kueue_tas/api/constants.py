@@ -57,6 +57,10 @@ TOPOLOGY_ASSIGNMENT_ANNOTATION: Final = "kueue-tas.io/topology-assignment"
 # Labels we put on pods through the check's podSetUpdates.
 WORKLOAD_LABEL: Final = "kueue-tas.io/workload"
 PODSET_LABEL: Final = "kueue-tas.io/podset"
+# On the pods of a PodSet the ungater places (value "true"): the pod webhook gives every pod that
+# carries it our scheduling gate at creation, whatever became of the gate in the Job's template.
+GATED_LABEL: Final = "kueue-tas.io/gated"
+GATED_LABEL_VALUE: Final = "true"
 
 # --- Kueue names we read ----------------------------------------------------------------------
 

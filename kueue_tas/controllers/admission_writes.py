@@ -80,6 +80,11 @@ def check_entry(
             selector = p.node_selector(repairs)
             if selector:
                 update["nodeSelector"] = selector
+            if p.gated(repairs):
+                # Kueue merges podSetUpdates into the template at every start, so this label
+                # reaches the pods even when a late stop restored the template without our gate
+                # (chaos seeds 1209, 1213); the pod webhook gates what carries it.
+                update["labels"][c.GATED_LABEL] = c.GATED_LABEL_VALUE
             updates.append(update)
         if updates:
             entry["podSetUpdates"] = updates

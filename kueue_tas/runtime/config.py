@@ -102,9 +102,10 @@ class Settings(BaseSettings):
     retry_backoff_max_seconds: float = Field(default=600, gt=0)
     patch_concurrency: int = Field(default=32, ge=1, le=1024)
     # Workloads whose admission writes run at once (decisions themselves are one at a time).
-    # 1 until our gate survives Kueue's restore of a Job template (chaos seeds 1209, 1213: a
-    # stale stop of an earlier eviction, landing after a fast re-admission, removed the gate).
-    admission_workers: int = Field(default=1, ge=1, le=256)
+    # Safe above 1 because the pod webhook gates our pods at creation: a fast re-admission can
+    # meet a late Kueue stop that restores the Job template without our gate (chaos seeds 1209,
+    # 1213), and the template alone no longer decides whether a pod is gated.
+    admission_workers: int = Field(default=16, ge=1, le=256)
     # Client-side limit on the requests the controller starts (client-go's QPS and Burst, as
     # Kueue ships its own clientConnection): 0 turns it off.
     api_qps: float = Field(default=300, ge=0)

@@ -104,8 +104,8 @@ class Metrics:
         )
         self.webhook_reviews_total = Counter(
             "kueue_tas_webhook_reviews_total",
-            "Admission reviews answered by the validating webhook, by object kind, operation and result "
-            "(allowed, denied, error: could not judge, so allowed).",
+            "Admission reviews answered by the webhooks, by object kind, operation and result "
+            "(allowed, denied, error: could not judge, so allowed; gated: the pod webhook added our gate).",
             ["kind", "operation", "result"],
             registry=r,
         )

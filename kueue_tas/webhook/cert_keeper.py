@@ -4,13 +4,13 @@
   ``webhook_secret`` (namespace ``webhook_namespace``); the first replica to find it missing or
   due for renewal writes a new one (create, or update at the read resourceVersion), and one
   that loses the race reads the winner's, so the replicas always agree. Then the CA goes
-  into the ``caBundle`` of every webhook of the ValidatingWebhookConfiguration
+  into the ``caBundle`` of every webhook of the Validating- and MutatingWebhookConfiguration
   ``webhook_configuration`` (a JSON patch that tests each webhook's name first).
 - ``FileCerts``: another issuer (cert-manager) keeps ``tls.crt``/``tls.key`` in a directory
   and injects the CA itself.
 
 RBAC: get/update of that one Secret and create of Secrets in the controller's namespace only,
-get/patch of that one ValidatingWebhookConfiguration (manifests/base).
+get/patch of those two webhook configurations (manifests/base).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from kueue_tas.webhook.certs import (
 log = get_logger(__name__)
 
 VWC_PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+MWC_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 # Replicas racing to write the Secret settle within a few rounds; more means something else
 # keeps changing it.
 MAX_ROUNDS = 5
@@ -131,32 +132,30 @@ class SecretCerts:
         )
 
     async def publish(self) -> None:
-        """Write the CA into each webhook's caBundle where it differs; a configuration that is
-        not installed yet is left for the next round."""
+        """Write the CA into each webhook's caBundle where it differs, in the validating and the
+        mutating configuration of that name; one not installed yet is left for the next round."""
         if self._served is None:
             return
         bundle = _b64(self._served.ca_pem)
+        for path in (VWC_PATH, MWC_PATH):
+            await self._publish_into(f"{path}/{self.configuration}", bundle)
+
+    async def _publish_into(self, path: str, bundle: str) -> None:
         try:
-            vwc = await request_json(self.api, "GET", f"{VWC_PATH}/{self.configuration}")
+            configuration = await request_json(self.api, "GET", path)
         except NotFound:
-            log.warning("webhook_configuration_missing", name=self.configuration)
+            log.warning("webhook_configuration_missing", path=path)
             return
         ops: list[dict[str, Any]] = []
-        for i, hook in enumerate(vwc.get("webhooks") or []):
+        for i, hook in enumerate(configuration.get("webhooks") or []):
             if (hook.get("clientConfig") or {}).get("caBundle") == bundle:
                 continue
             ops.append({"op": "test", "path": f"/webhooks/{i}/name", "value": hook.get("name")})
             ops.append({"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle})
         if not ops:
             return
-        await request_json(
-            self.api,
-            "PATCH",
-            f"{VWC_PATH}/{self.configuration}",
-            body=ops,
-            content_type="application/json-patch+json",
-        )
-        log.info("webhook_ca_bundle_written", configuration=self.configuration, webhooks=len(ops) // 2)
+        await request_json(self.api, "PATCH", path, body=ops, content_type="application/json-patch+json")
+        log.info("webhook_ca_bundle_written", path=path, webhooks=len(ops) // 2)
 
 
 class FileCerts:

@@ -7,6 +7,8 @@ or denies with one message (every problem, ``; ``-joined) and carries the warnin
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -88,9 +90,13 @@ def judge(
     return review_create(obj, topologies_for(obj), prefix, gates)
 
 
-def answer(uid: str, verdict: Verdict) -> dict[str, Any]:
-    """The AdmissionReview response for ``verdict``."""
+def answer(uid: str, verdict: Verdict, patch: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The AdmissionReview response for ``verdict``; ``patch``: JSON patch operations a mutating
+    webhook applies to an allowed object."""
     response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
+    if patch and verdict.allowed:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(list(patch)).encode()).decode()
     if not verdict.allowed:
         message = "; ".join(verdict.problems)
         if len(message) > MAX_MESSAGE:

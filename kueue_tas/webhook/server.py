@@ -1,12 +1,15 @@
-"""The validating admission webhook: an HTTPS server every replica runs, leader or standby.
+"""The admission webhooks: an HTTPS server every replica runs, leader or standby.
 
-The apiserver sends an AdmissionReview for each Job, JobSet and Workload created or updated
+``/mutate-pod`` (``gate.kueue-tas.io``) gives our scheduling gate to each new pod labelled as
+one the ungater places (``pod_gate``; ``manifests/base/pod-gate-webhook.yaml``).
+``/validate`` (``validate.kueue-tas.io``) judges topology annotations: the apiserver sends an
+AdmissionReview for each Job, JobSet and Workload created or updated
 (``manifests/base/webhook.yaml``); the answer comes from ``review.judge`` with the Topologies
 the object's queue leads to. Those come from the webhook's own informers (Topologies,
 AdmissionChecks, ClusterQueues, LocalQueues: small objects), not the manager's: the manager
 runs only while leading, and a standby answers reviews too.
 
-``failurePolicy: Ignore``: the admitter refuses at decision time whatever the webhook missed,
+Its ``failurePolicy: Ignore``: the admitter refuses at decision time whatever the webhook missed,
 so a review that cannot be judged (caches not synced, an error) is allowed, counted as
 ``error`` and logged, never refused on a guess.
 """
@@ -21,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from kueue_tas.api import constants as c
 from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, LocalQueue, Topology
 from kueue_tas.capacity.creation_checks import TopologyView, Verdict, queue_of, queue_topologies
@@ -37,11 +41,13 @@ from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.webhook.cert_keeper import CertSource
 from kueue_tas.webhook.certs import CertificateError, load_chain, ssl_context
+from kueue_tas.webhook.pod_gate import gate_patch
 from kueue_tas.webhook.review import ReviewError, answer, judge, parse_review
 
 log = get_logger(__name__)
 
 PATH = "/validate"
+POD_GATE_PATH = "/mutate-pod"
 # How often the certificate is looked at again (renewal, a rotated Secret or files) and the
 # caBundle re-published (a re-applied manifest empties it).
 REFRESH_SECONDS = 60.0
@@ -126,6 +132,33 @@ class WebhookServer:
             log.info("webhook_denied", kind=kind, operation=operation, message="; ".join(verdict.problems))
         return web.json_response(answer(review.uid, verdict))
 
+    async def _gate_pod(self, request: web.Request) -> web.Response:
+        """``gate.kueue-tas.io``: our gate on each new pod of a PodSet the ungater places. Pure
+        and cache-free, so it answers from the first moment the server listens (the
+        configuration's ``failurePolicy: Fail`` makes those pods wait for an answer)."""
+        try:
+            review = parse_review(await request.json())
+        except (ReviewError, ValueError) as exc:
+            return web.Response(status=400, text=f"{exc}\n")
+        operation = review.operation or "unknown"
+        patch = (
+            gate_patch(review.obj, self.settings.scheduling_gate)
+            if operation == "CREATE" and review.kind == "Pod"
+            else []
+        )
+        self.metrics.webhook_reviews_total.labels(
+            review.kind or "unknown", operation, "gated" if patch else "allowed"
+        ).inc()
+        if patch:
+            meta = review.obj.get("metadata") or {}
+            log.info(
+                "webhook_pod_gated",
+                namespace=meta.get("namespace"),
+                name=meta.get("name") or meta.get("generateName"),
+                podset=(meta.get("labels") or {}).get(c.PODSET_LABEL),
+            )
+        return web.json_response(answer(review.uid, Verdict(), patch))
+
     def readiness(self) -> tuple[bool, str]:
         if self._runner is None:
             return False, "webhook not serving"
@@ -150,11 +183,16 @@ class WebhookServer:
         self._loaded = (cert, key)
         app = web.Application()
         app.router.add_post(PATH, self._validate)
+        app.router.add_post(POD_GATE_PATH, self._gate_pod)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         host, port = address
         try:
-            await web.TCPSite(runner, host=host, port=port, ssl_context=self._context, reuse_address=True).start()
+            # reuse_port: replicas on one host (the local cluster) share one address, so a
+            # configuration with one URL reaches whichever replica is alive.
+            await web.TCPSite(
+                runner, host=host, port=port, ssl_context=self._context, reuse_address=True, reuse_port=True
+            ).start()
         except OSError as exc:
             await runner.cleanup()
             reason = (exc.strerror or str(exc)).rsplit(": ", 1)[-1]
