@@ -19,9 +19,10 @@ import pytest
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.object_base import Condition
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.pod_counts import PodCounts
 from kueue_tas.cli.cluster_read import KueueConfig, TasConfig, tas_config
 from kueue_tas.cli.describe_build import describe_workload
-from kueue_tas.cli.describe_model import PodCounts, WorkloadDescription
+from kueue_tas.cli.describe_model import WorkloadDescription
 from kueue_tas.cli.describe_output import describe_json as json_document
 from kueue_tas.cli.describe_output import render_text, request_text
 from kueue_tas.cli.main import Command, build_parser, main, program_name

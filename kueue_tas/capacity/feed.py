@@ -16,6 +16,7 @@ from kueue_tas.capacity.daemonsets import DaemonSetSpec
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, pod_charge, pod_claim, workload_identity, workload_usage
 from kueue_tas.kube.slim import SlimPod
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import NodeInfo
 from kueue_tas.topology.slice_replacement import replaced_slice_ref
 
@@ -69,9 +70,10 @@ def capacity_from_lists(
     pods: Iterable[SlimPod],
     workloads: Iterable[Workload],
     daemonsets: Iterable[DaemonSetSpec] = (),
+    gates: FeatureGates = DEFAULT_GATES,
 ) -> LiveCapacity:
     """The model the controller would hold once its informers had synced these objects."""
-    capacity = LiveCapacity()
+    capacity = LiveCapacity(gates)
     capacity.set_flavors(specs)
     for node in nodes:
         capacity.upsert_node(node)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from types import MappingProxyType
 
 from kueue_tas.capacity.daemonsets import DaemonSetReservations, DaemonSetSpec, Pair
 from kueue_tas.capacity.pod_slots import OpenSlots, PodSlots, SlotCharge
@@ -85,6 +86,10 @@ class LiveCapacity:
             self._snapshots.clear()
             self._slots.node_relabelled(name)
             self._reserve(self._daemonsets.delete_node(name))
+
+    def nodes(self) -> Mapping[str, NodeInfo]:
+        """Every node fed in, by name, eligible or not (read-only: change nodes through upserts)."""
+        return MappingProxyType(self._nodes)
 
     def _node_labels(self, name: str) -> Mapping[str, str] | None:
         node = self._nodes.get(name)

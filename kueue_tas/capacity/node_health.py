@@ -35,7 +35,11 @@ from enum import StrEnum
 from typing import Final
 
 from kueue_tas.api import constants as c
+from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.rules import FlavorSpec
+from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.filters import taint_string, tolerates
+from kueue_tas.topology.inputs import tolerations
 from kueue_tas.topology.model import NodeInfo, Toleration
 
 LIFECYCLE_TAINTS: Final = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
@@ -197,3 +201,25 @@ def describe_failures(failures: Iterable[NodeFailure]) -> str:
     if len(items) == 1:
         return str(items[0])
     return "nodes " + ", ".join(f"{f.node} {f.detail}" for f in items)
+
+
+def podset_hosts(
+    wl: Workload, current: Mapping[str, TopologyAssignment], specs: Mapping[str, FlavorSpec]
+) -> list[PodSetHosts]:
+    """The hostname-level PodSets of ``current`` on a flavor of ``specs`` (their first such flavor)."""
+    out = []
+    for name, assignment in current.items():
+        ps, psa = wl.pod_set(name), wl.pod_set_assignment(name)
+        if ps is None or psa is None:
+            continue
+        spec = next((specs[f] for f in dict.fromkeys(psa.flavors.values()) if f in specs), None)
+        hosts = hostname_hosts(assignment.levels, (d.values for d in assignment.domains))
+        if spec is None or not hosts:
+            continue
+        template_spec = ps.template.get("spec") or {}
+        try:
+            own = tolerations(template_spec.get("tolerations"))
+        except ValueError:
+            own = ()  # a malformed toleration tolerates nothing
+        out.append(PodSetHosts(name, hosts, spec.levels, spec.node_labels, (*own, *spec.tolerations)))
+    return out

@@ -18,6 +18,11 @@ are the numbers the next admission decision starts from.
 in bytes, everything else in units, ``pods`` included); ``largest`` marks the domain with
 the most free ``resource`` on its level (the first in name order on a tie); ``message`` is
 empty unless the Topology has no flavor of ours.
+
+``--html FILE`` writes the topology map page instead (``kueue_tas.mapview``; '-' for stdout): the
+same capacity drawn as nested tiles, every workload our checks hold or wait for with its domains,
+and the why-not of a pending one; ``--resource`` colours it, ``--shape`` sets the pod shape of its
+free-slot summary.
 """
 
 from __future__ import annotations
@@ -27,17 +32,29 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kueue_tas.capacity.feed import capacity_from_lists
-from kueue_tas.cli.cluster_read import ClusterReadError, load_settings, read_for_capacity, run_read, tas_config
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.cli.cluster_read import (
+    ClusterReadError,
+    ClusterState,
+    load_settings,
+    read_for_capacity,
+    read_released_pods,
+    run_read,
+    tas_config,
+)
 from kueue_tas.cli.render import format_amount
 from kueue_tas.topology.capacity import saturating_total
 from kueue_tas.topology.free import leaf_free, level_sums
 from kueue_tas.topology.model import PODS
 from kueue_tas.topology.snapshot import TopologySnapshot
+
+if TYPE_CHECKING:
+    from kueue_tas.mapview.build import MapOptions
 
 GPU = "nvidia.com/gpu"
 BAR_WIDTH = 20
@@ -225,9 +242,25 @@ def capacity_json(topologies: Sequence[TopologyCapacity], depth: int | None = No
 
 
 def run(args: argparse.Namespace) -> int:
+    options = None
+    if getattr(args, "html", None) is not None:
+        from kueue_tas.cli.map_page import MapOptionError, map_options  # only the page needs them
+
+        try:
+            options = map_options(args.resource, args.shape)
+        except MapOptionError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     try:
         settings = load_settings(args.config, args.kubeconfig)
-        state = run_read(settings, lambda api: read_for_capacity(api, settings.annotation_prefix))
+
+        async def read(api: Any) -> ClusterState:
+            state = await read_for_capacity(api, settings.annotation_prefix)
+            if options is not None:  # the map counts our pods released but not bound per domain
+                state.pods.extend(await read_released_pods(api, settings.annotation_prefix))
+            return state
+
+        state = run_read(settings, read)
         tas = tas_config(state.config, settings.controller_name)
     except ClusterReadError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -242,6 +275,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         names = [args.topology]
     capacity = capacity_from_lists(tas.specs, tas.checks, state.nodes, state.pods, state.workloads, state.daemonsets)
+    if options is not None:
+        return _write_page(args, capacity, state, tas.check_flavors, options, settings.annotation_prefix)
     result = []
     for name in names:
         topo = state.config.topologies[name]
@@ -264,4 +299,40 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(result, color=sys.stdout.isatty(), depth=args.depth))
+    return 0
+
+
+def _write_page(
+    args: argparse.Namespace,
+    capacity: LiveCapacity,
+    state: ClusterState,
+    check_flavors: dict[str, set[str]],
+    options: MapOptions,
+    prefix: str,
+) -> int:
+    from kueue_tas.cli.map_page import capacity_page
+    from kueue_tas.mapview.model import map_hosts
+
+    title = "kueue-tas capacity" + (f": Topology {args.topology}" if args.topology else "")
+    page, model = capacity_page(
+        capacity,
+        state.workloads,
+        state.pods,
+        check_flavors,
+        options,
+        title=title,
+        topology=args.topology,
+        prefix=prefix,
+    )
+    if args.html == "-":
+        sys.stdout.write(page)
+        return 0
+    try:
+        with open(args.html, "w", encoding="utf-8") as out:
+            out.write(page)
+    except OSError as exc:
+        print(f"error: --html {args.html}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    nodes = sum(1 for f in model.flavors for _ in map_hosts(f))
+    print(f"wrote {args.html}: {len(model.flavors)} flavor(s), {nodes} node(s), {len(model.workloads)} workload(s)")
     return 0

@@ -43,6 +43,7 @@ SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/names
 # Only these pods can be charged to a node (see ``kueue_tas.capacity.rules.pod_charge``); asking the API
 # server for just them keeps a 100,000-pod cluster's read small without changing any number.
 CHARGEABLE_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+UNBOUND_PODS = "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed"
 
 
 class ClusterReadError(Exception):
@@ -251,6 +252,20 @@ async def read_workload_pods(api: k8s.ApiClient, wl: Workload, prefix: str) -> l
         slim_pod(raw, prefix=prefix)
         async for raw in _pages(
             f"pods in namespace {namespace}", k8s.CoreV1Api(api).list_namespaced_pod, namespace, label_selector=selector
+        )
+    ]
+
+
+async def read_released_pods(api: k8s.ApiClient, prefix: str) -> list[SlimPod]:
+    """Our workloads' pods not bound yet and not finished (gated, or released and pending): what
+    the map counts as pending per domain, besides the bound pods ``read_for_capacity`` reads."""
+    return [
+        slim_pod(raw, prefix=prefix)
+        async for raw in _pages(
+            "pods",
+            k8s.CoreV1Api(api).list_pod_for_all_namespaces,
+            label_selector=c.WORKLOAD_LABEL,
+            field_selector=UNBOUND_PODS,
         )
     ]
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.object_base import find_condition
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.pod_counts import domain_paths, podset_pod_counts
 from kueue_tas.capacity.rules import assignment_trusted
+from kueue_tas.capacity.trial_placement import PodSetTrial, trial_placement
 from kueue_tas.capacity.workload_health import workload_placement_problems
 from kueue_tas.cli.cluster_read import TasConfig
-from kueue_tas.cli.describe_domains import domain_paths, podset_pod_counts
 from kueue_tas.cli.describe_model import (
     SHOWN_CONDITIONS,
     CheckStatus,
@@ -25,6 +27,7 @@ from kueue_tas.cli.describe_reasons import why_unplaced
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import NodeInfo, TopologyRequest
 from kueue_tas.topology.placement_health import NodeIndex
 from kueue_tas.topology.request import TopologyRequestError, parse_template_topology_request
@@ -78,6 +81,12 @@ def event_view(raw: Mapping[str, Any]) -> EventView:
     )
 
 
+def wants_trial(wl: Workload, checks: Container[str]) -> bool:
+    """Whether a trial placement says more about ``wl``: it holds no assignment in force and is
+    neither finished nor deactivated."""
+    return not assignment_trusted(wl, checks) and not wl.is_finished and wl.spec.active is not False
+
+
 def describe_workload(
     wl: Workload,
     tas: TasConfig,
@@ -85,8 +94,12 @@ def describe_workload(
     pods: Iterable[SlimPod],
     prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
     events: Iterable[Mapping[str, Any]] = (),
+    capacity: LiveCapacity | None = None,
+    gates: FeatureGates = DEFAULT_GATES,
 ) -> WorkloadDescription:
-    """What ``describe workload`` shows, from plain objects (no I/O)."""
+    """What ``describe workload`` shows, from plain objects (no I/O). ``capacity``: the cluster's
+    capacity model (``wants_trial``), to tell where a PodSet with no assignment in force would
+    go now, or why not."""
     node_by_name = {n.name: n for n in nodes}
     by_hostname = {n.labels[HOSTNAME_LABEL]: n for n in node_by_name.values() if HOSTNAME_LABEL in n.labels}
     entries = {
@@ -107,6 +120,9 @@ def describe_workload(
             notes.append(f"annotation {c.TOPOLOGY_ASSIGNMENT_ANNOTATION} is malformed: {exc}")
 
     trusted = assignment_trusted(wl, tas.checks)
+    trials: dict[str, PodSetTrial] = {}
+    if capacity is not None and wants_trial(wl, tas.checks):
+        trials = {t.name: t for t in trial_placement(wl, capacity, tas.check_flavors, prefix, gates)}
     by_podset: dict[str, list[SlimPod]] = {}
     for pod in pods:
         by_podset.setdefault(pod.podset or pod.kueue_podset or "", []).append(pod)
@@ -157,6 +173,7 @@ def describe_workload(
                 domains=domains,
                 pods=counts,
                 message=message,
+                trial=trials.get(ps.name) if assignment is None else None,
             )
         )
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.object_base import Condition
+from kueue_tas.capacity.pod_counts import PodCounts
+from kueue_tas.capacity.trial_placement import PodSetTrial
 
 SHOWN_CONDITIONS = (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED, c.CONDITION_EVICTED, c.CONDITION_FINISHED)
 
@@ -19,17 +21,6 @@ class DomainStatus:
     assigned: int
     bound: int = 0
     pending: int = 0
-
-
-@dataclass
-class PodCounts:
-    total: int = 0
-    bound: int = 0
-    pending: int = 0
-    gated: int = 0
-    finished: int = 0
-    bound_elsewhere: int = 0
-    unplaced: int = 0
 
 
 @dataclass
@@ -45,6 +36,9 @@ class PodSetStatus:
     domains: list[DomainStatus] | None
     pods: PodCounts
     message: str
+    # With no assignment in force: placing it now on the cluster just read (``trial_placement``),
+    # where it would go or why not; None when not tried (admitted, finished, or not asked for).
+    trial: PodSetTrial | None = None
 
 
 @dataclass(frozen=True, slots=True)

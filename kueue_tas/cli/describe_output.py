@@ -7,8 +7,10 @@ from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.object_base import Condition
-from kueue_tas.cli.describe_model import SHOWN_CONDITIONS, PodCounts, PodSetStatus, WorkloadDescription
+from kueue_tas.capacity.pod_counts import PodCounts
+from kueue_tas.cli.describe_model import SHOWN_CONDITIONS, PodSetStatus, WorkloadDescription
 from kueue_tas.cli.render import domain_tree_lines
+from kueue_tas.topology.why_not import WhyNot
 
 ALWAYS_SHOWN = (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED)
 
@@ -63,6 +65,38 @@ def _pods_line(p: PodCounts) -> str:
     return f"pods: {p.total} ({', '.join(parts)})"
 
 
+def why_not_lines(w: WhyNot, called: Mapping[str, str]) -> list[str]:
+    """The numbers behind a "does not fit" message, as the topology map shows them."""
+    level = called.get(w.level, w.level)
+    unit = f"{w.unit}(s)"
+    where = "/".join(w.domain) or "none"
+    if w.one_domain:
+        fits = f"fits {w.fit} of {w.needed} {unit} in one domain of {level}; the best, {where}, holds {w.domain_fit}"
+    else:
+        fits = (
+            f"fits {w.fit} of {w.needed} {unit} over all domains of {level} together; "
+            f"the best single one, {where}, holds {w.domain_fit}"
+        )
+    ex = w.exclusions
+    reasons = ", ".join(f"{reason}: {n}" for reason, n in ex.reasons())
+    nodes = f"nodes: {ex.total_nodes} in the topology, {ex.excluded} excluded" + (f" ({reasons})" if reasons else "")
+    return [f"      {fits}", f"      {nodes}"]
+
+
+def trial_lines(ps: PodSetStatus) -> list[str]:
+    """What placing a PodSet with no assignment in force would do now."""
+    trial = ps.trial
+    if trial is None or trial.flavor is None:
+        return []
+    if trial.assignment is not None:
+        return [f"    placing it now: would fit, in {len(trial.assignment.domains)} domain(s)"]
+    if trial.why_not is not None:
+        return ["    why not (placing it now):", *why_not_lines(trial.why_not, ps.level_names)]
+    if trial.message:
+        return [f"    placing it now: {trial.message}"]
+    return []
+
+
 def render_text(d: WorkloadDescription) -> str:
     width = max([len("QuotaReserved"), *(len(f"Check {ch.name}") for ch in d.checks)]) + 2
     out = [f"Workload {d.namespace}/{d.name}"]
@@ -92,6 +126,8 @@ def render_text(d: WorkloadDescription) -> str:
             out.extend(_tree(ps))
         if ps.message:
             out.append(f"    {ps.message}")
+        if ps.trial is not None:
+            out.extend(trial_lines(ps))
     if d.events:
         out.append("  Events:")
         for e in d.events:
@@ -148,6 +184,7 @@ def describe_json(d: WorkloadDescription) -> dict[str, Any]:
                     "unplaced": ps.pods.unplaced,
                 },
                 "message": ps.message,
+                **({"whyNot": why_not_json(ps.trial.why_not)} if ps.trial and ps.trial.why_not else {}),
             }
             for ps in d.podsets
         ],
@@ -162,4 +199,21 @@ def describe_json(d: WorkloadDescription) -> dict[str, Any]:
             }
             for e in d.events
         ],
+    }
+
+
+def why_not_json(w: WhyNot) -> dict[str, Any]:
+    ex = w.exclusions
+    return {
+        "topology": w.topology,
+        "level": w.level,
+        "domain": list(w.domain),
+        "domainFit": w.domain_fit,
+        "fit": w.fit,
+        "needed": w.needed,
+        "unit": w.unit,
+        "oneDomain": w.one_domain,
+        "totalNodes": ex.total_nodes,
+        "excluded": ex.excluded,
+        "reasons": dict(ex.reasons()),
     }

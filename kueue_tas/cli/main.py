@@ -32,6 +32,18 @@ def _cluster_access(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG, ~/.kube/config)")
 
 
+def _map_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--resource",
+        help="-o html: resource the tiles are coloured by (default: the first extended resource, else cpu)",
+    )
+    p.add_argument(
+        "--shape",
+        metavar="RESOURCE=QTY[,...]",
+        help="-o html: pod shape of the free-slot summary (default: 8 of --resource if extended, else 1)",
+    )
+
+
 def _positive(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"{value!r}: must be a whole number >= 1")
@@ -83,7 +95,14 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
         help="YAML or JSON (multi-document, kind: List); '-' for stdin; repeatable",
     )
     p.add_argument("--flavor", help="flavor of PodSets whose Workload has no status.admission")
-    p.add_argument("-o", "--output", choices=("json", "yaml", "text"), default="text")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("json", "yaml", "text", "html"),
+        default="text",
+        help="html: the topology map page (one self-contained document) after the plan",
+    )
+    _map_options(p)
     p.add_argument(
         "--annotation-prefix",
         type=annotation_prefix,
@@ -135,10 +154,22 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
     )
     cap.add_argument("--topology", help="only this Topology")
     cap.add_argument(
-        "--resource", help="resource the bars show (default: nvidia.com/gpu when the nodes have it, else cpu)"
+        "--resource",
+        help="resource the bars show (default: nvidia.com/gpu when the nodes have it, else cpu); with --html, "
+        "the tiles' colour (default: the first extended resource, else cpu)",
     )
     cap.add_argument("--depth", type=_positive, metavar="N", help="show only the top N levels")
     cap.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    cap.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write the topology map page to FILE ('-': stdout) instead of the text or JSON view",
+    )
+    cap.add_argument(
+        "--shape",
+        metavar="RESOURCE=QTY[,...]",
+        help="pod shape of the map's free-slot summary (default: 8 of --resource if extended, else 1)",
+    )
     _cluster_access(cap)
     cap.set_defaults(func=Command("capacity"))
     return parser

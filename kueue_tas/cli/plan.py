@@ -51,6 +51,15 @@ def run(args: argparse.Namespace) -> int:
     except FeatureGateError as exc:
         print(f"error: --feature-gates: {exc}", file=sys.stderr)
         return 1
+    options = None
+    if args.output == "html":
+        from kueue_tas.cli.map_page import MapOptionError, map_options  # only html needs the page's modules
+
+        try:
+            options = map_options(args.resource, args.shape)
+        except MapOptionError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     try:
         objects, warnings = read_objects(args.files)
         for w in warnings:
@@ -59,7 +68,11 @@ def run(args: argparse.Namespace) -> int:
         plans = planner.run()
         for w in dict.fromkeys(planner.warnings):
             print(f"warning: {w}", file=sys.stderr)
-        if args.output == "text":
+        if options is not None:
+            from kueue_tas.cli.map_page import plan_page
+
+            text = plan_page(planner, plans, options, "kueue-tas plan: " + ", ".join(args.files))
+        elif args.output == "text":
             text = render_text(plans, planner)
         else:
             doc = plan_json(plans)

@@ -62,6 +62,7 @@ from kueue_tas.topology.plan_requests import template_path as _template_path
 from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
 from kueue_tas.topology.request_field import field_is_explicit
 from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.why_not import WhyNot
 from kueue_tas.topology.workload_domain import WorkloadTopology
 
 __all__ = ["Placeable", "PlanInputError", "Planner", "PodSetPlan", "WorkloadPlan", "describe"]
@@ -86,6 +87,7 @@ class PodSetPlan:
     # Both levels of a required + preferred request (kueue-tas's extension), shown by the text
     # view because the pair changes where pods go; None for every other request.
     required_preferred: tuple[str, str] | None = None
+    why_not: WhyNot | None = None  # the numbers of a "does not fit" message (the map shows them)
 
     @property
     def fits(self) -> bool:
@@ -372,7 +374,7 @@ class Planner:
                 if result is None or (result.assignment is None and not result.message):
                     ps_plan.message = NOT_PLACED
                     continue
-                ps_plan.assignment = result.assignment
+                ps_plan.assignment, ps_plan.why_not = result.assignment, result.why_not
                 ps_plan.message = result.message or (
                     wait_note(snap, request, result.assignment) if result.assignment else ""
                 )

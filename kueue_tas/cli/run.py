@@ -54,7 +54,7 @@ def register(manager: Manager, settings: Settings) -> None:
     gates = FeatureGates.from_mapping(settings.feature_gates)
     capacity = LiveCapacity(gates)
     cache = CapacityCache(capacity, informers, checks)
-    gauges = CapacityGauges(manager.metrics, capacity, max_levels=settings.metrics_domain_levels)
+    gauges = CapacityGauges.from_settings(manager.metrics, capacity, settings)
     rewrites = OurRewrites()
     decisions = DecisionContext(
         informers=informers,

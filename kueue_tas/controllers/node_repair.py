@@ -34,7 +34,14 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.capacity.node_health import NodeFailure, PodTermination, describe_failures, failed_nodes, node_serves
+from kueue_tas.capacity.node_health import (
+    NodeFailure,
+    PodTermination,
+    describe_failures,
+    failed_nodes,
+    node_serves,
+    podset_hosts,
+)
 from kueue_tas.capacity.rules import UsageEntry, assignment_trusted, workload_identity
 from kueue_tas.controllers.admission import WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.admission_writes import check_entry, entry_with_message, merged_annotation
@@ -48,7 +55,6 @@ from kueue_tas.controllers.repair_plan import (
     moved_summary,
     our_entry,
     pinned,
-    podset_hosts,
     ready_entry,
     with_old_record,
 )

@@ -22,35 +22,11 @@ from typing import Any
 
 from kueue_tas.api.workload import AdmissionCheckState, Workload
 from kueue_tas.capacity.assignment_record import record_suffix, record_text, repairing_suffix
-from kueue_tas.capacity.node_health import NodeFailure, PodSetHosts, describe_failures, hostname_hosts
-from kueue_tas.capacity.rules import FlavorSpec
+from kueue_tas.capacity.node_health import NodeFailure, describe_failures
 from kueue_tas.controllers.admission_writes import entry_with_message
 from kueue_tas.controllers.decide import CHECK_MESSAGE_LIMIT, PodSetPlacement
 from kueue_tas.controllers.health_note import note_of, with_note
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.inputs import tolerations
-
-
-def podset_hosts(
-    wl: Workload, current: Mapping[str, TopologyAssignment], specs: Mapping[str, FlavorSpec]
-) -> list[PodSetHosts]:
-    """The hostname-level PodSets of ``current`` on a flavor of ``specs`` (their first such flavor)."""
-    out = []
-    for name, assignment in current.items():
-        ps, psa = wl.pod_set(name), wl.pod_set_assignment(name)
-        if ps is None or psa is None:
-            continue
-        spec = next((specs[f] for f in dict.fromkeys(psa.flavors.values()) if f in specs), None)
-        hosts = hostname_hosts(assignment.levels, (d.values for d in assignment.domains))
-        if spec is None or not hosts:
-            continue
-        template_spec = ps.template.get("spec") or {}
-        try:
-            own = tolerations(template_spec.get("tolerations"))
-        except ValueError:
-            own = ()  # a malformed toleration tolerates nothing
-        out.append(PodSetHosts(name, hosts, spec.levels, spec.node_labels, (*own, *spec.tolerations)))
-    return out
 
 
 def our_entry(wl: Workload, checks: Iterable[str]) -> AdmissionCheckState | None:

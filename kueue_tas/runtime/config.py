@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from kueue_tas.api.constants import CONTROLLER_NAME, DEFAULT_ANNOTATION_PREFIX, SCHEDULING_GATE
+from kueue_tas.api.pod_shape import PodShape, PodShapeError, parse_pod_shape
 
 NodeFailurePolicy = Literal["Wait", "Requeue"]
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
@@ -141,6 +142,15 @@ class Settings(BaseSettings):
     # serving and logging
     # kueue_tas_domain_free for the top N topology levels only (0: every level, hosts included).
     metrics_domain_levels: int = Field(default=0, ge=0)
+    # kueue_tas_domain_free_slots / kueue_tas_free_domains: how many pods of each shape still fit.
+    # By default a whole 8-GPU node (the unit of multi-node training) and one GPU (how scattered
+    # the free GPUs are); on a flavor without GPUs their series read 0. Environment: shapes
+    # separated by ';' (a shape holds ',': "nvidia.com/gpu=8;nvidia.com/gpu=4,cpu=32").
+    free_slot_shapes: Annotated[tuple[str, ...], NoDecode] = ("nvidia.com/gpu=8", "nvidia.com/gpu=1")
+    # The levels (label keys or the Topology's level names) whose domains get a free-slot series
+    # each; unset: every level but kubernetes.io/hostname (one series per node and shape would
+    # be 10,000 per shape on a 10,000-node cluster). Free-domain counts cover every level.
+    free_slot_levels: Annotated[tuple[str, ...] | None, NoDecode] = None
     health_bind: str = ":8081"
     metrics_bind: str = ":8080"
     log_level: LogLevel = "info"
@@ -211,6 +221,37 @@ class Settings(BaseSettings):
         """``"127.0.0.1,localhost"`` (the environment's form) -> a tuple of names."""
         if isinstance(value, str):
             return tuple(h.strip() for h in value.split(",") if h.strip())
+        return value
+
+    @field_validator("free_slot_shapes", "free_slot_levels", mode="before")
+    @classmethod
+    def _split_lists(cls, value: Any, info: ValidationInfo) -> Any:
+        """The environment's form: shapes separated by ';', levels by ','."""
+        if isinstance(value, str):
+            sep = ";" if info.field_name == "free_slot_shapes" else ","
+            return tuple(part.strip() for part in value.split(sep) if part.strip())
+        return value
+
+    @field_validator("free_slot_shapes")
+    @classmethod
+    def _check_shapes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        texts: list[str] = []
+        for text in value:
+            try:
+                shape = parse_pod_shape(text)
+            except PodShapeError as exc:
+                raise ValueError(str(exc)) from None
+            if shape.text in texts:
+                raise ValueError(f"pod shape {shape.text!r} is listed twice")
+            texts.append(shape.text)
+        return tuple(texts)
+
+    @field_validator("free_slot_levels")
+    @classmethod
+    def _check_levels(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for level in value or ():
+            if not _is_qualified_name(level):
+                raise ValueError(f"{level!r} is not a level: expected a node label key or a level name")
         return value
 
     @field_validator("lease_namespace", "webhook_namespace", "webhook_service")
@@ -336,6 +377,10 @@ class Settings(BaseSettings):
 
     def webhook_address(self) -> tuple[str | None, int] | None:
         return parse_bind(self.webhook_bind)
+
+    def pod_shapes(self) -> tuple[PodShape, ...]:
+        """``free_slot_shapes`` read (each was checked when the settings were loaded)."""
+        return tuple(parse_pod_shape(text) for text in self.free_slot_shapes)
 
 
 def format_validation_error(err: ValidationError) -> str:

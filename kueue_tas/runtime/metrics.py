@@ -7,7 +7,7 @@ their own. ``render()`` gives the text exposition for ``/metrics``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Final, Literal
+from typing import Final, Generic, Literal, TypeVar
 
 import structlog
 from prometheus_client import (
@@ -33,6 +33,40 @@ DECISION_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 
 # (level, domain, resource) -> free amount
 DomainFree = Mapping[tuple[str, str, str], float]
+# (level, domain, shape) -> pods of the shape that fit; (level, shape) -> completely free domains
+DomainSlotCounts = Mapping[tuple[str, str, str], float]
+FreeDomainCounts = Mapping[tuple[str, str], float]
+
+
+_Labels = TypeVar("_Labels", bound=tuple[str, ...])
+
+
+class TopologySeries(Generic[_Labels]):
+    """The series of one gauge labelled (topology, flavor, ...), replaced a (topology, flavor)
+    at a time: series not in the new values are removed, so deleted domains do not linger, and
+    only changed values are written (a 10,000-node topology has tens of thousands of series,
+    most unchanged between updates)."""
+
+    def __init__(self, gauge: Gauge) -> None:
+        self.gauge = gauge
+        self._series: dict[tuple[str, str], dict[_Labels, float]] = {}
+
+    def replace(self, topology: str, flavor: str, values: Mapping[_Labels, float]) -> None:
+        key = (topology, flavor)
+        old = self._series.get(key, {})
+        for labels in old.keys() - values.keys():
+            self.gauge.remove(topology, flavor, *labels)
+        for labels, amount in values.items():
+            if old.get(labels) != amount:
+                self.gauge.labels(topology, flavor, *labels).set(amount)
+        if values:
+            self._series[key] = dict(values)
+        else:
+            self._series.pop(key, None)
+
+    def pairs(self) -> set[tuple[str, str]]:
+        """The (topology, flavor) pairs that have series now."""
+        return set(self._series)
 
 
 class Metrics:
@@ -58,6 +92,19 @@ class Metrics:
             "kueue_tas_domain_free",
             "Free capacity per topology domain and resource (Kueue units: cpu in millicores).",
             ["topology", "flavor", "level", "domain", "resource"],
+            registry=r,
+        )
+        self.domain_free_slots = Gauge(
+            "kueue_tas_domain_free_slots",
+            "Pods of each configured shape (free_slot_shapes) that still fit per topology domain, at the "
+            "levels free_slot_levels names: the sum over the domain's hosts of the pods fitting on each.",
+            ["topology", "flavor", "level", "domain", "shape"],
+            registry=r,
+        )
+        self.free_domains = Gauge(
+            "kueue_tas_free_domains",
+            "Domains per level where nothing running takes a slot of the shape (and there is at least one).",
+            ["topology", "flavor", "level", "shape"],
             registry=r,
         )
         self.informer_lag_seconds = Gauge(
@@ -109,7 +156,9 @@ class Metrics:
             ["kind", "operation", "result"],
             registry=r,
         )
-        self._domain_series: dict[tuple[str, str], dict[tuple[str, str, str], float]] = {}
+        self._domain_free: TopologySeries[tuple[str, str, str]] = TopologySeries(self.domain_free)
+        self._domain_slots: TopologySeries[tuple[str, str, str]] = TopologySeries(self.domain_free_slots)
+        self._free_domains: TopologySeries[tuple[str, str]] = TopologySeries(self.free_domains)
         self._collect_hooks: dict[str, Callable[[], None]] = {}
 
     # ---- helpers ---------------------------------------------------------------------------------
@@ -120,25 +169,23 @@ class Metrics:
         self.admissions_total.labels(outcome).inc()
 
     def set_domain_free(self, topology: str, flavor: str, values: DomainFree) -> None:
-        """Replace the free-capacity series of one (topology, flavor): series not in ``values``
-        are removed, so deleted domains do not linger. Only changed values are written (a
-        10,000-node topology has tens of thousands of series, most unchanged between updates)."""
-        key = (topology, flavor)
-        old = self._domain_series.get(key, {})
-        for level, domain, resource in old.keys() - values.keys():
-            self.domain_free.remove(topology, flavor, level, domain, resource)
-        for labels, amount in values.items():
-            if old.get(labels) != amount:
-                level, domain, resource = labels
-                self.domain_free.labels(topology, flavor, level, domain, resource).set(amount)
-        if values:
-            self._domain_series[key] = dict(values)
-        else:
-            self._domain_series.pop(key, None)
+        """Replace the free-capacity series of one (topology, flavor) (``TopologySeries``)."""
+        self._domain_free.replace(topology, flavor, values)
 
     def domain_free_keys(self) -> set[tuple[str, str]]:
         """The (topology, flavor) pairs that have free-capacity series now."""
-        return set(self._domain_series)
+        return self._domain_free.pairs()
+
+    def set_free_slots(
+        self, topology: str, flavor: str, slots: DomainSlotCounts, free_domains: FreeDomainCounts
+    ) -> None:
+        """Replace the free-slot series of one (topology, flavor); empty mappings drop them."""
+        self._domain_slots.replace(topology, flavor, slots)
+        self._free_domains.replace(topology, flavor, free_domains)
+
+    def free_slot_keys(self) -> set[tuple[str, str]]:
+        """The (topology, flavor) pairs that have free-slot series now."""
+        return self._domain_slots.pairs() | self._free_domains.pairs()
 
     def set_collect_hook(self, name: str, hook: Callable[[], None] | None) -> None:
         """Run ``hook`` before every ``render()`` (for gauges read at scrape time, e.g. a lag);
@@ -151,7 +198,7 @@ class Metrics:
     def clear_domain_free(self, topology: str, flavors: Iterable[str] | None = None) -> None:
         """Drop the series of a topology (all flavors, or only ``flavors``)."""
         wanted = None if flavors is None else set(flavors)
-        for t, f in list(self._domain_series):
+        for t, f in self._domain_free.pairs():
             if t == topology and (wanted is None or f in wanted):
                 self.set_domain_free(t, f, {})
 

@@ -35,6 +35,7 @@ from kueue_tas.topology.messages import ExclusionStats
 from kueue_tas.topology.model import SliceLayer
 from kueue_tas.topology.placement import PlacementFailure, children_of, greedy_take
 from kueue_tas.topology.tree import IntArray, TopologyTree
+from kueue_tas.topology.why_not import why_not
 
 Placed = list[tuple[int, int]]  # (leaf index, pod count)
 
@@ -70,7 +71,18 @@ def not_fit(run: Run, level: int, fit: int, needed: int) -> PlacementFailure:
     p = run.p
     if p.layers:
         return PlacementFailure(multi_layer_text(run, level))
-    return PlacementFailure(messages.not_fit_message(run.topology_name, fit, needed, p.slice_size, run.stats))
+    detail = why_not(
+        run.tree,
+        level,
+        run.st.slices[level],
+        topology_name=run.topology_name,
+        fit=fit,
+        needed=needed,
+        slice_size=p.slice_size,
+        one_domain=p.required,
+        stats=run.stats,
+    )
+    return PlacementFailure(detail.message(), detail)
 
 
 def multi_layer_text(run: Run, level: int) -> str:

@@ -26,12 +26,18 @@ from kueue_tas.topology.assignment import TopologyAssignment, domain_assignments
 from kueue_tas.topology.messages import ExclusionStats
 from kueue_tas.topology.model import HOSTNAME_LABEL, TopologyRequest
 from kueue_tas.topology.tree import IntArray, TopologyTree
+from kueue_tas.topology.why_not import WhyNot, why_not
 
 _INT64_MAX = np.iinfo(np.int64).max  # np.iinfo is slow to build; placements read it often
 
 
 class PlacementFailure(Exception):
-    """The PodSet cannot be placed; ``str(exc)`` is Kueue's failure text."""
+    """The PodSet cannot be placed; ``str(exc)`` is Kueue's failure text, and ``why_not`` its
+    numbers when it is a "does not fit" text (``why_not``)."""
+
+    def __init__(self, message: str, why_not: WhyNot | None = None) -> None:
+        super().__init__(message)
+        self.why_not = why_not
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,15 +292,40 @@ def find_level_with_fit_domains(
         return find_level_with_fit_domains(tree, counts, p, level - 1, topology_name, stats)
     if p.required:
         top = int(slices.min() if lfc else slices.max())  # the first of sortedDomains
-        raise PlacementFailure(messages.not_fit_message(topology_name, top, needed, p.slice_size, stats))
+        raise _not_fit(tree, level, slices, topology_name, top, needed, p, stats)
     ordered = sort_domains(counts, level, np.arange(n, dtype=np.int64), lfc)
     caps = slices[ordered]
     taken = greedy_take(caps, needed, best_fit=not lfc)
     if taken is None:
-        raise PlacementFailure(messages.not_fit_message(topology_name, int(caps.sum()), needed, p.slice_size, stats))
+        raise _not_fit(tree, level, slices, topology_name, int(caps.sum()), needed, p, stats)
     i, j, _ = taken
     chosen = np.concatenate([ordered[:i], ordered[j : j + 1]])
     return level, chosen
+
+
+def _not_fit(
+    tree: TopologyTree,
+    level: int,
+    slices: IntArray,
+    topology_name: str,
+    fit: int,
+    needed: int,
+    p: PlacementParams,
+    stats: ExclusionStats,
+) -> PlacementFailure:
+    """Kueue's "does not fit" failure, with its numbers (``why_not``)."""
+    detail = why_not(
+        tree,
+        level,
+        slices,
+        topology_name=topology_name,
+        fit=fit,
+        needed=needed,
+        slice_size=p.slice_size,
+        one_domain=p.required,
+        stats=stats,
+    )
+    return PlacementFailure(detail.message(), detail)
 
 
 def children_of(tree: TopologyTree, lvl: int, domains: Sequence[int] | IntArray) -> IntArray:

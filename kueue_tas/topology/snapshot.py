@@ -30,6 +30,7 @@ from kueue_tas.topology.podset_groups import PlacementGroup, group_podsets, orde
 from kueue_tas.topology.replacement import replace_nodes, touches
 from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.tree import TopologyTree
+from kueue_tas.topology.why_not import WhyNot
 from kueue_tas.topology.workload_domain import WorkloadTopology, place_in_one_domain, total_request
 
 _INT64_MAX = 2**63 - 1
@@ -214,9 +215,9 @@ class _Run:
         if charge is not None:
             self._charge(charge, ps.requests)
 
-    def _fail(self, indices: Iterable[int], message: str) -> None:
+    def _fail(self, indices: Iterable[int], message: str, why_not: WhyNot | None = None) -> None:
         for idx in indices:
-            self.got[idx] = PodSetResult(self.podsets[idx].name, None, message)
+            self.got[idx] = PodSetResult(self.podsets[idx].name, None, message, why_not)
 
     def _place_group(self, group: PlacementGroup) -> bool:
         podsets = self.podsets
@@ -226,7 +227,7 @@ class _Run:
                 self.snap, podsets[group.workers], leader, self.assumed, self.opts, limit=self.limit
             )
         except PlacementFailure as failure:
-            self._fail(group.members, str(failure))
+            self._fail(group.members, str(failure), failure.why_not)
             return False
         for idx in group.members:
             assignment = assignments.get(podsets[idx].name)
@@ -291,6 +292,6 @@ class _Run:
                 try:
                     merged, added = replace_nodes(snap, ps, cur, unhealthy, self.assumed, self.opts)
                 except PlacementFailure as failure:
-                    self._fail([idx], str(failure))
+                    self._fail([idx], str(failure), failure.why_not)
                     return
                 self._ok(idx, merged, added)

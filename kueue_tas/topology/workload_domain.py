@@ -222,4 +222,4 @@ def _within(
     where = tree.levels[lvl].values[d][-1]
     level = level_shown(tree.level_keys[lvl])
     text = f'not every PodSet fits in one domain of level "{level}"; in the roomiest, "{where}": {result.message}'
-    return PodSetResult(result.name, None, text)
+    return PodSetResult(result.name, None, text, result.why_not)

@@ -1,15 +1,29 @@
-"""The assignment tree of ``describe workload``: each assigned domain's path along the Topology's
-levels, and a PodSet's pods counted per assigned domain."""
+"""A PodSet's pods counted per assigned domain (bound, pending, gated, ...), and each assigned
+domain's path along the Topology's levels: what ``describe workload`` and the topology map
+(``kueue_tas.mapview``) show under an assignment."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
-from kueue_tas.cli.describe_model import PodCounts
 from kueue_tas.kube.slim import SlimPod
+
+__all__ = ["PodCounts", "SlimPod", "domain_paths", "podset_pod_counts"]
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.model import NodeInfo
+
+
+@dataclass
+class PodCounts:
+    total: int = 0
+    bound: int = 0
+    pending: int = 0
+    gated: int = 0
+    finished: int = 0
+    bound_elsewhere: int = 0
+    unplaced: int = 0
 
 
 def domain_paths(

@@ -1,0 +1,130 @@
+"""Where a Workload holding no assignment would be placed now, or why it would not: pure.
+
+``describe workload`` and the topology map (``kueue_tas.mapview``) show this for a pending
+Workload, so both give the same numbers. It reads each PodSet's request as the admitter does
+(``controllers/decide.py``: template annotations, else ``topologyRequest``; implied on a
+governed flavor), resolves level names, applies the Workload's own workload-wide constraint
+and runs one engine call per flavor on the live capacity, holding nothing. A PodSet that does
+not fit carries the engine's ``WhyNot``. Left out on purpose: patience for preferred (a fit is
+shown as a fit) and a workload-wide constraint written only on the Job (the admitter reads
+the owner; this reads the Workload).
+
+The flavor of a PodSet: the one Kueue's admission gives it; without one (no quota reserved, or
+released after a Retry), the one flavor our checks listed on the Workload govern; else none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.quantity import QuantityError
+from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.workload_scope import workload_scope
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
+from kueue_tas.topology.inputs import podset_request, requests_topology
+from kueue_tas.topology.level_names import resolve_request
+from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.request import TopologyRequestError
+from kueue_tas.topology.why_not import WhyNot
+
+NO_FLAVOR = "no flavor yet: Kueue has not reserved quota for it"
+NOT_TRIED = "not tried: an earlier PodSet of this workload does not fit"
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetTrial:
+    name: str
+    count: int
+    flavor: str | None
+    topology: str | None = None
+    assignment: TopologyAssignment | None = None  # where it would go now
+    message: str = ""  # why it would not (the engine's text), or why it was not tried
+    why_not: WhyNot | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.assignment is not None
+
+
+def trial_flavor(wl: Workload, podset: str, check_flavors: Mapping[str, Collection[str]]) -> str | None:
+    """The TAS flavor a PodSet is (or would be) placed on, see the module's note; None: unknown
+    or not ours. ``check_flavors``: each of our checks -> the flavors it governs."""
+    governed = {f for flavors in check_flavors.values() for f in flavors}
+    psa = wl.pod_set_assignment(podset)
+    if psa is not None and psa.flavors:
+        return next((f for f in dict.fromkeys(psa.flavors.values()) if f in governed), None)
+    listed = {f for st in wl.status.admission_checks for f in check_flavors.get(st.name, ())}
+    return next(iter(listed)) if len(listed) == 1 else None
+
+
+def trial_placement(
+    wl: Workload,
+    capacity: LiveCapacity,
+    check_flavors: Mapping[str, Collection[str]],
+    prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
+    gates: FeatureGates = DEFAULT_GATES,
+) -> list[PodSetTrial]:
+    """One trial per PodSet of ``wl`` (spec order); PodSets on no flavor of ours get a message."""
+    trials: dict[str, PodSetTrial] = {}
+    groups: dict[str, list[PodSetRequest]] = {}
+    for ps in wl.spec.pod_sets:
+        psa = wl.pod_set_assignment(ps.name)
+        count = psa.count if psa is not None and psa.count is not None else ps.count
+        flavor = trial_flavor(wl, ps.name, check_flavors)
+        snap = capacity.snapshot(flavor) if flavor is not None else None
+        if flavor is None or snap is None:
+            trials[ps.name] = PodSetTrial(ps.name, count, flavor, message=NO_FLAVOR if flavor is None else "")
+            continue
+        try:
+            implied = not requests_topology(ps.template, ps.topology_request, prefix)
+            request = podset_request(
+                ps.name,
+                count,
+                ps.template,
+                prefix=prefix,
+                implied=implied,
+                gates=gates,
+                topology_field=ps.topology_request,
+            )
+        except (TopologyRequestError, QuantityError) as exc:
+            problem = "; ".join(exc.errors) if isinstance(exc, TopologyRequestError) else str(exc)
+            trials[ps.name] = PodSetTrial(ps.name, count, flavor, snap.topology_name, message=problem)
+            continue
+        groups.setdefault(flavor, []).append(resolve_request(request, snap.levels, snap.level_names))
+        trials[ps.name] = PodSetTrial(ps.name, count, flavor, snap.topology_name)
+    scope = workload_scope(wl.metadata.annotations, groups, capacity, prefix)
+    if isinstance(scope, str):
+        for requests in groups.values():
+            for r in requests:
+                trials[r.name] = _with(trials[r.name], message=scope)
+        return [trials[ps.name] for ps in wl.spec.pod_sets]
+    failed = False
+    for flavor, requests in groups.items():
+        snap = capacity.snapshot(flavor)
+        assert snap is not None  # checked above
+        results = [] if failed else snap.place(requests, gates=gates, workload=scope)
+        by_name = {r.name: r for r in results}
+        for request in requests:
+            result = by_name.get(request.name)
+            if result is None or (result.assignment is None and not result.message):
+                trials[request.name] = _with(trials[request.name], message=NOT_TRIED)
+                continue
+            trials[request.name] = _with(
+                trials[request.name], assignment=result.assignment, message=result.message, why_not=result.why_not
+            )
+            failed = failed or result.assignment is None
+    return [trials[ps.name] for ps in wl.spec.pod_sets]
+
+
+def _with(
+    trial: PodSetTrial,
+    *,
+    assignment: TopologyAssignment | None = None,
+    message: str = "",
+    why_not: WhyNot | None = None,
+) -> PodSetTrial:
+    return PodSetTrial(trial.name, trial.count, trial.flavor, trial.topology, assignment, message, why_not)
