@@ -55,6 +55,14 @@ class ControllerProcess:
     metrics_port: int
     proc: subprocess.Popen[bytes] | None = None
     log_offset: int = 0  # where this run's output starts in the (appended) log file
+    map_port: int | None = None  # the topology map's port, when the group serves it
+
+    @property
+    def map_url(self) -> str:
+        """The topology map this replica serves (``ControllerGroup(map_server=True)``)."""
+        if self.map_port is None:
+            raise RuntimeError(f"controller {self.identity_prefix} does not serve the topology map")
+        return f"http://127.0.0.1:{self.map_port}/"
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -124,6 +132,7 @@ class ControllerGroup:
     replicas: int = 2
     leader_election: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)
+    map_server: bool = False  # serve the topology map, each replica on a port of its own
     group_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     processes: list[ControllerProcess] = field(default_factory=list)
 
@@ -136,7 +145,7 @@ class ControllerGroup:
     def lease_name(self) -> str:
         return f"kueue-tas-e2e-{self.group_id}"
 
-    def _env(self, identity: str, health: int, metrics: int) -> dict[str, str]:
+    def _env(self, identity: str, health: int, metrics: int, map_port: int | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUEUE_TAS_")}
         env.update(
             {
@@ -161,6 +170,8 @@ class ControllerGroup:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if map_port is not None:
+            env["KUEUE_TAS_MAP_BIND"] = f"127.0.0.1:{map_port}"
         for var in ("NO_PROXY", "no_proxy"):
             hosts = [h for h in env.get(var, "").split(",") if h]
             env[var] = ",".join(dict.fromkeys([*hosts, "127.0.0.1", "localhost"]))
@@ -171,8 +182,14 @@ class ControllerGroup:
         i = len(self.processes)
         identity = f"e2e-{self.group_id}-{i}"
         health, metrics = procs.free_port(), procs.free_port()
+        map_port = procs.free_port() if self.map_server else None
         p = ControllerProcess(
-            identity, self._env(identity, health, metrics), self.log_dir / f"{identity}.log", health, metrics
+            identity,
+            self._env(identity, health, metrics, map_port),
+            self.log_dir / f"{identity}.log",
+            health,
+            metrics,
+            map_port=map_port,
         )
         self.processes.append(p)
         return p
@@ -204,7 +221,8 @@ class ControllerGroup:
                 if attempt == attempts - 1 or "address already in use" not in p.log_text():
                     raise
             p.health_port, p.metrics_port = procs.free_port(), procs.free_port()
-            p.env = self._env(p.identity_prefix, p.health_port, p.metrics_port)
+            p.map_port = procs.free_port() if self.map_server else None
+            p.env = self._env(p.identity_prefix, p.health_port, p.metrics_port, p.map_port)
             p.start()
 
     def stop(self) -> None:

@@ -5,8 +5,9 @@ nodes, applies ``manifests/samples`` (Topology, ResourceFlavor, AdmissionCheck, 
 LocalQueue), starts ``kueue-tas run`` under the ServiceAccount RBAC of ``manifests/base``
 (recorded in the cluster state, so ``make down`` stops it too), submits the sample Job and
 JobSet, waits until every pod is bound, checks that each domain got exactly its assigned
-count, and prints ``kueue-tas describe`` and ``kueue-tas capacity``. The controller keeps
-running afterwards: submit your own annotated Jobs to LocalQueue ``default/gpu``.
+count, and prints ``kueue-tas describe`` and ``kueue-tas capacity``, then the URL of the topology
+map the controller serves (``map_bind``, on here). The controller keeps running afterwards:
+submit your own annotated Jobs to LocalQueue ``default/gpu``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import asyncio
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +50,7 @@ PLURALS = {
 }
 WORKLOAD_KINDS = ("Job", "JobSet")
 CONTROLLER_PROC = "kueue-tas"
+MAP_PORT = "kueue_tas_map"  # in the cluster state's ports
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 
 
@@ -109,13 +113,15 @@ def start_kueue_tas_controller(state: State, rest: Rest, names: DemoObjects) -> 
     else:
         if current is not None:
             state.procs.remove(current)
-        health, metrics = procs.free_port(), procs.free_port()
+        health, metrics, topology_map = procs.free_port(), procs.free_port(), procs.free_port()
         env = dict(os.environ)
         env.update(
             {
                 "KUEUE_TAS_KUBECONFIG": _controller_kubeconfig(state),
                 "KUEUE_TAS_HEALTH_BIND": f"127.0.0.1:{health}",
                 "KUEUE_TAS_METRICS_BIND": f"127.0.0.1:{metrics}",
+                "KUEUE_TAS_MAP_BIND": f"127.0.0.1:{topology_map}",
+                "KUEUE_TAS_MAP_REFRESH_SECONDS": "10",
                 "POD_NAME": "kueue-tas-demo",
                 "NO_PROXY": "127.0.0.1,localhost",
                 "PYTHONPATH": str(REPO),
@@ -126,6 +132,7 @@ def start_kueue_tas_controller(state: State, rest: Rest, names: DemoObjects) -> 
         state.procs.append(current)
         state.save()
         state.ports["kueue_tas_health"], state.ports["kueue_tas_metrics"] = health, metrics
+        state.ports[MAP_PORT] = topology_map
         state.save()
         log(f"kueue-tas started (pid {current.pid}, health :{health}, metrics :{metrics}, log {current.log})")
     ac_path = f"/apis/{KUEUE_API}/admissionchecks/{names.admission_check}"
@@ -137,7 +144,24 @@ def start_kueue_tas_controller(state: State, rest: Rest, names: DemoObjects) -> 
         return any(c["type"] == "Active" and c["status"] == "True" for c in conds)
 
     wait_for(f"AdmissionCheck {names.admission_check} Active", active, 90)
+    url = map_url(state)
+    if url is not None:
+        wait_for(f"the topology map at {url}", lambda: _http_ok(url), 60)
     return current
+
+
+def map_url(state: State) -> str | None:
+    """The topology map of the demo's controller; None when it was started without one."""
+    port = state.ports.get(MAP_PORT)
+    return None if port is None else f"http://127.0.0.1:{port}/"
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return int(resp.status) == 200
+    except (OSError, urllib.error.URLError):
+        return False
 
 
 def _workload_of(rest: Rest, ns: str, kind: str, name: str) -> dict[str, Any] | None:
@@ -221,6 +245,12 @@ def show(state: State, argv: list[str]) -> None:
 
 def usage_text(state: State, pool: NodePool, names: DemoObjects) -> str:
     ctl = state.proc(CONTROLLER_PROC)
+    url = map_url(state)
+    topology_map = (
+        f"Topology map (every node, each workload's domains, why a pending one does not fit): {url}"
+        if url
+        else "Topology map: off in the running controller (an older demo started it): make down && make demo"
+    )
     return f"""
 kueue-tas is running beside Kueue on {pool.size} kwok nodes ({pool.blocks} blocks x {pool.racks_per_block} racks x \
 {pool.hosts_per_rack} hosts, {pool.allocatable[GPU]} GPUs each; levels {", ".join(pool.level_labels())}).
@@ -233,6 +263,8 @@ Submit your own Job to LocalQueue '{names.namespace}/{names.local_queue}' with t
 (see manifests/samples/job.yaml), then:
   .venv/bin/kueue-tas describe workload --for-job <job> -n {names.namespace}
   .venv/bin/kueue-tas capacity --topology {names.topology}
+
+{topology_map}
 
 Controller log: {ctl.log if ctl else "?"}     Cluster logs: {state.log_dir}
 Status: python -m e2e.cluster status          Stop everything: make down
@@ -261,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
             show(state, ["describe", "workload", wl["metadata"]["name"], "-n", names.namespace])
     show(state, ["capacity", "--topology", names.topology, "--depth", "2"])
     print(usage_text(state, DEMO_POOL, names))
+    url = map_url(state)
+    if url is not None:
+        log(f"topology map: {url}")
     return 0
 
 

@@ -8,9 +8,11 @@ count its own assumed capacity against it (and overwrite Ready with Retry).
 
 from __future__ import annotations
 
+from typing import Any
+
 import builders as mk
 import pytest
-from admission_harness import CHECK, Harness, harness, wire, workload
+from admission_harness import CHECK, RACK, Harness, harness, wire, workload
 
 from kueue_tas.api import constants as c
 from kueue_tas.controllers.admission import WRITE_OBSERVE_TIMEOUT_SECONDS
@@ -100,3 +102,45 @@ async def test_a_configuration_change_looks_at_every_workload_again() -> None:
     assert len(h.admission.queue) == 0  # our check is not known yet
     h.informers.checks.handle_event("ADDED", mk.admission_check(CHECK, None, c.CONTROLLER_NAME, resource_version="1"))
     assert len(h.admission.queue) == 1
+
+
+def retries(h: Harness) -> dict[str, float]:
+    return {
+        reason: float(h.metrics.retries_total.labels(reason)._value.get())
+        for reason in ("no_topology", "does_not_fit", "preferred_wait")
+    }
+
+
+def ten_gpus(name: str, **kw: Any) -> dict[str, Any]:
+    """Like the harness's ``wl``, under another name, with ten one-GPU pods (a rack holds 16)."""
+    return mk.workload(
+        name,
+        10,
+        {"kueue-tas.io/podset-required-topology": RACK},
+        namespace="ns",
+        uid=f"uid-{name}",
+        resource_version=kw.pop("resource_version", "5"),
+        queue=None,
+        admitted_flavor="gpu",
+        check=CHECK,
+        check_state=kw.pop("check_state", "Pending"),
+        conditions=[mk.condition("QuotaReserved", reason="QuotaReserved", message="")],
+        **kw,
+    )
+
+
+async def test_retries_are_counted_by_reason() -> None:
+    """``kueue_tas_retries_total{reason}`` (the dashboard's "retries by reason"): a workload that
+    fits an empty rack but neither rack as used now is a does_not_fit, and only that."""
+    h = harness()
+    for name in ("a", "b", "c"):
+        h.informers.workloads.handle_event("ADDED", ten_gpus(name))
+        await h.admission.reconcile(f"ns/{name}")
+        if name != "c":  # Ready comes back: 10 of a rack's 16 GPUs taken, one rack each
+            ann = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: h.writes.annotations[-1]}
+            h.informers.workloads.handle_event(
+                "MODIFIED", ten_gpus(name, check_state="Ready", workload_annotations=ann, resource_version="7")
+            )
+            await h.admission.reconcile(f"ns/{name}")
+    assert [e["state"] for e in h.writes.checks] == ["Ready", "Ready", "Retry"]
+    assert retries(h) == {"no_topology": 0, "does_not_fit": 1, "preferred_wait": 0}

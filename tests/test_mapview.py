@@ -249,8 +249,12 @@ def test_self_contained_with_optional_refresh() -> None:
     assert not doc.find_all("link") and all("src" not in s.attrs for s in doc.find_all("script"))
     assert "http://" not in text and "https://" not in text
     assert not doc.find_all("meta", http_equiv="refresh")
+    assert "data-refresh" not in doc.find("body").attrs
     refreshed = parse_page(render_map(scene.model(), title="map", refresh_seconds=30))
-    assert refreshed.find("meta", http_equiv="refresh").attrs["content"] == "30"
+    # The script reloads (keeping the selection's #wl=); the meta refresh is for pages without one.
+    assert refreshed.find("body").attrs["data-refresh"] == "30"
+    meta = refreshed.find("meta", http_equiv="refresh")
+    assert meta.attrs["content"] == "30" and meta.parent is not None and meta.parent.tag == "noscript"
 
 
 def test_a_resource_no_node_has_is_said_once() -> None:

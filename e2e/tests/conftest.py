@@ -149,11 +149,12 @@ def _log_dir(cluster_state: State) -> Path:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def tas(controller_kubeconfig: str, cluster_state: State) -> AsyncIterator[ControllerGroup]:
-    """kueue-tas as deployed: two replicas with leader election, under the manifests' RBAC.
+    """kueue-tas as deployed: two replicas with leader election, under the manifests' RBAC, each
+    also serving the topology map (``process.map_url``; off in the manifests).
 
     Shared by the tests that do not kill it; create AdmissionChecks with ``tas.controller_name``.
     """
-    group = ControllerGroup(controller_kubeconfig, _log_dir(cluster_state), replicas=2)
+    group = ControllerGroup(controller_kubeconfig, _log_dir(cluster_state), replicas=2, map_server=True)
     await group.start()
     try:
         yield group

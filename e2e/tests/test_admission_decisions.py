@@ -20,6 +20,7 @@ from e2e.kube import KUEUE_GROUP, KUEUE_VERSION, Kube, condition, eventually
 from e2e.nodes import GPU, RACK_LABEL
 from e2e.pods import GATE, PODSET_LABEL, WORKLOAD_LABEL, pods_of
 from e2e.tests.admission_helpers import DECIDED, HOST_GPUS, entry_of, hosts, small_pool, wait_event
+from kueue_tas.api.constants import GATED_LABEL as GATED
 from kueue_tas.api.constants import HOSTNAME_LABEL
 
 
@@ -52,7 +53,7 @@ async def test_required_rack_fits_annotation_entry_gate_event_and_pods(
     assert {racks[h] for h in placed} == {next(racks[h] for h in placed)}  # one rack
     assert len(placed) == 2 and all(n <= HOST_GPUS for n in placed.values())  # 12 GPUs need two hosts
     update = workloads.pod_set_updates(entry)["main"]
-    assert update["labels"] == {WORKLOAD_LABEL: big["metadata"]["uid"], PODSET_LABEL: "main"}
+    assert update["labels"] == {WORKLOAD_LABEL: big["metadata"]["uid"], PODSET_LABEL: "main", GATED: "true"}
     assert not update.get("nodeSelector")  # several domains: the ungater pins each pod
     assert GATE in await jobs.job_gates(kube, namespace, "big")
     event = await wait_event(kube, big, "TopologyAssigned")
@@ -67,7 +68,7 @@ async def test_required_rack_fits_annotation_entry_gate_event_and_pods(
     # One host, yet gated: a pin in podSetUpdates could never follow a node repair (Kueue keeps
     # podSetUpdates unchanged while admitted), so the ungater pins these pods too, as Kueue's does.
     assert not update.get("nodeSelector")
-    assert update["labels"] == {WORKLOAD_LABEL: small["metadata"]["uid"], PODSET_LABEL: "main"}
+    assert update["labels"] == {WORKLOAD_LABEL: small["metadata"]["uid"], PODSET_LABEL: "main", GATED: "true"}
     assert GATE in await jobs.job_gates(kube, namespace, "small")
     assert sum(placed[h] for h in placed if h == host) + count <= HOST_GPUS
 
@@ -159,7 +160,7 @@ async def test_jobset_two_replicated_jobs_each_placed_and_gated(
     # Both gated, the one-host leader too (so a node repair can move it): no pin in podSetUpdates.
     assert not updates["leader"].get("nodeSelector") and not updates["workers"].get("nodeSelector")
     for name in ("leader", "workers"):
-        assert updates[name]["labels"] == {WORKLOAD_LABEL: wl["metadata"]["uid"], PODSET_LABEL: name}
+        assert updates[name]["labels"] == {WORKLOAD_LABEL: wl["metadata"]["uid"], PODSET_LABEL: name, GATED: "true"}
     assert await jobs.jobset_gates(kube, namespace, "js") == {"leader": [GATE], "workers": [GATE]}
     await workloads.wait_admitted(kube, s, "js", owner_kind="JobSet")
     leader_pods = await bound_pods(kube, namespace, "js-leader-0", 1)  # JobSet names its Jobs <js>-<job>-<i>

@@ -245,6 +245,20 @@ class LiveCapacity:
         """The workload one of whose slots this bound pod fills; None if it fills none."""
         return self._slots.slot_filled_by(pod_key)
 
+    def copy_for_reading(self) -> LiveCapacity:
+        """What a reader sees now (flavors, nodes, a copy of each flavor's snapshot), apart from
+        this model, so that another thread can read it while events keep changing this one (the
+        controller's topology map). For reading only: it holds no pods or workloads, so nothing
+        may be fed to it. Stale snapshots are built first, here."""
+        out = LiveCapacity(self.gates, snapshot_class=self.snapshot_class)
+        out._flavors = dict(self._flavors)
+        out._nodes = dict(self._nodes)
+        for flavor in self._flavors:
+            snap = self.snapshot(flavor)
+            if snap is not None:
+                out._snapshots[flavor] = snap.copy()
+        return out
+
     def snapshot(self, flavor: str) -> TopologySnapshot | None:
         """The flavor's current snapshot (built on demand); None for a flavor we do not govern."""
         snap = self._snapshots.get(flavor)

@@ -25,7 +25,7 @@ from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.mapview.build import MapOptions, build_map
 from kueue_tas.mapview.model import MapModel
 from kueue_tas.mapview.render import render_map
-from kueue_tas.mapview.workloads import PlannedWorkload, WorkloadInputs
+from kueue_tas.mapview.workloads import DEFAULT_GRACE_SECONDS, PlannedWorkload, WorkloadInputs
 from kueue_tas.topology.features import FeatureGates
 
 
@@ -51,8 +51,9 @@ def _model(
     prefix: str,
     gates: FeatureGates,
     planned: list[PlannedWorkload] | None = None,
+    grace: float = DEFAULT_GRACE_SECONDS,
 ) -> MapModel:
-    inputs = WorkloadInputs(capacity, check_flavors, now=datetime.now(UTC), prefix=prefix, gates=gates)
+    inputs = WorkloadInputs(capacity, check_flavors, now=datetime.now(UTC), grace=grace, prefix=prefix, gates=gates)
     return build_map(capacity, workloads, pods, inputs, options, planned or [])
 
 
@@ -127,6 +128,29 @@ def _slim_pods(planner: Planner) -> list[SlimPod]:
 # --- capacity -----------------------------------------------------------------------------------
 
 
+def capacity_model(
+    capacity: LiveCapacity,
+    workloads: Iterable[Workload],
+    pods: Iterable[SlimPod],
+    check_flavors: Mapping[str, Collection[str]],
+    options: MapOptions,
+    *,
+    topology: str | None = None,
+    prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
+    gates: FeatureGates | None = None,
+    grace: float = DEFAULT_GRACE_SECONDS,
+) -> MapModel:
+    """The map of a capacity model as the controller holds it (``capacity --html`` reads one from
+    the cluster, the controller serves its own); ``topology``: only that Topology's flavors;
+    ``grace``: how long a node is NotReady before it counts as failed."""
+    model = _model(
+        capacity, workloads, pods, check_flavors, options, prefix=prefix, gates=gates or capacity.gates, grace=grace
+    )
+    if topology is not None:
+        model = replace(model, flavors=tuple(f for f in model.flavors if f.topology == topology))
+    return model
+
+
 def capacity_page(
     capacity: LiveCapacity,
     workloads: Iterable[Workload],
@@ -140,7 +164,7 @@ def capacity_page(
     gates: FeatureGates | None = None,
 ) -> tuple[str, MapModel]:
     """(the page, its model); ``topology``: draw only that Topology's flavors."""
-    model = _model(capacity, workloads, pods, check_flavors, options, prefix=prefix, gates=gates or capacity.gates)
-    if topology is not None:
-        model = replace(model, flavors=tuple(f for f in model.flavors if f.topology == topology))
+    model = capacity_model(
+        capacity, workloads, pods, check_flavors, options, topology=topology, prefix=prefix, gates=gates
+    )
     return render_map(model, title=title), model

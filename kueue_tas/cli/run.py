@@ -3,7 +3,8 @@
 One Manager owns the API client and the shared informers; the reconcilers registered on it
 (workload admission, AdmissionCheck status, assignment guard, node repair, ungater, topology
 health, stray pods, capacity gauges) run while this process holds the leader Lease. The
-admission webhook, when on, serves in every replica (``kueue_tas.webhook``).
+admission webhook, when on, serves in every replica (``kueue_tas.webhook``), and so does the
+topology map (``map_bind``: ``map_server``, from the live model on the leader).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import argparse
 import asyncio
 import signal
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -44,10 +46,22 @@ from kueue_tas.webhook.certs import CertificateError, service_hosts
 from kueue_tas.webhook.server import WATCHES as WEBHOOK_WATCHES
 from kueue_tas.webhook.server import QueueCaches, WebhookServer
 
+if TYPE_CHECKING:
+    from kueue_tas.cli.map_server import MapServer
+
 log = structlog.get_logger(__name__)
 
 
-def register(manager: Manager, settings: Settings) -> None:
+@dataclass(frozen=True, slots=True)
+class LiveState:
+    """What the leader's reconcilers keep that the topology map reads (``map_server``)."""
+
+    capacity: LiveCapacity
+    informers: SharedInformers
+    cache: CapacityCache
+
+
+def register(manager: Manager, settings: Settings) -> LiveState:
     """Every reconciler of the controller, wired onto ``manager``'s shared informers."""
     informers = SharedInformers.register(manager, settings.annotation_prefix)
     checks = OurChecks(informers.checks.store, settings.controller_name)
@@ -120,6 +134,7 @@ def register(manager: Manager, settings: Settings) -> None:
     manager.add("ungater", ungater.run)
     manager.add("stray-pods", strays.run)
     manager.add("topology-health", health.run)
+    return LiveState(capacity, informers, cache)
 
 
 def webhook_server(api: Any, settings: Settings, metrics: Metrics) -> WebhookServer | None:
@@ -142,15 +157,43 @@ def webhook_server(api: Any, settings: Settings, metrics: Metrics) -> WebhookSer
     return WebhookServer(settings, certs, caches, metrics, FeatureGates.from_mapping(settings.feature_gates))
 
 
+def map_server(
+    api: Any, settings: Settings, manager: Manager, live: LiveState, elector: LeaderElector
+) -> MapServer | None:
+    """The topology map when ``map_bind`` turns it on: from the live model while this replica
+    leads with synced informers, else from a cluster read (``map_sources``)."""
+    if settings.map_address() is None:
+        return None
+    from kueue_tas.cli.map_server import MapServer
+    from kueue_tas.cli.map_sources import LiveSource, ReadSource, cluster_reader
+
+    source = LiveSource(
+        live.capacity,
+        live.informers.workloads.store.values,
+        live.informers.pod_store.values,
+        live.cache.check_flavors,
+        lambda: elector.is_leader,
+        settings,
+    )
+    manager.on_synced(source.mark_synced)  # registered after the capacity's resync: runs after it
+    read = ReadSource(
+        cluster_reader(api, settings.annotation_prefix), settings, FeatureGates.from_mapping(settings.feature_gates)
+    )
+    return MapServer(
+        settings.map_bind, read, source, replica=elector.identity, refresh_seconds=settings.map_refresh_seconds
+    )
+
+
 async def serve(settings: Settings) -> int:
     webhook_on = settings.webhook_address() is not None
     api = await connect(settings, watches=8 + (WEBHOOK_WATCHES if webhook_on else 0))
     metrics = Metrics()
     manager = Manager(api, settings, metrics)
-    register(manager, settings)
+    live = register(manager, settings)
     health = HealthServer(settings, metrics)
     webhook = webhook_server(api, settings, metrics)
     elector = LeaderElector(api, settings)
+    topology_map = map_server(api, settings, manager, live, elector)
 
     def informers_synced() -> CheckResult:
         if elector.enabled and not elector.is_leader:
@@ -165,16 +208,18 @@ async def serve(settings: Settings) -> int:
         await health.start()
         if webhook is not None:
             await webhook.start()
+        if topology_map is not None:
+            await topology_map.start()
     except BindError as exc:
         log.error("cannot_listen", error=str(exc))
         print(f"error: invalid kueue-tas settings: {exc}", file=sys.stderr)
-        await health.stop()
+        await _stop(health, webhook, topology_map)
         await api.close()
         return 1
     except CertificateError as exc:
         log.error("webhook_certificate_failed", error=str(exc))
         print(f"error: {exc}", file=sys.stderr)
-        await health.stop()
+        await _stop(health, webhook, topology_map)
         await api.close()
         return 1
 
@@ -193,10 +238,16 @@ async def serve(settings: Settings) -> int:
         log.info("shutting_down")
         return 0
     finally:
-        if webhook is not None:
-            await webhook.stop()
-        await health.stop()
+        await _stop(health, webhook, topology_map)
         await api.close()
+
+
+async def _stop(health: HealthServer, webhook: WebhookServer | None, topology_map: MapServer | None) -> None:
+    if topology_map is not None:
+        await topology_map.stop()
+    if webhook is not None:
+        await webhook.stop()
+    await health.stop()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -342,6 +342,8 @@ class WorkloadAdmission:
             # message check above stops it from being written twice instead.
             self._awaiting_write[key] = self._ctx.clock() + WRITE_OBSERVE_TIMEOUT_SECONDS
             self._ctx.metrics.record_admission(_OUTCOME_METRIC[decision.outcome])
+            if decision.outcome is Outcome.RETRY and decision.reason:
+                self._ctx.metrics.record_retry(decision.reason)
         kind: Literal["Normal", "Warning"] = "Normal" if decision.outcome is Outcome.READY else "Warning"
         await workload_event(self._ctx.events, wl, kind, _OUTCOME_REASON[decision.outcome], decision.message)
         log.info(

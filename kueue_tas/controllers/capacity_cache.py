@@ -47,6 +47,10 @@ class CapacityCache:
         """The flavors our check ``check`` governs (empty for a check we do not know)."""
         return set(self._check_flavors.get(check, ()))
 
+    def check_flavors(self) -> dict[str, set[str]]:
+        """Every check of ours -> the flavors it governs, as of the last configuration change."""
+        return {check: set(flavors) for check, flavors in self._check_flavors.items()}
+
     def resync(self) -> None:
         """Recompute the TAS flavors from the configuration, then every Workload's usage."""
         checks = self._checks.by_name()

@@ -96,6 +96,8 @@ class Decision:
     placements: list[PodSetPlacement] = field(default_factory=list)
     wait_started: datetime | None = None
     retry_after: float | None = None
+    # Why a Retry (``RETRY_REASONS``), for ``kueue_tas_retries_total``.
+    reason: str = ""
 
     def usage(self) -> tuple[UsageEntry, ...]:
         return tuple(UsageEntry(p.flavor, p.assignment, p.per_pod, p.name) for p in self.placements)
@@ -259,7 +261,9 @@ def decide(
             return Decision(Outcome.REJECTED, _shortened(f'PodSet "{name}": {exc}'))
         snap = capacity.snapshot(flavor)
         if snap is None:
-            return Decision(Outcome.RETRY, f'PodSet "{name}": flavor "{flavor}" has no usable Topology yet')
+            return Decision(
+                Outcome.RETRY, f'PodSet "{name}": flavor "{flavor}" has no usable Topology yet', reason="no_topology"
+            )
         request = resolve_request(request, snap.levels, snap.level_names)
         rejection = _level_rejection(request, snap, from_field, prefix)
         if rejection is not None:
@@ -309,7 +313,7 @@ def decide(
                     Outcome.REJECTED,
                     f'PodSet "{never_failed.name}" can never fit, {where}: {never_failed.message}',
                 )
-            return Decision(Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}')
+            return Decision(Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}', reason="does_not_fit")
         for request, result in zip(requests, results, strict=True):
             assert result.assignment is not None
             held = (
@@ -323,6 +327,7 @@ def decide(
                     held.message(snap.level_names.called(held.level)),
                     wait_started=wait_started or now,
                     retry_after=(held.until - now).total_seconds() if now is not None else None,
+                    reason="preferred_wait",
                 )
             placements.append(PodSetPlacement(request.name, flavor, result.assignment, dict(request.requests)))
     if not placements:

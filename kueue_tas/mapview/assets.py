@@ -30,6 +30,7 @@ CSS: Final = """
 body{font:13px/1.35 system-ui,sans-serif;margin:0;color:#222;background:#fafafa}
 header{padding:8px 12px;background:#263238;color:#fff;display:flex;gap:16px;align-items:center;flex-wrap:wrap}
 header h1{font-size:16px;margin:0}
+#map-source{margin:0;font-size:11px;color:#cfd8dc}
 #layout{display:flex;align-items:flex-start}
 #side{width:300px;flex:none;padding:8px;position:sticky;top:0;max-height:100vh;overflow:auto}
 #maps{flex:1;padding:8px;min-width:0}
@@ -61,6 +62,8 @@ border-bottom-color:transparent}
 .hl[data-count]::after{content:attr(data-count);position:absolute;left:0;top:-13px;font-size:10px;background:#1565c0;
 color:#fff;padding:0 2px;border-radius:2px}
 .d.hl[data-count]{position:relative}
+.h.hl[data-count]::after{top:-1px;left:-1px;width:12px;line-height:12px;padding:0;font-size:9px;font-weight:bold;
+text-align:center;background:none;color:#000;text-shadow:0 0 2px #fff,0 0 2px #fff}
 #tip{position:fixed;pointer-events:none;background:#263238;color:#fff;padding:4px 6px;border-radius:3px;font-size:11px;
 white-space:pre;z-index:10}
 table{border-collapse:collapse;margin:4px 0}
@@ -221,6 +224,8 @@ list.addEventListener("keydown", function (ev) {
   if (li && (ev.key === "Enter" || ev.key === " ")) { ev.preventDefault(); select(li.getAttribute("data-workload")); }
 });
 if (location.hash.indexOf("#wl=") === 0) select(decodeURIComponent(location.hash.slice(4)));
+var refresh = Number(document.body.getAttribute("data-refresh") || 0);
+if (refresh > 0) setTimeout(function () { location.reload(); }, refresh * 1000);
 window.kueueTasMap = {select: select, clear: clear};
 })();
 """

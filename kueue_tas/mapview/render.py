@@ -36,16 +36,22 @@ from kueue_tas.mapview.panels import (
 )
 
 
-def render_map(model: MapModel, *, title: str, refresh_seconds: int | None = None) -> str:
-    """The page. ``refresh_seconds``: reload that often (the selection survives in the URL)."""
+def render_map(model: MapModel, *, title: str, refresh_seconds: int | None = None, source: str | None = None) -> str:
+    """The page. ``refresh_seconds``: reload that often (the selection survives in the URL);
+    ``source``: where the numbers come from and when, shown under the title."""
     out: list[str] = [
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
     ]
+    body = "<body>"
     if refresh_seconds is not None and refresh_seconds > 0:
-        out.append(f'<meta http-equiv="refresh" content="{int(refresh_seconds)}">')
-    out.append(f"<title>{escape(title)}</title><style>{CSS}</style></head><body>")
-    out.append(f"<header><h1>{escape(title)}</h1>{_resource_picker(model)}{legend(model)}</header>")
+        # The script reloads the page's current URL, the selection's #wl= included; a meta
+        # refresh would go back to the URL the page was loaded from. Without a script, it does.
+        out.append(f'<noscript><meta http-equiv="refresh" content="{int(refresh_seconds)}"></noscript>')
+        body = f'<body data-refresh="{int(refresh_seconds)}">'
+    out.append(f"<title>{escape(title)}</title><style>{CSS}</style></head>{body}")
+    origin = f'<p id="map-source">{escape(source)}</p>' if source else ""
+    out.append(f"<header><h1>{escape(title)}</h1>{origin}{_resource_picker(model)}{legend(model)}</header>")
     # The selected workload's section sits above the list, so a long list never hides it.
     out.append('<div id="layout"><aside id="side"><div id="wl-detail-panel">')
     out.extend(workload_panel(w, model) for w in model.workloads)

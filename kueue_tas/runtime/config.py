@@ -170,6 +170,12 @@ class Settings(BaseSettings):
     webhook_service: str = "kueue-tas-webhook"
     webhook_hosts: Annotated[tuple[str, ...], NoDecode] = ()
 
+    # The topology map page (read-only HTML, served by every replica: the leader from its live
+    # model, a standby from a cluster read kept a few seconds). "0": off. The page reloads
+    # itself every map_refresh_seconds (0: never).
+    map_bind: str = "0"
+    map_refresh_seconds: int = Field(default=30, ge=0, le=3600)
+
     # API server access; None = in-cluster service account, else $KUBECONFIG / ~/.kube/config
     kubeconfig: Path | None = None
 
@@ -261,7 +267,7 @@ class Settings(BaseSettings):
             raise ValueError("must be a DNS label (lowercase letters, digits, '-')")
         return value
 
-    @field_validator("health_bind", "metrics_bind", "webhook_bind")
+    @field_validator("health_bind", "metrics_bind", "webhook_bind", "map_bind")
     @classmethod
     def _check_bind(cls, value: str) -> str:
         parse_bind(value)
@@ -377,6 +383,9 @@ class Settings(BaseSettings):
 
     def webhook_address(self) -> tuple[str | None, int] | None:
         return parse_bind(self.webhook_bind)
+
+    def map_address(self) -> tuple[str | None, int] | None:
+        return parse_bind(self.map_bind)
 
     def pod_shapes(self) -> tuple[PodShape, ...]:
         """``free_slot_shapes`` read (each was checked when the settings were loaded)."""

@@ -26,6 +26,9 @@ _disable_created_metrics: Callable[[], None] = disable_created_metrics
 
 AdmissionOutcome = Literal["ready", "retry", "rejected", "error"]
 OUTCOMES: Final[tuple[AdmissionOutcome, ...]] = ("ready", "retry", "rejected", "error")
+# Why the admitter answered Retry: the flavor's Topology is not usable yet, the workload does not
+# fit now, or it is held for its preferred level (patience).
+RETRY_REASONS: Final[tuple[str, ...]] = ("no_topology", "does_not_fit", "preferred_wait")
 
 RepairOutcome = Literal["done", "impossible"]
 REPAIR_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -82,6 +85,14 @@ class Metrics:
         )
         for outcome in OUTCOMES:
             self.admissions_total.labels(outcome)  # export zeros
+        self.retries_total = Counter(
+            "kueue_tas_retries_total",
+            "Retry decisions by reason (no_topology, does_not_fit, preferred_wait).",
+            ["reason"],
+            registry=r,
+        )
+        for reason in RETRY_REASONS:
+            self.retries_total.labels(reason)
         self.decision_seconds = Histogram(
             "kueue_tas_decision_seconds",
             "Time to compute a workload's topology assignment.",
@@ -167,6 +178,11 @@ class Metrics:
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown admission outcome {outcome!r} (one of {', '.join(OUTCOMES)})")
         self.admissions_total.labels(outcome).inc()
+
+    def record_retry(self, reason: str) -> None:
+        if reason not in RETRY_REASONS:
+            raise ValueError(f"unknown retry reason {reason!r} (one of {', '.join(RETRY_REASONS)})")
+        self.retries_total.labels(reason).inc()
 
     def set_domain_free(self, topology: str, flavor: str, values: DomainFree) -> None:
         """Replace the free-capacity series of one (topology, flavor) (``TopologySeries``)."""

@@ -70,6 +70,16 @@ class CapacityMatrix:
             self._exact[(_FREE, leaf, col)] = value
         self._rebuild_left()
 
+    def copy(self) -> CapacityMatrix:
+        """The same numbers in arrays of its own, over the same (never changing) tree."""
+        out = CapacityMatrix.__new__(CapacityMatrix)
+        out.tree = self.tree
+        out.columns = dict(self.columns)
+        out.alloc, out.free, out.tas = self.alloc.copy(), self.free.copy(), self.tas.copy()
+        out._exact = dict(self._exact)
+        out._left = self._left.copy()
+        return out
+
     def _rebuild_left(self) -> None:
         # ``free - tas``, one row per resource, kept current by every change: a placement
         # then reads its resources' rows without subtracting (or copying) whole matrices.

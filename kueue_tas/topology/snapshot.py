@@ -77,6 +77,13 @@ class TopologySnapshot:
     def levels(self) -> tuple[str, ...]:
         return self.tree.level_keys
 
+    def copy(self) -> TopologySnapshot:
+        """A snapshot that later usage changes of this one leave alone (the tree is shared: it
+        never changes once built)."""
+        return type(self)(
+            self.topology_name, self.tree, self.capacity.copy(), self.flavor_tolerations, self.level_names
+        )
+
     def add_non_tas_usage(self, node_name: str, usage: ResourceMap, sign: int = 1) -> None:
         """Charge a bound non-TAS pod's usage (its requests plus ``pods: 1``) to a node by name
         (``sign=-1`` releases it)."""
