@@ -27,7 +27,7 @@ from kueue_tas.cli.map_server import SOURCE_HEADER, MapServer
 from kueue_tas.cli.map_sources import LIVE_MAX_AGE, READ_MAX_AGE, LiveSource, ReadSource
 from kueue_tas.cli.run import LiveState, map_server, register
 from kueue_tas.runtime.config import ConfigError, Settings
-from kueue_tas.runtime.health import BindError
+from kueue_tas.runtime.listen import BindError
 from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
 

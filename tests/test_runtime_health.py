@@ -5,7 +5,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from kueue_tas.runtime.config import Settings
-from kueue_tas.runtime.health import BindError, HealthServer, leader_election_check
+from kueue_tas.runtime.health import HealthServer, leader_election_check
+from kueue_tas.runtime.listen import BindError
 from kueue_tas.runtime.metrics import Metrics
 
 

@@ -15,7 +15,6 @@ build answers 500 with one line and is logged; it never ends the controller.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from kueue_tas.cli.map_sources import MapSource
 from kueue_tas.mapview.model import MapModel, map_hosts
 from kueue_tas.mapview.render import render_map
 from kueue_tas.runtime.config import parse_bind
-from kueue_tas.runtime.health import BindError
+from kueue_tas.runtime.listen import BindError, listen, runner_addresses, stop_runner
 
 log = structlog.get_logger(__name__)
 
@@ -166,25 +165,20 @@ class MapServer:
         await runner.setup()
         host, port = addr
         try:
-            await web.TCPSite(runner, host=host, port=port, reuse_address=True).start()
-        except OSError as exc:
+            await listen(runner, "map_bind", self.bind, host, port)
+        except BindError:
             await runner.cleanup()
-            reason = (exc.strerror or str(exc)).rsplit(": ", 1)[-1]
-            raise BindError(f"map_bind {self.bind!r}: cannot listen on {host or '*'}:{port}: {reason}") from exc
+            raise
         self._runner = runner
         log.info("map_server_started", addresses=[f"{h}:{p}" for h, p in self.addresses])
 
     @property
     def addresses(self) -> list[tuple[str, int]]:
-        if self._runner is None:
-            return []
-        return [(str(a[0]), int(a[1])) for a in self._runner.addresses if isinstance(a, tuple) and len(a) >= 2]
+        return runner_addresses(self._runner)
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
-        if runner is not None:
-            with contextlib.suppress(Exception):
-                await runner.cleanup()
+        await stop_runner(runner)
 
 
 def _model_json(build: MapBuild, replica: str) -> bytes:

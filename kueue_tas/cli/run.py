@@ -35,8 +35,9 @@ from kueue_tas.controllers.ungate_writes import KubePodPatcher
 from kueue_tas.controllers.ungater import Ungater
 from kueue_tas.controllers.workload_annotations import KubeOwnerReader, WorkloadAnnotations
 from kueue_tas.runtime.config import ConfigError, Settings
-from kueue_tas.runtime.health import BindError, CheckResult, HealthServer, leader_election_check
+from kueue_tas.runtime.health import CheckResult, HealthServer, leader_election_check
 from kueue_tas.runtime.leader import LeaderElectionLost, LeaderElector
+from kueue_tas.runtime.listen import BindError
 from kueue_tas.runtime.logging import configure_logging
 from kueue_tas.runtime.manager import Manager, connect
 from kueue_tas.runtime.metrics import Metrics

@@ -12,13 +12,13 @@ are equal; ``"0"`` turns an address off).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Protocol
 
 from aiohttp import web
 
 from kueue_tas.runtime.config import Settings, parse_bind
+from kueue_tas.runtime.listen import listen, runner_addresses, stop_runner
 from kueue_tas.runtime.logging import get_logger
 from kueue_tas.runtime.metrics import Metrics
 
@@ -57,10 +57,6 @@ def _run_checks(checks: dict[str, Check]) -> tuple[bool, list[str]]:
         suffix = f": {detail}" if detail else ""
         lines.append(f"[+]{name} ok{suffix}" if ok else f"[-]{name} failed{suffix}")
     return ok_all, lines
-
-
-class BindError(OSError):
-    """The health or metrics address cannot be listened on; the message names the setting."""
 
 
 class HealthServer:
@@ -131,12 +127,7 @@ class HealthServer:
                     continue
                 seen.add(addr)
                 host, port = addr
-                try:
-                    await web.TCPSite(runner, host=host, port=port, reuse_address=True).start()
-                except OSError as exc:  # taken, not ours to use, or no such interface
-                    where = f"{host or '*'}:{port}"
-                    reason = (exc.strerror or str(exc)).rsplit(": ", 1)[-1]  # asyncio repeats the address
-                    raise BindError(f"{setting} {bind!r}: cannot listen on {where}: {reason}") from exc
+                await listen(runner, setting, bind, host, port)
         except BaseException:
             await runner.cleanup()
             raise
@@ -146,16 +137,8 @@ class HealthServer:
     @property
     def addresses(self) -> list[tuple[str, int]]:
         """Actually bound (host, port) pairs (useful with port 0)."""
-        if self._runner is None:
-            return []
-        out = []
-        for a in self._runner.addresses:
-            if isinstance(a, tuple) and len(a) >= 2:
-                out.append((str(a[0]), int(a[1])))
-        return out
+        return runner_addresses(self._runner)
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
-        if runner is not None:
-            with contextlib.suppress(Exception):
-                await runner.cleanup()
+        await stop_runner(runner)

@@ -35,7 +35,7 @@ from kueue_tas.kube.errors import ApiError
 from kueue_tas.kube.informer import Informer
 from kueue_tas.kube.stores import object_key
 from kueue_tas.runtime.config import Settings, parse_bind
-from kueue_tas.runtime.health import BindError
+from kueue_tas.runtime.listen import BindError, listen, runner_addresses, stop_runner
 from kueue_tas.runtime.logging import get_logger
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import FeatureGates
@@ -190,15 +190,18 @@ class WebhookServer:
         try:
             # reuse_port: replicas on one host (the local cluster) share one address, so a
             # configuration with one URL reaches whichever replica is alive.
-            await web.TCPSite(
-                runner, host=host, port=port, ssl_context=self._context, reuse_address=True, reuse_port=True
-            ).start()
-        except OSError as exc:
+            await listen(
+                runner,
+                "webhook_bind",
+                self.settings.webhook_bind,
+                host,
+                port,
+                ssl_context=self._context,
+                reuse_port=True,
+            )
+        except BindError:
             await runner.cleanup()
-            reason = (exc.strerror or str(exc)).rsplit(": ", 1)[-1]
-            raise BindError(
-                f"webhook_bind {self.settings.webhook_bind!r}: cannot listen on {host or '*'}:{port}: {reason}"
-            ) from exc
+            raise
         self._runner = runner
         self.caches.start()
         self._refresh = asyncio.create_task(self._refresh_loop(), name="webhook-certificate")
@@ -225,9 +228,7 @@ class WebhookServer:
 
     @property
     def addresses(self) -> list[tuple[str, int]]:
-        if self._runner is None:
-            return []
-        return [(str(a[0]), int(a[1])) for a in self._runner.addresses if isinstance(a, tuple) and len(a) >= 2]
+        return runner_addresses(self._runner)
 
     async def stop(self) -> None:
         refresh, self._refresh = self._refresh, None
@@ -236,7 +237,5 @@ class WebhookServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await refresh
         runner, self._runner = self._runner, None
-        if runner is not None:
-            with contextlib.suppress(Exception):
-                await runner.cleanup()
+        await stop_runner(runner)
         await self.caches.stop()
