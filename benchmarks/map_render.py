@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from plan_input import KUEUE, LEVELS, kueue_objects
 
 from kueue_tas.api.kinds import parse_object
 from kueue_tas.cli.main import main
@@ -38,47 +39,10 @@ from kueue_tas.mapview.render import render_map
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
 
-LEVELS = ["example.com/zone", "example.com/block", "example.com/rack", "kubernetes.io/hostname"]
-KUEUE = "kueue.x-k8s.io/v1beta2"
 GPU = "nvidia.com/gpu"
 CHECK_TIME = "2026-01-01T00:00:00Z"
 
 Obj = dict[str, Any]
-
-
-def kueue_objects() -> list[Obj]:
-    return [
-        {
-            "apiVersion": KUEUE,
-            "kind": "Topology",
-            "metadata": {"name": "topo"},
-            "spec": {"levels": [{"nodeLabel": lv} for lv in LEVELS]},
-        },
-        {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "gpu"}, "spec": {"nodeLabels": {}}},
-        {
-            "apiVersion": KUEUE,
-            "kind": "AdmissionCheck",
-            "metadata": {"name": "tas"},
-            "spec": {
-                "controllerName": "kueue-tas.io/topology",
-                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "Topology", "name": "topo"},
-            },
-        },
-        {
-            "apiVersion": KUEUE,
-            "kind": "ClusterQueue",
-            "metadata": {"name": "cq"},
-            "spec": {
-                "resourceGroups": [
-                    {
-                        "coveredResources": [GPU],
-                        "flavors": [{"name": "gpu", "resources": [{"name": GPU, "nominalQuota": 10**6}]}],
-                    }
-                ],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": "tas"}]},
-            },
-        },
-    ]
 
 
 def node(z: int, b: int, r: int, h: int, rng: random.Random) -> Obj:
@@ -157,7 +121,7 @@ def job(name: str, required: str, pods: int, gpus: int) -> Obj:
 
 def cluster(zones: int, blocks: int, racks: int, hosts: int, seed: int = 7) -> list[Obj]:
     rng = random.Random(seed)
-    objects = kueue_objects()
+    objects = kueue_objects(node_labels={})  # every node of the dump is the flavor's
     nodes = [
         node(z, b, r, h, rng) for z in range(zones) for b in range(blocks) for r in range(racks) for h in range(hosts)
     ]

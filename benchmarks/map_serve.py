@@ -31,7 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-from map_render import GPU, LEVELS, cluster, template
+from map_render import GPU, cluster, template
+from plan_input import LEVELS
 
 from kueue_tas.api.kinds import parse_object
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology

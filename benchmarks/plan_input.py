@@ -28,7 +28,9 @@ LEVELS = ["example.com/zone", "example.com/block", "example.com/rack", "kubernet
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
 
-def kueue_objects() -> list[dict[str, Any]]:
+def kueue_objects(node_labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Topology ``topo`` over ``LEVELS``, flavor ``gpu`` on ``node_labels`` (default: the nodes
+    labelled ``node-group: gpu``), check ``tas`` and ClusterQueue ``cq`` with room for any GPU count."""
     return [
         {
             "apiVersion": KUEUE,
@@ -40,7 +42,7 @@ def kueue_objects() -> list[dict[str, Any]]:
             "apiVersion": KUEUE,
             "kind": "ResourceFlavor",
             "metadata": {"name": "gpu"},
-            "spec": {"nodeLabels": {"node-group": "gpu"}},
+            "spec": {"nodeLabels": {"node-group": "gpu"} if node_labels is None else node_labels},
         },
         {
             "apiVersion": KUEUE,

@@ -8,6 +8,7 @@ each webhook's ``clientConfig.service`` becomes a URL. Replicas of one group sha
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -22,7 +23,7 @@ POD_GATE_FILE = REPO_ROOT / "manifests" / "base" / "pod-gate-webhook.yaml"
 WEBHOOK_HOST = "127.0.0.1"
 
 
-def localized(path: Any, port: int) -> dict[str, Any]:
+def localized(path: Path, port: int) -> dict[str, Any]:
     """The configuration in ``path`` with its Service reference turned into this machine's URL."""
     doc = yaml.safe_load(path.read_text())
     for hook in doc["webhooks"]:

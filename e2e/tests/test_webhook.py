@@ -33,7 +33,7 @@ from e2e.kube import KUEUE_GROUP, KUEUE_VERSION, Kube, as_body, content_type, ev
 from e2e.nodes import BLOCK_LABEL, GPU, RACK_LABEL, NodePool, default_allocatable
 from e2e.paths import bin_dir
 from e2e.tests.admission_helpers import DECIDED
-from e2e.webhooks import install_pod_gate, remove_pod_gate
+from e2e.webhooks import install_pod_gate, localized, remove_pod_gate
 from kueue_tas.api.constants import GATED_LABEL, GATED_LABEL_VALUE, HOSTNAME_LABEL, SCHEDULING_GATE
 from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION
 from kueue_tas.webhook.certs import ServingCert, renewal_reason, service_hosts
@@ -44,6 +44,7 @@ CONFIGURATION = "kueue-tas"
 DENIED = 'admission webhook "validate.kueue-tas.io" denied the request: '
 WORKLOAD_REQUIRED = "kueue-tas.io/workload-required-topology"
 VWC_GROUP = "admissionregistration.k8s.io"
+VALIDATING_FILE = REPO_ROOT / "manifests" / "base" / "webhook.yaml"
 
 
 @dataclass
@@ -62,15 +63,6 @@ class Webhook:
         return await self.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(manifest))
 
 
-def configuration(port: int) -> dict[str, Any]:
-    """manifests/base/webhook.yaml with its Service reference turned into this machine's URL."""
-    doc = yaml.safe_load((REPO_ROOT / "manifests" / "base" / "webhook.yaml").read_text())
-    for hook in doc["webhooks"]:
-        path = hook["clientConfig"]["service"]["path"]
-        hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}"}
-    return dict(doc)
-
-
 async def _delete_quietly(request: Any) -> None:
     with contextlib.suppress(ApiException):
         await request
@@ -84,7 +76,7 @@ async def webhook(
     await _delete_quietly(core.delete_namespaced_secret(SECRET, NS))  # a certificate issued by this run
     await _delete_quietly(reg.delete_validating_webhook_configuration(CONFIGURATION))
     ports = [procs.free_port(), procs.free_port()]
-    await reg.create_validating_webhook_configuration(as_body(configuration(ports[0])))
+    await reg.create_validating_webhook_configuration(as_body(localized(VALIDATING_FILE, ports[0])))
     await install_pod_gate(api_client, ports[0])
     group = ControllerGroup(
         controller_kubeconfig,
