@@ -42,6 +42,7 @@ def test_percentile_is_nearest_rank(values: list[float], q: int) -> None:
 
 def feed(tls: Timelines, job: str, pods: int, node_of: list[str], t0: float) -> None:
     tls.on_job(JobState(job, pods, True, False), t0)
+    tls.on_workload(WorkloadState(job, False, False, False), t0 + 0.5)
     tls.on_workload(WorkloadState(job, True, False, False), t0 + 1)
     tls.on_workload(WorkloadState(job, True, True, False), t0 + 2)
     tls.on_workload(WorkloadState(job, True, True, True), t0 + 3)
@@ -60,6 +61,7 @@ def test_stages_are_reached_when_the_last_pod_reaches_them() -> None:
     at = tls.jobs["a"].at
     assert at == {
         "created": 100,
+        "workload_created": 100.5,
         "quota_reserved": 101,
         "check_ready": 102,
         "admitted": 103,
@@ -82,7 +84,7 @@ def test_figures_flag_a_required_job_split_across_racks() -> None:
     assert fig.preferred_racks == {2: 1}
     assert fig.wall_s == 50.0  # first created at 0, last finished at 20 + 30
     assert fig.to_admission[50] == 3.0 and fig.to_bound[99] == 8.0
-    assert fig.stages["created->quota_reserved"] == 1.0
+    assert fig.stages["workload_created->quota_reserved"] == 0.5
 
 
 def test_an_unfinished_job_is_an_error_not_a_figure() -> None:

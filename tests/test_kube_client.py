@@ -115,6 +115,34 @@ async def test_make_api_client_sizes_pool_and_sets_no_proxy(fake: tuple[FakeApiS
     assert "localhost" in os.environ["no_proxy"].split(",")
 
 
+async def test_the_environment_is_read_once_not_on_every_request(
+    fake: tuple[FakeApiServer, k8s.ApiClient, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No netrc or proxy lookup per request (aiohttp does both in a worker thread when its
+    session trusts the environment); a proxy the variables name for the apiserver is still
+    used, found once when the client is made."""
+    srv, api, kubeconfig = fake
+    assert not api.rest_client.pool_manager.trust_env
+    assert api.rest_client.proxy is None  # the fake is on loopback, which NO_PROXY covers
+    lookups: list[str] = []
+    monkeypatch.setattr("aiohttp.client.get_env_proxy_for_url", lambda url: lookups.append(str(url)) or ("", None))
+    await asyncio.gather(*(request_json(api, "GET", f"/api/v1/namespaces/{i}") for i in range(3)))
+    assert lookups == [] and len(srv.requests) == 3
+
+    monkeypatch.setenv("NO_PROXY", "")
+    monkeypatch.setenv("no_proxy", "")
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:pw@proxy.example:3128")
+    monkeypatch.setenv("HTTP_PROXY", "http://user:pw@proxy.example:3128")
+    monkeypatch.setattr("kueue_tas.kube.client.ensure_no_proxy", lambda: None)
+    proxied = await connect(Settings(kubeconfig=kubeconfig))
+    try:
+        assert proxied.rest_client.proxy == "http://proxy.example:3128"
+        assert proxied.rest_client.proxy_headers["Proxy-Authorization"].startswith("Basic ")
+        assert not proxied.rest_client.pool_manager.trust_env
+    finally:
+        await proxied.close()
+
+
 async def test_api_qps_spaces_out_requests_after_the_burst(fake: tuple[FakeApiServer, k8s.ApiClient, Path]) -> None:
     """qps 10, burst 2: two requests go at once, the next four wait for the bucket (>= 0.3 s in
     all; a lower bound only, so a slow machine cannot fail it)."""

@@ -1,7 +1,7 @@
 """Kueue's built-in TAS vs kueue-tas, end to end on the local cluster, in alternating pairs.
 
     .venv/bin/python -m benchmarks.vs_kueue [--shapes uncontended,contended] [--pairs 3]
-                                            [--seed 1] [--nodes N] [--json FILE]
+                                            [--seed 1] [--nodes N] [--json FILE] [--template-gate]
 
 Needs the local control plane (``python -m e2e.cluster up``; a running one is used and left
 running). For each shape (``trace.SHAPES``): kwok nodes, one Topology, Kueue's TAS flavor and
@@ -36,7 +36,11 @@ from .trace import SHAPES, make_trace, with_nodes
 KUEUE_QPS, KUEUE_BURST = 300, 500
 
 
-async def run_shape(name: str, args: argparse.Namespace) -> list[tuple[RunFigures, RunFigures]]:
+async def run_shape(
+    name: str, args: argparse.Namespace, extra: list[tuple[RunFigures, RunFigures]]
+) -> list[tuple[RunFigures, RunFigures]]:
+    """The (Kueue, kueue-tas) pairs of shape ``name``; with ``--template-gate``, also the
+    (Kueue, kueue-tas without the pod webhook) pairs of the same rounds into ``extra``."""
     state = load_state()
     if not is_healthy(state):
         raise SystemExit("the local cluster is not running: python -m e2e.cluster up")
@@ -49,11 +53,12 @@ async def run_shape(name: str, args: argparse.Namespace) -> list[tuple[RunFigure
     bench = Bench(kube, state, shape, pool, bench_env(KUEUE_QPS, KUEUE_BURST), suffix)
     trace = make_trace(shape, args.seed)
     pairs: list[tuple[RunFigures, RunFigures]] = []
+    variants = ["kueue", "tas", *(["tas-template"] if args.template_gate else [])]
     try:
         print(f"[{name}] {shape.nodes} nodes, {len(trace)} Jobs, {sum(j.pods for j in trace)} pods", file=sys.stderr)
         await bench.setup()
         for i in range(args.pairs):
-            order: tuple[str, ...] = ("kueue", "tas") if i % 2 == 0 else ("tas", "kueue")
+            order: tuple[str, ...] = tuple(variants) if i % 2 == 0 else tuple(reversed(variants))
             if args.only:
                 order = (args.only,)
             done: dict[str, RunFigures] = {}
@@ -68,6 +73,8 @@ async def run_shape(name: str, args: argparse.Namespace) -> list[tuple[RunFigure
             if args.only:
                 continue
             pairs.append((done["kueue"], done["tas"]))
+            if "tas-template" in done:
+                extra.append((done["kueue"], done["tas-template"]))
     finally:
         await bench.teardown()
         await api.close()
@@ -82,7 +89,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=None, help="about this many nodes (racks adjusted)")
     p.add_argument("--timeout", type=float, default=900, help="seconds one run may take to drain")
     p.add_argument(
-        "--only", choices=("kueue", "tas"), default=None, help="run one variant only (profiling; prints no table)"
+        "--only",
+        choices=("kueue", "tas", "tas-template"),
+        default=None,
+        help="run one variant only (profiling; prints no table)",
+    )
+    p.add_argument(
+        "--template-gate",
+        action="store_true",
+        help="also run kueue-tas without the pod webhook (the gate written into each Job's template) in every round",
     )
     p.add_argument("--json", default=None, help="also write every run's figures to this file")
     args = p.parse_args(argv)
@@ -93,10 +108,15 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("warning", "console", stream=sys.stderr)
     results: dict[str, Any] = {}
     for name in names:
-        pairs = asyncio.run(run_shape(name, args))
+        extra: list[tuple[RunFigures, RunFigures]] = []
+        pairs = asyncio.run(run_shape(name, args, extra))
         if pairs:
             print(table(name, pairs), flush=True)
+        if extra:
+            print(table(f"{name}, kueue-tas without the pod webhook", extra), flush=True)
         results[name] = [{"kueue": asdict(k), "tas": asdict(t)} for k, t in pairs]
+        if extra:
+            results[f"{name}/tas-template"] = [{"kueue": asdict(k), "tas": asdict(t)} for k, t in extra]
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -3,8 +3,11 @@
 Variant ``kueue``: a ResourceFlavor with ``spec.topologyName`` (Kueue's built-in TAS) and Jobs
 annotated with Kueue's ``kueue.x-k8s.io/podset-*-topology``. Variant ``tas``: a flavor without
 it, our AdmissionCheck on it, Jobs annotated with ``kueue-tas.io/podset-*-topology``, and a
-``kueue-tas run`` started for the run only (so Kueue's runs carry none of its load). Both
-select the same kwok nodes; only one variant runs at a time, each in a fresh namespace.
+``kueue-tas run`` started for the run only (so Kueue's runs carry none of its load), serving
+the pod webhook with its configuration installed, as the manifests deploy it. Variant
+``tas-template``: the same without the pod webhook, so the admitter writes our gate into each
+Job's template (the path of a cluster without the webhook). All select the same kwok nodes;
+only one variant runs at a time, each in a fresh namespace.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from e2e.cluster_state import State
 from e2e.controller import ControllerGroup
 from e2e.kube import KUEUE_GROUP, Kube, eventually
 from e2e.nodes import GPU, POOL_LABEL, NodePool
+from e2e.procs import free_port
+from e2e.webhooks import install_pod_gate, remove_pod_gate, webhook_env
 from kueue_tas.api import constants as c
 from kueue_tas.kube import catalogue as cat
 from kueue_tas.kube.catalogue import Resource
@@ -36,6 +41,8 @@ from .report import RunFigures, figures
 from .timeline import Timelines, job_state, pod_state, workload_state
 from .trace import JobSpec, Shape
 
+TAS_VARIANTS = ("tas", "tas-template")
+WEBHOOK_NAMESPACE = "kueue-tas-system"  # the setting webhook_namespace's default
 JOBS = Resource("batch", "v1", "jobs", namespaced=True, kind="Job", strip_managed_fields=True)
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
@@ -57,13 +64,16 @@ class Bench:
     def rack_of(self) -> dict[str, str]:
         return {n["metadata"]["name"]: n["metadata"]["labels"][self.pool.rack_label] for n in self.pool.node_objects()}
 
-    def _group(self) -> ControllerGroup:
+    def _group(self, webhook_port: int | None = None) -> ControllerGroup:
+        env = dict(self.controller_env)
+        if webhook_port is not None:
+            env.update(webhook_env(webhook_port))
         return ControllerGroup(
             self.state.kubeconfig,
             Path(self.state.log_dir) / "kueue-tas-vs-kueue",
             replicas=1,
             leader_election=False,
-            extra_env=self.controller_env,
+            extra_env=env,
             group_id=f"vk{self.suffix}",
         )
 
@@ -71,6 +81,10 @@ class Bench:
         """Nodes, one Topology, and per variant a flavor and a ClusterQueue (ours with the check,
         made Active by a controller started for that moment)."""
         kube, u = self.kube, self.suffix
+        # Where the controller keeps the webhook certificate it issues (a cluster just brought up
+        # has no manifests applied).
+        with contextlib.suppress(ApiException):
+            await kube.core.create_namespace({"metadata": {"name": WEBHOOK_NAMESPACE}})  # type: ignore[arg-type]
         await kube.create_nodes(self.pool, timeout_s=max(120.0, self.pool.size / 10))
         await kube.create_topology(f"topo-{u}", self.pool.level_labels())
         gpus = str(self.shape.cluster_gpus) if self.shape.capacity_quota else "1000000"
@@ -112,15 +126,20 @@ class Bench:
     async def run(self, variant: str, trace: list[JobSpec], index: int, timeout: float) -> RunFigures:
         kube, u = self.kube, self.suffix
         namespace = f"vk-{variant}-{index}-{uuid.uuid4().hex[:5]}"
-        group = self._group() if variant == "tas" else None
+        webhook_port = free_port() if variant == "tas" else None
+        group = self._group(webhook_port) if variant in TAS_VARIANTS else None
         timelines = Timelines()
         informers: list[Informer[Any]] = []
         usage: dict[str, ProcUsage] = {}
         try:
             await kube.core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
             await kube.create_local_queue(namespace, "lq", f"cq-{'k' if variant == 'kueue' else 't'}-{u}")
+            if webhook_port is not None:
+                await install_pod_gate(kube.api, webhook_port)
             if group is not None:
                 await group.start()
+                if webhook_port is not None:
+                    await wait_webhook_used(kube, group)
             for resource, transform, handle in (
                 (JOBS, job_state, timelines.on_job),
                 (cat.WORKLOADS, workload_state, timelines.on_workload),
@@ -167,10 +186,25 @@ class Bench:
                 await inf.stop()
             if group is not None:
                 group.stop()
+            if webhook_port is not None:
+                await remove_pod_gate(kube.api)
             await drain(kube, namespace)
 
     async def teardown(self) -> None:
         await self.kube.cleanup()
+
+
+async def wait_webhook_used(kube: Kube, group: ControllerGroup) -> None:
+    """Until the controller has put its CA into the pod webhook's configuration (installed
+    afresh, without one) and read that configuration as covering our pods (its log says both),
+    so the run measures the webhook path from its first admission."""
+    proc = group.processes[0]
+
+    async def registered() -> bool:
+        text = proc.log_text()
+        return '"webhook_ca_bundle_written"' in text and '"pod_gate_webhook_registered"' in text
+
+    await eventually("kueue-tas sees the pod webhook registered", registered, 60, interval_s=0.2)
 
 
 async def drain(kube: Kube, namespace: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 # The stages of one Job, in order (a variant may skip one: Kueue's TAS has no check of ours).
 STAGES = (
     "created",
+    "workload_created",
     "quota_reserved",
     "check_ready",
     "admitted",
@@ -84,6 +85,9 @@ class Timelines:
         if not wl.job:
             return
         tl = self.of(wl.job)
+        # Kueue's Job reconciler made it: the part of "created -> quota reserved" that is not
+        # the scheduler's.
+        tl.reach("workload_created", now)
         if wl.quota_reserved:
             tl.reach("quota_reserved", now)
         if wl.check_ready:

@@ -69,6 +69,8 @@ from kueue_tas.topology.codec import decode_assignment_annotation
 log = structlog.get_logger(__name__)
 
 SCAN: Final = "scan"
+# How long a workload change may wait for the scan it asks for (node changes do not wait).
+WORKLOAD_SCAN_DELAY: Final = 1.0
 # A pending repair is decided again at least this often, besides every relevant change.
 PENDING_RETRY_SECONDS: Final = 30.0
 # The owner's annotations (a workload-wide constraint) could not be read: tried again after.
@@ -135,9 +137,19 @@ class NodeRepair:
             return now
         return now - min(max(self._wall() - at, 0.0), 86400.0)
 
+    def _scan_soon(self) -> None:
+        """A scan within ``WORKLOAD_SCAN_DELAY`` for a workload change: a burst of admissions (each
+        one a change of a trusted workload) costs one pass over every workload per delay instead
+        of one per admission (issue 15: 14 % of the controller's CPU). Node changes, which are
+        what fails a placement, still scan at once."""
+        try:
+            self.queue.add_after(SCAN, WORKLOAD_SCAN_DELAY)
+        except RuntimeError:  # no running loop (a handler called outside one): nothing to wait on
+            self.queue.add(SCAN)
+
     def _on_workload(self, wl: Workload) -> None:
         if assignment_trusted(wl, self._ctx.checks.names()):
-            self.queue.add(SCAN)
+            self._scan_soon()
 
     def _on_workload_changed(self, old: Workload, new: Workload) -> None:
         key = workload_key(new)
@@ -145,13 +157,13 @@ class NodeRepair:
         self._writes.observed(new)
         trusted = assignment_trusted(new, ours)
         if trusted != assignment_trusted(old, ours):
-            self._capacity_freed() if not trusted else self.queue.add(SCAN)
-        elif trusted and (
-            key in self._episodes
-            or old.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
-            != new.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
+            self._capacity_freed() if not trusted else self._scan_soon()
+        elif trusted and key in self._episodes:
+            self.queue.add(SCAN)  # a repair in progress: its writes coming back move it on
+        elif trusted and old.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) != new.metadata.annotations.get(
+            c.TOPOLOGY_ASSIGNMENT_ANNOTATION
         ):
-            self.queue.add(SCAN)
+            self._scan_soon()
 
     def _on_workload_deleted(self, wl: Workload) -> None:
         key = workload_key(wl)

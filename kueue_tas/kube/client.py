@@ -1,8 +1,8 @@
 """The request path: every call kueue-tas makes to the API server goes through here.
 
 - :func:`make_api_client` builds a ``kubernetes_asyncio`` ``ApiClient`` (kubeconfig or in-cluster)
-  with a given connection pool, and with loopback excluded from any HTTP(S) proxy (aiohttp
-  honours ``HTTPS_PROXY``).
+  with a given connection pool, and with loopback excluded from any HTTP(S) proxy (the proxy
+  variables are read once, when the client is made).
 - :func:`send` issues one raw request (the reflector's LIST and WATCH, applies by URL);
   :func:`call_json` awaits a generated-client call. Both return raw bytes decoded with ``json``
   (never the generated models) and raise the :mod:`kueue_tas.kube.errors` family: an
@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -25,6 +26,7 @@ from aiolimiter import AsyncLimiter
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
+from yarl import URL
 
 from kueue_tas.api.constants import FIELD_MANAGER
 from kueue_tas.kube.errors import ApiError, TransportError, error_from_response
@@ -158,7 +160,7 @@ _load_incluster_config: Callable[..., None] = k8s_config.load_incluster_config
 
 
 def ensure_no_proxy(hosts: tuple[str, ...] = LOOPBACK_HOSTS) -> None:
-    """Add loopback to NO_PROXY/no_proxy so aiohttp (trust_env=True) never proxies 127.0.0.1."""
+    """Add loopback to NO_PROXY/no_proxy so the proxy lookup never proxies 127.0.0.1."""
     for var in ("NO_PROXY", "no_proxy"):
         current = [x.strip() for x in os.environ.get(var, "").split(",") if x.strip()]
         missing = [h for h in hosts if h not in current]
@@ -176,11 +178,33 @@ class RateLimitedApiClient(k8s.ApiClient):
         super().__init__(configuration)
         # A leaky bucket of ``burst`` tokens refilled at ``qps``: the same budget as a token bucket.
         self._limiter = AsyncLimiter(burst, burst / qps) if qps > 0 else None
+        _resolve_environment_once(self.rest_client, configuration)
 
     async def request(self, *args: Any, **kwargs: Any) -> Any:
         if self._limiter is not None:
             await self._limiter.acquire()
         return await super().request(*args, **kwargs)
+
+
+def _resolve_environment_once(rest: Any, configuration: k8s.Configuration) -> None:
+    """Read the proxy settings of the environment once, here, instead of on every request.
+
+    kubernetes_asyncio opens its session with ``trust_env=True``, which makes aiohttp look up
+    ``~/.netrc`` and the proxy variables in a worker thread twice per request: about a tenth of
+    the controller's CPU under a burst of admissions (issue 15, py-spy). The apiserver never
+    takes netrc credentials, and a proxy the variables name for this host is found here and set
+    on the client, as a kubeconfig's ``proxy-url`` would be."""
+    session = rest.pool_manager
+    if not isinstance(session, aiohttp.ClientSession) or not session.trust_env:
+        return
+    if not rest.proxy:
+        with contextlib.suppress(LookupError, ValueError):
+            proxy, auth = aiohttp.helpers.get_env_proxy_for_url(URL(configuration.host or ""))
+            rest.proxy = str(proxy)
+            if auth is not None:
+                rest.proxy_headers = {**(rest.proxy_headers or {}), "Proxy-Authorization": auth.encode()}
+    # The session object is the library's; only this switch changes (aiohttp reads it per request).
+    session._trust_env = False
 
 
 async def make_api_client(
