@@ -156,7 +156,6 @@ def wire(
     events: EventSink | None = None,
     owners: OwnerReader | None = None,
     wall: Callable[[], datetime] | None = None,
-    pod_gate_webhook: Callable[[str], bool] | None = None,
 ) -> Harness:
     """The reconciler over empty informers (no nodes, Topology, flavor, check or queue yet), its
     capacity model building ``snapshot_class`` snapshots. ``writer`` / ``events``: what it
@@ -183,7 +182,6 @@ def wire(
         clock=lambda: now[0],
         workload_annotations=WorkloadAnnotations(owners or NoOwnerReader()),
         **({"wall": wall} if wall is not None else {}),
-        **({"pod_gate_webhook": pod_gate_webhook} if pod_gate_webhook is not None else {}),
     )
     admission = WorkloadAdmission(ctx, decided=lambda: decided.__setitem__(0, decided[0] + 1))
     return Harness(ctx, admission, writes, recorded, now, decided)
@@ -207,11 +205,9 @@ def harness(
     events: EventSink | None = None,
     owners: OwnerReader | None = None,
     wall: Callable[[], datetime] | None = None,
-    pod_gate_webhook: Callable[[str], bool] | None = None,
 ) -> Harness:
-    """``wire`` over the four hosts and ``configure``; ``wall``: the time of day it reads;
-    ``pod_gate_webhook``: the namespaces the pod webhook gates (none by default)."""
-    h = wire(writer=writer, events=events, owners=owners, wall=wall, pod_gate_webhook=pod_gate_webhook)
+    """``wire`` over the four hosts and ``configure``; ``wall``: the time of day it reads."""
+    h = wire(writer=writer, events=events, owners=owners, wall=wall)
     for n, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")):
         h.informers.nodes.handle_event(
             "ADDED", mk.node(n, labels={RACK: rack, "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1")

@@ -4,10 +4,13 @@ verdict worthless)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from benchmarks.vs_kueue.floor_check import wants_ready
 from benchmarks.vs_kueue.report import RunFigures, figures, pair_ratios, percentile, table
 from benchmarks.vs_kueue.timeline import (
     JobState,
@@ -128,3 +131,17 @@ def test_watch_states_from_raw_objects() -> None:
         "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/topology"}]},
     }
     assert pod_state(pod) == PodState("j", "u", True, "")
+
+
+def test_the_floor_check_turns_ready_only_a_pending_entry_after_quota_reservation() -> None:
+    def wl(reserved: bool, state: str | None) -> dict[str, Any]:
+        status: dict[str, Any] = {"conditions": [{"type": "QuotaReserved", "status": "True" if reserved else "False"}]}
+        if state is not None:
+            status["admissionChecks"] = [{"name": "ac", "state": state}, {"name": "other", "state": "Pending"}]
+        return {"metadata": {"name": "w"}, "status": status}
+
+    assert wants_ready(wl(True, "Pending"), "ac")
+    assert not wants_ready(wl(False, "Pending"), "ac")  # no quota yet: Kueue has not asked
+    assert not wants_ready(wl(True, "Ready"), "ac")  # written already
+    assert not wants_ready(wl(True, None), "ac")  # Kueue has not added the entry
+    assert not wants_ready(wl(True, "Pending"), "other-check")

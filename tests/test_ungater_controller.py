@@ -86,8 +86,14 @@ class FixedChecks(OurChecks):
 
 
 class Harness:
-    def __init__(self, clock: Callable[[], float] | None = None, patcher: PodPatcher | None = None) -> None:
-        """``patcher``: where the pod patches go (default: the recorder)."""
+    def __init__(
+        self,
+        clock: Callable[[], float] | None = None,
+        patcher: PodPatcher | None = None,
+        repairing: Callable[[str], bool] | None = None,
+    ) -> None:
+        """``patcher``: where the pod patches go (default: the recorder); ``repairing``: the
+        workloads with a node repair in flight (none by default)."""
         self.rec = Recorder()
         settings = Settings(leader_election=False, ungate_batch_period_seconds=0)
         self.metrics = Metrics()
@@ -104,6 +110,7 @@ class Harness:
             metrics=self.metrics,
             settings=settings,
             clock=clock,
+            **({"repairing": repairing} if repairing is not None else {}),
         )
 
     def workload(self, ta: TopologyAssignment | None, state: str = "Ready") -> None:
@@ -167,6 +174,28 @@ async def test_one_patch_per_pod_removes_only_our_gate_and_pins_the_domain(h: Ha
     assert p0["rv"] == "10"
     assert p0["patch"]["spec"]["schedulingGates"] == [{"$patch": "delete", "name": c.SCHEDULING_GATE}]
     assert h.metrics.ungated_pods_total._value.get() == 4
+
+
+async def test_no_pod_is_released_while_a_node_repair_of_its_workload_is_in_flight() -> None:
+    """Chaos seed 2103: a repair moved a workload off a deleted node; before its writes landed
+    the node came back, and releasing by the old annotation bound both pods there. The
+    ungater waits for the repair, then is asked to look again."""
+    in_flight = {"ns/wl"}
+    h = Harness(repairing=lambda key: key in in_flight)
+    h.workload(assignment(("n1", 2)))
+    for i in range(2):
+        h.pod(f"p{i}")
+    assert await h.run_pass() is None
+    assert h.rec.patches == []
+    in_flight.clear()
+    queue = h.ungater.queue
+    while len(queue):  # what the informer events queued
+        queue.done(await queue.get())
+    assert queue.num_waiting() + len(queue) == 0
+    h.ungater.repair_ended("ns/wl")
+    assert len(queue) == 1
+    await h.run_pass()
+    assert h.rec.selectors() == {"p0": "n1", "p1": "n1"}
 
 
 async def test_expectations_stop_a_second_pass_until_observed(h: Harness) -> None:

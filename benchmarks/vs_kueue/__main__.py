@@ -1,7 +1,7 @@
 """Kueue's built-in TAS vs kueue-tas, end to end on the local cluster, in alternating pairs.
 
     .venv/bin/python -m benchmarks.vs_kueue [--shapes uncontended,contended] [--pairs 3]
-                                            [--seed 1] [--nodes N] [--json FILE] [--template-gate]
+                                            [--seed 1] [--nodes N] [--json FILE] [--no-webhook] [--floor]
 
 Needs the local control plane (``python -m e2e.cluster up``; a running one is used and left
 running). For each shape (``trace.SHAPES``): kwok nodes, one Topology, Kueue's TAS flavor and
@@ -32,15 +32,19 @@ from .report import RunFigures, table
 from .run import Bench, bench_env
 from .trace import SHAPES, make_trace, with_nodes
 
+VARIANT_TITLES = {
+    "tas-no-webhook": "kueue-tas without its pod webhook (in the T column)",
+    "floor": "the floor check, not a TAS: the AdmissionCheck protocol alone (in the T column)",
+}
 # The local Kueue's clientConnection (e2e/components.py): kueue-tas gets the same budget.
 KUEUE_QPS, KUEUE_BURST = 300, 500
 
 
 async def run_shape(
-    name: str, args: argparse.Namespace, extra: list[tuple[RunFigures, RunFigures]]
+    name: str, args: argparse.Namespace, extra: dict[str, list[tuple[RunFigures, RunFigures]]]
 ) -> list[tuple[RunFigures, RunFigures]]:
-    """The (Kueue, kueue-tas) pairs of shape ``name``; with ``--template-gate``, also the
-    (Kueue, kueue-tas without the pod webhook) pairs of the same rounds into ``extra``."""
+    """The (Kueue, kueue-tas) pairs of shape ``name``; with ``--no-webhook`` / ``--floor``,
+    also the (Kueue, that variant) pairs of the same rounds, in ``extra`` by variant."""
     state = load_state()
     if not is_healthy(state):
         raise SystemExit("the local cluster is not running: python -m e2e.cluster up")
@@ -53,7 +57,7 @@ async def run_shape(
     bench = Bench(kube, state, shape, pool, bench_env(KUEUE_QPS, KUEUE_BURST), suffix)
     trace = make_trace(shape, args.seed)
     pairs: list[tuple[RunFigures, RunFigures]] = []
-    variants = ["kueue", "tas", *(["tas-template"] if args.template_gate else [])]
+    variants = ["kueue", "tas", *(["tas-no-webhook"] if args.no_webhook else []), *(["floor"] if args.floor else [])]
     try:
         print(f"[{name}] {shape.nodes} nodes, {len(trace)} Jobs, {sum(j.pods for j in trace)} pods", file=sys.stderr)
         await bench.setup()
@@ -73,8 +77,9 @@ async def run_shape(
             if args.only:
                 continue
             pairs.append((done["kueue"], done["tas"]))
-            if "tas-template" in done:
-                extra.append((done["kueue"], done["tas-template"]))
+            for other in ("tas-no-webhook", "floor"):
+                if other in done:
+                    extra.setdefault(other, []).append((done["kueue"], done[other]))
     finally:
         await bench.teardown()
         await api.close()
@@ -90,14 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=900, help="seconds one run may take to drain")
     p.add_argument(
         "--only",
-        choices=("kueue", "tas", "tas-template"),
+        choices=("kueue", "tas", "tas-no-webhook", "floor"),
         default=None,
         help="run one variant only (profiling; prints no table)",
     )
     p.add_argument(
-        "--template-gate",
+        "--no-webhook", action="store_true", help="also run kueue-tas without its pod webhook in every round"
+    )
+    p.add_argument(
+        "--floor",
         action="store_true",
-        help="also run kueue-tas without the pod webhook (the gate written into each Job's template) in every round",
+        help="also run the floor check (Ready at once, not a TAS): what the AdmissionCheck protocol alone costs",
     )
     p.add_argument("--json", default=None, help="also write every run's figures to this file")
     args = p.parse_args(argv)
@@ -108,15 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("warning", "console", stream=sys.stderr)
     results: dict[str, Any] = {}
     for name in names:
-        extra: list[tuple[RunFigures, RunFigures]] = []
+        extra: dict[str, list[tuple[RunFigures, RunFigures]]] = {}
         pairs = asyncio.run(run_shape(name, args, extra))
         if pairs:
             print(table(name, pairs), flush=True)
-        if extra:
-            print(table(f"{name}, kueue-tas without the pod webhook", extra), flush=True)
+        for variant, runs in extra.items():
+            print(table(f"{name}, {VARIANT_TITLES[variant]}", runs), flush=True)
+            results[f"{name}/{variant}"] = [{"kueue": asdict(k), "tas": asdict(t)} for k, t in runs]
         results[name] = [{"kueue": asdict(k), "tas": asdict(t)} for k, t in pairs]
-        if extra:
-            results[f"{name}/tas-template"] = [{"kueue": asdict(k), "tas": asdict(t)} for k, t in extra]
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -9,6 +9,7 @@ of each figure per variant, and the ratio kueue-tas / Kueue both of those median
 from __future__ import annotations
 
 import itertools
+import os
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from .timeline import STAGES, JobTimeline
 from .trace import JobSpec
 
 QUANTILES = (50, 90, 99)
+CPUS = os.cpu_count() or 1
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -148,11 +150,17 @@ def table(shape: str, pairs: Sequence[tuple[RunFigures, RunFigures]]) -> str:
             if any(p in r.cpu for r in runs)
         ]
         total = statistics.median(sum(r.cpu.values()) for r in runs)
+        # How much of the machine the run kept busy: near 100 % the wall time is the work of
+        # every process together divided by the CPUs, whoever does it.
+        busy = statistics.median(sum(r.cpu.values()) / (CPUS * r.wall_s) for r in runs if r.wall_s > 0)
         others = ", ".join(
             f"{p} {statistics.median(r.cpu.get(p, 0.0) for r in runs):.1f}"
             for p in sorted({p for r in runs for p in r.cpu} - {"kueue", "kueue-tas"})
         )
-        lines.append(f"  {label}: " + ", ".join(parts) + f"; all processes {total:.1f} s CPU ({others})")
+        lines.append(
+            f"  {label}: " + ", ".join(parts) + f"; all processes {total:.1f} s CPU ({others}); "
+            f"{100 * busy:.0f} % of {CPUS} CPUs over the wall time"
+        )
     lines.append("apiserver write requests per Job (median over runs; every client's):")
     for label, runs in (("Kueue TAS", kueue), ("kueue-tas", tas)):
         keys = sorted({k for r in runs for k in r.writes})

@@ -5,8 +5,10 @@ annotated with Kueue's ``kueue.x-k8s.io/podset-*-topology``. Variant ``tas``: a 
 it, our AdmissionCheck on it, Jobs annotated with ``kueue-tas.io/podset-*-topology``, and a
 ``kueue-tas run`` started for the run only (so Kueue's runs carry none of its load), serving
 the pod webhook with its configuration installed, as the manifests deploy it. Variant
-``tas-template``: the same without the pod webhook, so the admitter writes our gate into each
-Job's template (the path of a cluster without the webhook). All select the same kwok nodes;
+``tas-no-webhook``: the same without the pod webhook (what it costs: one review per gated
+pod). Variant ``floor``: not a TAS, the least an AdmissionCheck controller must do
+(``floor_check``: Ready at once, one write), on the same ClusterQueue as ``tas``: what the
+protocol alone costs. All select the same kwok nodes;
 only one variant runs at a time, each in a fresh namespace.
 """
 
@@ -14,6 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -25,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from e2e import jobs
 from e2e.cluster_state import State
-from e2e.controller import ControllerGroup
+from e2e.controller import REPO_ROOT, ControllerGroup
 from e2e.kube import KUEUE_GROUP, Kube, eventually
 from e2e.nodes import GPU, POOL_LABEL, NodePool
 from e2e.procs import free_port
@@ -41,7 +46,7 @@ from .report import RunFigures, figures
 from .timeline import Timelines, job_state, pod_state, workload_state
 from .trace import JobSpec, Shape
 
-TAS_VARIANTS = ("tas", "tas-template")
+TAS_VARIANTS = ("tas", "tas-no-webhook")
 WEBHOOK_NAMESPACE = "kueue-tas-system"  # the setting webhook_namespace's default
 JOBS = Resource("batch", "v1", "jobs", namespaced=True, kind="Job", strip_managed_fields=True)
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
@@ -128,6 +133,7 @@ class Bench:
         namespace = f"vk-{variant}-{index}-{uuid.uuid4().hex[:5]}"
         webhook_port = free_port() if variant == "tas" else None
         group = self._group(webhook_port) if variant in TAS_VARIANTS else None
+        floor: subprocess.Popen[bytes] | None = None
         timelines = Timelines()
         informers: list[Informer[Any]] = []
         usage: dict[str, ProcUsage] = {}
@@ -140,6 +146,8 @@ class Bench:
                 await group.start()
                 if webhook_port is not None:
                     await wait_webhook_used(kube, group)
+            if variant == "floor":
+                floor = start_floor_check(self.state.kubeconfig, namespace, f"ac-{u}")
             for resource, transform, handle in (
                 (JOBS, job_state, timelines.on_job),
                 (cat.WORKLOADS, workload_state, timelines.on_workload),
@@ -168,6 +176,8 @@ class Bench:
             if group is not None:
                 assert group.processes[0].proc is not None
                 usage["kueue-tas"] = ProcUsage.start(group.processes[0].proc.pid)
+            if floor is not None:
+                usage["floor-check"] = ProcUsage.start(floor.pid)
             requests_before = await api_requests(kube)
             await asyncio.gather(*(jobs.create_job(kube, namespace, self.job_body(s, variant)) for s in trace))
 
@@ -186,6 +196,9 @@ class Bench:
                 await inf.stop()
             if group is not None:
                 group.stop()
+            if floor is not None:
+                floor.kill()
+                floor.wait()
             if webhook_port is not None:
                 await remove_pod_gate(kube.api)
             await drain(kube, namespace)
@@ -194,17 +207,28 @@ class Bench:
         await self.kube.cleanup()
 
 
+def start_floor_check(kubeconfig: str, namespace: str, check: str) -> subprocess.Popen[bytes]:
+    """The ``floor`` variant's check controller (``floor_check``), a process of its own."""
+    return subprocess.Popen(
+        [
+            *(sys.executable, "-m", "benchmarks.vs_kueue.floor_check"),
+            *("--kubeconfig", kubeconfig, "--namespace", namespace, "--check", check),
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+
+
 async def wait_webhook_used(kube: Kube, group: ControllerGroup) -> None:
     """Until the controller has put its CA into the pod webhook's configuration (installed
-    afresh, without one) and read that configuration as covering our pods (its log says both),
-    so the run measures the webhook path from its first admission."""
+    afresh, without one; its log says so): before that, every gated pod's creation would be
+    refused and retried by its Job controller."""
     proc = group.processes[0]
 
-    async def registered() -> bool:
-        text = proc.log_text()
-        return '"webhook_ca_bundle_written"' in text and '"pod_gate_webhook_registered"' in text
+    async def published() -> bool:
+        return '"webhook_ca_bundle_written"' in proc.log_text()
 
-    await eventually("kueue-tas sees the pod webhook registered", registered, 60, interval_s=0.2)
+    await eventually("kueue-tas publishes its CA into the pod webhook", published, 60, interval_s=0.2)
 
 
 async def drain(kube: Kube, namespace: str) -> None:

@@ -32,7 +32,6 @@ from e2e.controller import REPO_ROOT, ControllerGroup
 from e2e.kube import KUEUE_GROUP, KUEUE_VERSION, Kube, as_body, content_type, eventually
 from e2e.nodes import BLOCK_LABEL, GPU, RACK_LABEL, NodePool, default_allocatable
 from e2e.paths import bin_dir
-from e2e.pods import pods_raw
 from e2e.tests.admission_helpers import DECIDED
 from e2e.webhooks import install_pod_gate, localized, remove_pod_gate
 from kueue_tas.api.constants import GATED_LABEL, GATED_LABEL_VALUE, HOSTNAME_LABEL, SCHEDULING_GATE
@@ -288,46 +287,3 @@ async def _missing(kube: Kube, namespace: str, name: str) -> bool:
     except ApiException as exc:
         return exc.status == 404
     return False
-
-
-async def test_with_the_pod_webhook_registered_the_admitter_writes_no_template_gate(
-    webhook: Webhook, kube: Kube, namespace: str, unique: str, api_client: client.ApiClient
-) -> None:
-    """Issue 15: where the pod webhook gates our pods, the admission writes no gate into the
-    Job's template (one write less); the pods still cannot start before the ungater gives each
-    its domain: the webhook gates all 8 at creation and they end up on one rack's two hosts."""
-    reg = client.AdmissionregistrationV1Api(api_client)
-
-    async def published() -> bool:
-        mwc = await reg.read_mutating_webhook_configuration(CONFIGURATION)
-        return mwc.webhooks[0].client_config.ca_bundle is not None
-
-    await eventually("the pod webhook's caBundle holds the CA", published, timeout_s=30, interval_s=0.5)
-    s = await small_stack(kube, namespace, unique, webhook.group)
-    leader = await webhook.group.wait_leader()
-
-    async def registered() -> bool:
-        return '"pod_gate_webhook_registered"' in leader.log_text()
-
-    await eventually("the leader reads the pod webhook as registered", registered, timeout_s=30, interval_s=0.5)
-    await jobs.create_job(kube, namespace, jobs.job("spread", 8, gpu=1, required=RACK_LABEL))
-    wl = await workloads.wait_check(kube, s, "spread", ("Ready",), timeout_s=60)
-    [update] = workloads.pod_set_updates(workloads.require_entry(wl, s.check)).values()
-    assert update["labels"][GATED_LABEL] == GATED_LABEL_VALUE
-    job = await kube.batch.read_namespaced_job("spread", namespace)
-    assert not job.spec.template.spec.scheduling_gates, "the admitter wrote the template gate"
-
-    async def all_bound() -> list[dict[str, Any]] | None:
-        pods = [p for p in await pods_raw(kube, namespace, "job-name=spread") if p["spec"].get("nodeName")]
-        return pods if len(pods) == 8 else None
-
-    bound = await eventually("8 pods bound", all_bound, timeout_s=60)
-    racks = {"-".join(p["spec"]["nodeName"].split("-")[-3:-1]) for p in bound}  # <pool>-b1-r2-h1: b1-r2
-    assert len(racks) == 1, f"pods of a rack-required Job on racks {racks}"
-    metrics = "".join(p.metrics() for p in webhook.group.processes if p.alive)
-    gated = [
-        line
-        for line in metrics.splitlines()
-        if line.startswith('kueue_tas_webhook_reviews_total{kind="Pod",operation="CREATE",result="gated"}')
-    ]
-    assert gated and float(gated[0].split()[-1]) >= 8, gated

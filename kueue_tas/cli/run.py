@@ -29,7 +29,6 @@ from kueue_tas.controllers.capacity_gauges import CapacityGauges
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.controllers.node_repair import NodeRepair
-from kueue_tas.controllers.pod_gate_registration import PodGateRegistration
 from kueue_tas.controllers.stray_pods import KubePodDeleter, StrayPods
 from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
 from kueue_tas.controllers.ungate_writes import KubePodPatcher
@@ -72,7 +71,6 @@ def register(manager: Manager, settings: Settings) -> LiveState:
     cache = CapacityCache(capacity, informers, checks)
     gauges = CapacityGauges.from_settings(manager.metrics, capacity, settings)
     rewrites = OurRewrites()
-    pod_gate = PodGateRegistration(manager.api, settings.webhook_configuration)
     decisions = DecisionContext(
         informers=informers,
         checks=checks,
@@ -84,7 +82,6 @@ def register(manager: Manager, settings: Settings) -> LiveState:
         settings=settings,
         gates=gates,
         workload_annotations=WorkloadAnnotations(KubeOwnerReader(manager.api), settings.annotation_prefix),
-        pod_gate_webhook=pod_gate.covers,
     )
     admission = WorkloadAdmission(decisions, decided=gauges.touch)
     guard = AssignmentGuard(
@@ -110,7 +107,9 @@ def register(manager: Manager, settings: Settings) -> LiveState:
         settings=settings,
         gates=gates,
         node_usable=node_usable,
+        repairing=rewrites.writing,
     )
+    rewrites.when_done(ungater.repair_ended)
     strays = StrayPods(
         informers=informers,
         checks=checks,
@@ -131,7 +130,6 @@ def register(manager: Manager, settings: Settings) -> LiveState:
     )
     manager.on_synced(cache.resync)  # the initial lists arrive in any order: rebuild from the full caches
     manager.add("capacity-gauges", gauges.run)
-    manager.add("pod-gate-registration", pod_gate.run)
     manager.add("workload-admission", admission.run)
     manager.add("admissioncheck-status", status.run)
     manager.add("assignment-guard", guard.run)

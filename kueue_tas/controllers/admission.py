@@ -312,8 +312,6 @@ class WorkloadAdmission:
         requeue: int | None = None
         if decision.outcome is Outcome.READY:
             gated = {p.name for p in decision.placements if p.gated(self._ctx.gates.failed_node_replacement)}
-            if self._ctx.pod_gate_webhook(wl.namespace or "default"):
-                gated = set()  # the pod webhook gates them by the label in our podSetUpdates
             # The gate (on the Job/JobSet) and the annotation (on the Workload) do not depend on
             # each other, only the entry depends on both: send them together, fail as either.
             writes = [self._ctx.writer.inject_gates(wl, gated, self._ctx.settings.scheduling_gate)]

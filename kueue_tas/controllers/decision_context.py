@@ -26,9 +26,7 @@ class DecisionContext:
     """``flavors_of(check)``: the flavors our check governs; ``clock``: monotonic seconds;
     ``lock``: held by every decision, from reading the capacity to holding what it decided;
     ``workload_annotations``: where a workload-wide constraint is read (the Job's or JobSet's);
-    ``wall``: the time of day (a preferred wait's deadline is one); ``pod_gate_webhook(ns)``:
-    the pod webhook gates our pods in namespace ``ns`` at creation (``pod_gate_registration``),
-    so no gate goes into the Job's template."""
+    ``wall``: the time of day (a preferred wait's deadline is one)."""
 
     informers: SharedInformers
     checks: OurChecks
@@ -43,4 +41,3 @@ class DecisionContext:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     workload_annotations: WorkloadAnnotations = field(default_factory=lambda: WorkloadAnnotations(NoOwnerReader()))
     wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
-    pod_gate_webhook: Callable[[str], bool] = field(default=lambda _namespace: False)
