@@ -2,12 +2,13 @@
 
     python -m benchmarks.vs_kueue.floor_check --kubeconfig K --namespace NS --check AC
 
-Watches the Workloads of one namespace and sets check ``AC`` Ready (one server-side apply)
-as soon as Kueue has reserved quota, with no placement, no pod or node watch, no gate, no
-annotation and no Event. Not a TAS: its pods go wherever the scheduler puts them. Run beside
-Kueue's own TAS on the same trace, it measures what the AdmissionCheck protocol alone costs
-Kueue and the apiserver on this machine, which bounds from below what kueue-tas (or any check
-controller) can reach end to end. A process of its own, so the benchmark counts its CPU.
+Watches the Workloads of one namespace and sets check ``AC`` Ready (one server-side apply,
+the admitter's own ``apply_entry``) as soon as Kueue has reserved quota, with no placement, no
+pod or node watch, no gate, no annotation and no Event. Not a TAS: its pods go wherever the
+scheduler puts them. Run beside Kueue's own TAS on the same trace, it measures what the
+AdmissionCheck protocol alone costs Kueue and the apiserver on this machine, which bounds from
+below what kueue-tas (or any check controller) can reach end to end. A process of its own, so
+the benchmark counts its CPU.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from kueue_tas.api import constants as c
+from kueue_tas.api.workload import Workload
+from kueue_tas.controllers.admission_writes import apply_entry
 from kueue_tas.kube import catalogue as cat
-from kueue_tas.kube.client import apply_status, make_api_client
+from kueue_tas.kube.client import make_api_client
 from kueue_tas.kube.informer import Informer
 
 WRITERS = 16  # writes in flight at once, as kueue-tas's admission_workers
@@ -37,19 +39,18 @@ def wants_ready(raw: dict[str, Any], check: str) -> bool:
 
 async def serve(kubeconfig: str, namespace: str, check: str) -> None:
     api, _ = await make_api_client(kubeconfig, pool=WRITERS + 4, qps=300, burst=500)
-    queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     sent: set[str] = set()
 
     def on(raw: dict[str, Any]) -> None:
-        meta = raw.get("metadata") or {}
-        uid = str(meta.get("uid", ""))
+        uid = str((raw.get("metadata") or {}).get("uid", ""))
         if uid not in sent and wants_ready(raw, check):
             sent.add(uid)
-            queue.put_nowait((str(meta["name"]), uid))
+            queue.put_nowait(raw)
 
     async def writer() -> None:
         while True:
-            name, uid = await queue.get()
+            raw = await queue.get()
             entry = {
                 "name": check,
                 "state": "Ready",
@@ -57,18 +58,10 @@ async def serve(kubeconfig: str, namespace: str, check: str) -> None:
                 "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             }
             try:
-                await apply_status(
-                    api,
-                    group=c.KUEUE_GROUP,
-                    version=c.KUEUE_VERSION,
-                    plural="workloads",
-                    kind=c.KIND_WORKLOAD,
-                    namespace=namespace,
-                    name=name,
-                    status={"admissionChecks": [entry]},
-                )
+                # The very write kueue-tas's admitter makes for a Ready decision.
+                await apply_entry(api, Workload.model_validate(raw), entry)
             except Exception:
-                sent.discard(uid)  # decided again on the next event of it
+                sent.discard(str(raw["metadata"]["uid"]))  # decided again on its next event
 
     informer: Informer[dict[str, Any]] = Informer(
         api, cat.WORKLOADS, lambda raw: raw, namespace=namespace, name="floor"
