@@ -32,6 +32,7 @@ from .report import RunFigures, table
 from .run import Bench, bench_env
 from .trace import SHAPES, make_trace, with_nodes
 
+# The variants a round may add beside "kueue" and "tas", and how their tables are titled.
 VARIANT_TITLES = {
     "tas-no-webhook": "kueue-tas without its pod webhook (in the T column)",
     "floor": "the floor check, not a TAS: the AdmissionCheck protocol alone (in the T column)",
@@ -57,7 +58,8 @@ async def run_shape(
     bench = Bench(kube, state, shape, pool, bench_env(KUEUE_QPS, KUEUE_BURST), suffix)
     trace = make_trace(shape, args.seed)
     pairs: list[tuple[RunFigures, RunFigures]] = []
-    variants = ["kueue", "tas", *(["tas-no-webhook"] if args.no_webhook else []), *(["floor"] if args.floor else [])]
+    chosen = {"tas-no-webhook": args.no_webhook, "floor": args.floor}
+    variants = ["kueue", "tas", *(v for v in VARIANT_TITLES if chosen[v])]
     try:
         print(f"[{name}] {shape.nodes} nodes, {len(trace)} Jobs, {sum(j.pods for j in trace)} pods", file=sys.stderr)
         await bench.setup()
@@ -77,7 +79,7 @@ async def run_shape(
             if args.only:
                 continue
             pairs.append((done["kueue"], done["tas"]))
-            for other in ("tas-no-webhook", "floor"):
+            for other in VARIANT_TITLES:
                 if other in done:
                     extra.setdefault(other, []).append((done["kueue"], done[other]))
     finally:
@@ -95,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=900, help="seconds one run may take to drain")
     p.add_argument(
         "--only",
-        choices=("kueue", "tas", "tas-no-webhook", "floor"),
+        choices=("kueue", "tas", *VARIANT_TITLES),
         default=None,
         help="run one variant only (profiling; prints no table)",
     )

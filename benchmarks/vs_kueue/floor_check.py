@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from datetime import UTC, datetime
 from typing import Any
 
 from kueue_tas.api.workload import Workload
-from kueue_tas.controllers.admission_writes import apply_entry
+from kueue_tas.controllers.admission_writes import apply_entry, now_rfc3339
 from kueue_tas.kube import catalogue as cat
 from kueue_tas.kube.client import make_api_client
 from kueue_tas.kube.informer import Informer
@@ -55,7 +54,7 @@ async def serve(kubeconfig: str, namespace: str, check: str) -> None:
                 "name": check,
                 "state": "Ready",
                 "message": "floor",
-                "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "lastTransitionTime": now_rfc3339(),
             }
             try:
                 # The very write kueue-tas's admitter makes for a Ready decision.

@@ -40,6 +40,7 @@ from kueue_tas.kube import catalogue as cat
 from kueue_tas.kube.catalogue import Resource
 from kueue_tas.kube.client import send
 from kueue_tas.kube.informer import Informer
+from kueue_tas.runtime.config import Settings
 
 from .procstats import ProcUsage
 from .report import RunFigures, figures
@@ -47,7 +48,7 @@ from .timeline import Timelines, job_state, pod_state, workload_state
 from .trace import JobSpec, Shape
 
 TAS_VARIANTS = ("tas", "tas-no-webhook")
-WEBHOOK_NAMESPACE = "kueue-tas-system"  # the setting webhook_namespace's default
+WEBHOOK_NAMESPACE = Settings.model_fields["webhook_namespace"].default  # where the controller keeps its certificate
 JOBS = Resource("batch", "v1", "jobs", namespaced=True, kind="Job", strip_managed_fields=True)
 KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
@@ -145,7 +146,7 @@ class Bench:
             if group is not None:
                 await group.start()
                 if webhook_port is not None:
-                    await wait_webhook_used(kube, group)
+                    await wait_ca_published(group)
             if variant == "floor":
                 floor = start_floor_check(self.state.kubeconfig, namespace, f"ac-{u}")
             for resource, transform, handle in (
@@ -219,7 +220,7 @@ def start_floor_check(kubeconfig: str, namespace: str, check: str) -> subprocess
     )
 
 
-async def wait_webhook_used(kube: Kube, group: ControllerGroup) -> None:
+async def wait_ca_published(group: ControllerGroup) -> None:
     """Until the controller has put its CA into the pod webhook's configuration (installed
     afresh, without one; its log says so): before that, every gated pod's creation would be
     refused and retried by its Job controller."""

@@ -142,10 +142,7 @@ class NodeRepair:
         one a change of a trusted workload) costs one pass over every workload per delay instead
         of one per admission (issue 15: 14 % of the controller's CPU). Node changes, which are
         what fails a placement, still scan at once."""
-        try:
-            self.queue.add_after(SCAN, WORKLOAD_SCAN_DELAY)
-        except RuntimeError:  # no running loop (a handler called outside one): nothing to wait on
-            self.queue.add(SCAN)
+        self.queue.add_after(SCAN, WORKLOAD_SCAN_DELAY)
 
     def _on_workload(self, wl: Workload) -> None:
         if assignment_trusted(wl, self._ctx.checks.names()):
