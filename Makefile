@@ -7,20 +7,38 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test unit e2e chaos chaos-smoke demo down bench bench-placement-vs-kueue bench-vs-kueue clean
+.PHONY: install lock lint test unit e2e chaos chaos-smoke demo down bench bench-placement-vs-kueue bench-vs-kueue clean
 
 # The chaos campaign (e2e/chaos): RUNS runs from seed SEED on its own local cluster.
 RUNS ?= 100
 SEED ?= 1
 CHAOS_ARGS ?=
 
-$(STAMP): pyproject.toml
+# Installs are locked: every package at the version and hashes of requirements/dev.lock (the
+# package's own ranges stay in pyproject.toml), built without build isolation so that setuptools
+# is the locked one too. `make lock` moves the locks to today's releases within those ranges.
+LOCKS := requirements/dev.lock requirements/runtime.lock requirements/build.lock
+
+$(STAMP): pyproject.toml requirements/dev.lock
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --require-hashes -r requirements/build.lock
+	$(PY) -m pip install -q --require-hashes -r requirements/dev.lock
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
 	touch $(STAMP)
 
 install: $(STAMP)
+
+UV_VERSION ?= 0.13.9
+UV := $(VENV)-lock/bin/uv
+LOCK_ARGS := --generate-hashes --python-version 3.11 --no-header --annotation-style line --upgrade -q
+lock:
+	$(PYTHON) -m venv $(VENV)-lock
+	$(VENV)-lock/bin/pip install -q uv==$(UV_VERSION)
+	$(UV) pip compile pyproject.toml requirements/build.in --extra dev $(LOCK_ARGS) -o requirements/dev.lock
+	$(UV) pip compile pyproject.toml $(LOCK_ARGS) -c requirements/dev.lock -o requirements/runtime.lock
+	$(UV) pip compile requirements/build.in $(LOCK_ARGS) -c requirements/dev.lock -o requirements/build.lock
+	sed -i 's/# via -c requirements\/dev.lock, /# via /' requirements/runtime.lock requirements/build.lock
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff format --check kueue_tas tests e2e benchmarks

@@ -110,6 +110,19 @@ class _GuardedComposer(Composer):
         return node
 
 
+class _PureGuardedLoader(Reader, Scanner, Parser, _GuardedComposer, SafeConstructor, Resolver):
+    """PyYAML's own parser (a state machine, no recursion and no depth limit of its own) under the
+    guarded composer: the limits met are ours, so their words are too."""
+
+    def __init__(self, stream: str) -> None:
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        _GuardedComposer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+
+
 if _HAVE_LIBYAML:
 
     class _GuardedLoader(_EventParser, _GuardedComposer, SafeConstructor, Resolver):
@@ -125,15 +138,7 @@ if _HAVE_LIBYAML:
     for _name in ("check_node", "get_node", "get_single_node"):
         setattr(_GuardedLoader, _name, getattr(Composer, _name))
 else:
-
-    class _GuardedLoader(Reader, Scanner, Parser, _GuardedComposer, SafeConstructor, Resolver):  # type: ignore[no-redef]
-        def __init__(self, stream: str) -> None:
-            Reader.__init__(self, stream)
-            Scanner.__init__(self)
-            Parser.__init__(self)
-            _GuardedComposer.__init__(self)
-            SafeConstructor.__init__(self)
-            Resolver.__init__(self)
+    _GuardedLoader = _PureGuardedLoader  # type: ignore[misc,assignment]
 
 
 def _depth_bound(text: str) -> int:
@@ -183,6 +188,17 @@ def _yaml_error(exc: yaml.YAMLError) -> DocumentError:
     return DocumentError(f"{where}not valid YAML or JSON: {problem}")
 
 
+def _slow_error(text: str) -> DocumentError:
+    """The error the pure-Python guarded loader finds in ``text``, which libyaml refused."""
+    try:
+        with contextlib.suppress(ValueError, OverflowError):
+            for _ in yaml.load_all(text, Loader=cast(Any, _PureGuardedLoader)):
+                pass
+    except yaml.YAMLError as exc:
+        return _yaml_error(exc)
+    return DocumentError("not valid YAML")
+
+
 def _load_json(text: str) -> list[Any] | None:
     """The one JSON value of ``text``; None when it is not JSON (YAML is then tried)."""
     try:
@@ -222,12 +238,20 @@ def _parse(text: str) -> list[Any]:
         docs = _load_json(text)
         if docs is not None:
             return docs
-    fast = _HAVE_LIBYAML and "&" not in text and _depth_bound(text) <= _C_SAFE_DEPTH
+    bound = _depth_bound(text)
+    fast = _HAVE_LIBYAML and "&" not in text and bound <= _C_SAFE_DEPTH
     try:
         if not fast:
             return list(yaml.load_all(text, Loader=cast(Any, _GuardedLoader)))
         docs = list(yaml.load_all(text, Loader=_FastLoader))
+    except _Refused as exc:
+        raise _yaml_error(exc) from None
     except yaml.YAMLError as exc:
+        if _HAVE_LIBYAML and bound > MAX_DEPTH:
+            # libyaml has limits of its own (a nesting limit since PyYAML 6.0.3, worded its way):
+            # a text that may nest past ours is read again by the pure parser, whose only
+            # limits are ours, so the answer does not depend on the libyaml release installed.
+            raise _slow_error(text) from None
         raise _yaml_error(exc) from None
     except (ValueError, OverflowError) as exc:  # a scalar PyYAML resolves but cannot build
         raise DocumentError(f"not valid YAML: {exc}") from None
