@@ -65,6 +65,7 @@ workload = partial(
 class Writes:
     checks: list[dict[str, Any]] = field(default_factory=list)
     annotations: list[str] = field(default_factory=list)
+    annotation_writes: list[dict[str, str]] = field(default_factory=list)  # every key of each write
     gated: list[set[str]] = field(default_factory=list)
     wait_starts: list[str] = field(default_factory=list)
     # The next annotation / entry write raises this (once) instead of being recorded.
@@ -75,11 +76,15 @@ class Writes:
     async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
         self.gated.append(set(podsets))
 
-    async def write_annotation(self, workload: Workload, text: str) -> None:
+    async def write_annotation(self, workload: Workload, text: str, kept_slices: str | None = None) -> None:
         if self.fail_annotation is not None:
             exc, self.fail_annotation = self.fail_annotation, None
             raise exc
         self.annotations.append(text)
+        written = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
+        if kept_slices is not None:
+            written[c.KEPT_SLICES_ANNOTATION] = kept_slices
+        self.annotation_writes.append(written)
 
     async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
         if self.fail_check is not None and self.fail_check_after <= 0:

@@ -54,6 +54,11 @@ PREFERRED_WAIT_STARTED_ANNOTATION: Final = "kueue-tas.io/preferred-wait-started"
 # Workload annotation holding {"podSets": [{"name", "topologyAssignment"}]} as JSON.
 TOPOLOGY_ASSIGNMENT_ANNOTATION: Final = "kueue-tas.io/topology-assignment"
 
+# Workload annotation on a new elastic slice: the workload labels (our ``WORKLOAD_LABEL`` values,
+# comma-separated, newest first) of the earlier slices whose running pods its assignment
+# includes, written with its assignment so they stay its pods once those Workloads are deleted.
+KEPT_SLICES_ANNOTATION: Final = "kueue-tas.io/kept-slice-pods"
+
 # Labels we put on pods through the check's podSetUpdates.
 WORKLOAD_LABEL: Final = "kueue-tas.io/workload"
 PODSET_LABEL: Final = "kueue-tas.io/podset"

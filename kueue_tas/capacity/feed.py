@@ -18,7 +18,7 @@ from kueue_tas.capacity.rules import FlavorSpec, pod_charge, pod_claim, workload
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import NodeInfo
-from kueue_tas.topology.slice_replacement import replaced_slice_ref
+from kueue_tas.topology.slice_replacement import kept_slices, replaced_slice_ref
 
 
 def workload_key(wl: Workload) -> str:
@@ -47,12 +47,14 @@ def feed_workload(capacity: LiveCapacity, wl: Workload, checks: Container[str], 
     """A Workload was added or changed: its trusted usage replaces what it held (and any
     assumption for it); an untrusted one holds nothing committed (see ``workload_usage``).
     A new elastic slice is held with the slice it replaces (``replaced_slice_ref``): until
-    Kueue finishes that one, the pair holds the union of their assignments.
+    Kueue finishes that one, the pair holds the union of their assignments; the pods it
+    keeps fill its slots whether or not the replaced Workload still exists (``kept_slices``).
 
     An annotation that departs from our record (``assignment_tampering``) never lowers what is
     held: what the model already holds for the workload (our decision) stays; with nothing
     held (a restart), the edited assignment is charged as far as it decodes."""
-    capacity.identify(workload_key(wl), wl.namespace or "", workload_identity(wl))
+    identity = workload_identity(wl)
+    capacity.identify(workload_key(wl), wl.namespace or "", identity, kept_slices(wl, identity, capacity.gates))
     if capacity.holds(workload_key(wl)) and assignment_tampering(wl, checks) is not None:
         return
     usage = workload_usage(wl, checks, capacity.flavors(), strict=strict)

@@ -110,10 +110,12 @@ class LiveCapacity:
     def delete_pod(self, key: str) -> None:
         self._slots.delete_pod(key)
 
-    def identify(self, key: str, namespace: str, workload_label: str) -> None:
+    def identify(self, key: str, namespace: str, workload_label: str, kept: tuple[str, ...] = ()) -> None:
         """Workload ``key`` is the one our workload label ``workload_label`` names in ``namespace``
-        (``rules.workload_identity``): the pods carrying it may fill its slots."""
-        self._slots.identify(key, (namespace, workload_label))
+        (``rules.workload_identity``): the pods carrying it may fill its slots. ``kept``: the labels
+        of earlier elastic slices whose running pods its assignment includes
+        (``slice_replacement.kept_slices``); their pods fill its slots once their Workloads are gone."""
+        self._slots.identify(key, (namespace, workload_label), tuple((namespace, label) for label in kept))
 
     def unidentify(self, key: str) -> None:
         self._slots.identify(key, None)

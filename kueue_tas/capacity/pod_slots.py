@@ -3,7 +3,9 @@
 An assignment gives each of its domains a count of slots. A bound pod fills one when the
 claim its labels make (``rules.pod_claim``) names a Workload we track (``identify``) whose
 slots (``set_entries``) include the pod's PodSet and domain (``rules.pod_domain``); a pod of
-a slice that a newer elastic slice replaces fills the newest slice's slots first. When a
+a slice that a newer elastic slice replaces fills the newest slice's slots first, and so does
+a pod whose Workload is gone when a slice records it kept that Workload's pods (``identify``'s
+``kept``: Kueue may delete a replaced slice while its pods run on). When a
 domain has more claimants than slots, the first ones by pod key fill them, so the outcome
 depends only on the objects, never on the order of their events (``plan``, ``capacity``
 and the controller agree).
@@ -79,6 +81,8 @@ class PodSlots:
         self._claimed_on: dict[str, set[str]] = {}  # node -> pods with a claim bound there
         self._identity: dict[str, Identity] = {}
         self._owner: dict[Identity, str] = {}
+        self._kept: dict[str, tuple[Identity, ...]] = {}  # workload -> earlier slices whose pods it keeps
+        self._kept_by: dict[Identity, set[str]] = {}
         self._entries: dict[str, tuple[UsageEntry, ...]] = {}
         self._counts: dict[str, dict[tuple[int, tuple[str, ...]], int]] = {}
         self._members: dict[Bucket, list[str]] = {}  # sorted pod keys
@@ -116,19 +120,32 @@ class PodSlots:
 
     # --- workloads ----------------------------------------------------------------------------
 
-    def identify(self, key: str, identity: Identity | None) -> None:
-        old = self._identity.get(key)
-        if old == identity:
+    def identify(self, key: str, identity: Identity | None, kept: tuple[Identity, ...] = ()) -> None:
+        """Workload ``key`` is the one ``identity`` names (None: forget it); ``kept``: the earlier
+        slices whose pods it keeps, claimed for it while no tracked Workload is theirs."""
+        old, old_kept = self._identity.get(key), self._kept.get(key, ())
+        if identity is None:
+            kept = ()
+        if old == identity and old_kept == kept:
             return
-        affected = set(self._claimants.get(old, ())) if old else set()
+        affected: set[str] = set()
+        for ident in {old, identity, *old_kept, *kept} - {None}:
+            assert ident is not None
+            affected |= self._claimants.get(ident, set())
         if old is not None:
             del self._identity[key]
             if self._owner.get(old) == key:
                 del self._owner[old]
+        for ident in old_kept:
+            _discard(self._kept_by, ident, key)
+        self._kept.pop(key, None)
         if identity is not None:
             self._identity[key] = identity
             self._owner[identity] = key
-            affected |= self._claimants.get(identity, set())
+        if kept:
+            self._kept[key] = kept
+            for ident in kept:
+                self._kept_by.setdefault(ident, set()).add(key)
         self._replay(affected)
 
     def set_replaces(self, key: str, replaced: str | None) -> None:
@@ -200,9 +217,14 @@ class PodSlots:
         claim = pod.claim
         if claim is None:
             return None
-        owner = self._owner.get((claim.namespace, claim.workload))
+        identity = (claim.namespace, claim.workload)
+        owner = self._owner.get(identity)
         if owner is None:
-            return None
+            # Its Workload is gone (or not seen yet): the slice that kept its pods takes them.
+            keepers = self._kept_by.get(identity)
+            if not keepers:
+                return None
+            owner = min(keepers)
         chain = [owner]
         while len(chain) < _MAX_CHAIN:
             newer = sorted(self._replaced_by.get(chain[-1], set()) - set(chain))
@@ -302,9 +324,9 @@ class PodSlots:
         current: str | None = key
         while current is not None and current not in seen and len(seen) < _MAX_CHAIN:
             seen.add(current)
-            identity = self._identity.get(current)
-            if identity is not None:
-                out |= self._claimants.get(identity, set())
+            for identity in (self._identity.get(current), *self._kept.get(current, ())):
+                if identity is not None:
+                    out |= self._claimants.get(identity, set())
             current = self._replaces.get(current)
         return out
 

@@ -34,7 +34,7 @@ import structlog
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.capacity.rules import assignment_trusted
+from kueue_tas.capacity.rules import assignment_trusted, workload_identity
 from kueue_tas.controllers.admission_writes import (
     EntryWriteUnknown,
     check_entry,
@@ -51,7 +51,7 @@ from kueue_tas.kube.errors import ApiError, Conflict, ServerError, may_have_appl
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import AssignmentFormatError
-from kueue_tas.topology.slice_replacement import SliceRef, replaced_slice, slice_current
+from kueue_tas.topology.slice_replacement import SliceRef, kept_slices_value, replaced_slice, slice_current
 
 log = structlog.get_logger(__name__)
 
@@ -173,13 +173,13 @@ class WorkloadAdmission:
         except Exception as exc:
             return await self._owner_unread(wl, exc)
         async with self._ctx.lock:
-            decision, text = self._decide(wl, check, wide)
+            decision, text, kept = self._decide(wl, check, wide)
         if decision.outcome is Outcome.PENDING and _entry_says(wl, check_entry(check, decision, wl)):
             return None  # already written; a configuration change decides it again
         # Outside the lock: the capacity a Ready decision takes is assumed already, so the
         # next decision can be made while these writes are on their way.
         try:
-            await self._commit(wl, check, decision, text)
+            await self._commit(wl, check, decision, text, kept)
         except Conflict:
             self._ctx.capacity.forget(key)
             log.info("workload_changed_while_deciding", workload=key)
@@ -198,13 +198,14 @@ class WorkloadAdmission:
         self._write_failures.pop(key, None)
         return None
 
-    def _decide(self, wl: Workload, check: str, wide: Mapping[str, str]) -> tuple[Decision, str | None]:
-        """The decision (with its annotation text), and for Ready its capacity assumed; called
-        under the lock, without awaiting, so no other decision sees the capacity in between."""
+    def _decide(self, wl: Workload, check: str, wide: Mapping[str, str]) -> tuple[Decision, str | None, str | None]:
+        """The decision (with its annotation text and, for a new elastic slice, the record of the
+        slices whose pods it keeps), and for Ready its capacity assumed; called under the lock,
+        without awaiting, so no other decision sees the capacity in between."""
         key = workload_key(wl)
         # Pending means we hold nothing for it (an earlier assumption is stale).
         self._ctx.capacity.forget(key)
-        replaced, current = self._replaced_slice(wl)
+        replaced, current, kept = self._replaced_slice(wl)
         started = time.perf_counter()
         governed = self._ctx.flavors_of(check)
         with self._ctx.capacity.without(replaced):
@@ -225,7 +226,7 @@ class WorkloadAdmission:
             self._ctx.capacity.assume(key, decision.usage(), replaces=replaced)
         self._ctx.metrics.decision_seconds.observe(time.perf_counter() - started)
         self._decided()
-        return decision, text
+        return decision, text, kept if text is not None else None
 
     async def _owner_unread(self, wl: Workload, exc: Exception) -> float:
         """The owner's annotations could not be read: nothing is decided without them (a
@@ -291,8 +292,9 @@ class WorkloadAdmission:
             self._ctx.checks.controller_name,
         )
 
-    def _replaced_slice(self, wl: Workload) -> tuple[str | None, dict[str, TopologyAssignment] | None]:
-        """(key, assignments) of the slice ``wl`` replaces; (None, None) for an ordinary placement."""
+    def _replaced_slice(self, wl: Workload) -> tuple[str | None, dict[str, TopologyAssignment] | None, str | None]:
+        """(key, assignments, record of kept slices: ``kept_slices_value``) of the slice ``wl``
+        replaces; (None, None, None) for an ordinary placement."""
         checks = self._ctx.checks.names()
 
         def find(ref: SliceRef) -> Workload | None:
@@ -300,14 +302,17 @@ class WorkloadAdmission:
 
         old = replaced_slice(wl, find, lambda w: assignment_trusted(w, checks), self._ctx.gates)
         if old is None:
-            return None, None
+            return None, None, None
         try:
-            return workload_key(old), slice_current(old)
+            current = slice_current(old)
         except AssignmentFormatError:
             # The capacity model does not hold such an assignment either (logged there).
-            return None, None
+            return None, None, None
+        return workload_key(old), current, kept_slices_value(old, workload_identity(old), self._ctx.gates)
 
-    async def _commit(self, wl: Workload, check: str, decision: Decision, text: str | None) -> None:
+    async def _commit(
+        self, wl: Workload, check: str, decision: Decision, text: str | None, kept: str | None = None
+    ) -> None:
         key = workload_key(wl)
         requeue: int | None = None
         if decision.outcome is Outcome.READY:
@@ -315,7 +320,11 @@ class WorkloadAdmission:
             # The gate (on the Job/JobSet) and the annotation (on the Workload) do not depend on
             # each other, only the entry depends on both: send them together, fail as either.
             writes = [self._ctx.writer.inject_gates(wl, gated, self._ctx.settings.scheduling_gate)]
-            if text is not None:
+            if text is not None and kept is not None:
+                # In the same patch as the assignment: its kept pods must stay its pods once the
+                # replaced Workload is gone, and only now do we know that slice's label.
+                writes.append(self._ctx.writer.write_annotation(wl, text, kept_slices=kept))
+            elif text is not None:
                 writes.append(self._ctx.writer.write_annotation(wl, text))
             for outcome in await asyncio.gather(*writes, return_exceptions=True):
                 if isinstance(outcome, BaseException):

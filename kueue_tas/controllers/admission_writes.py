@@ -153,7 +153,10 @@ class AdmissionWriter(Protocol):
 
     async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None: ...
 
-    async def write_annotation(self, workload: Workload, text: str) -> None: ...
+    async def write_annotation(self, workload: Workload, text: str, kept_slices: str | None = None) -> None:
+        """Our assignment annotation ``text`` and, for a new elastic slice, the record of the
+        slices whose pods it keeps (``KEPT_SLICES_ANNOTATION``), in one write."""
+        ...
 
     async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None: ...
 
@@ -172,15 +175,18 @@ class KubeAdmissionWriter:
     def __init__(self, api: k8s.ApiClient) -> None:
         self.api = api
 
-    async def write_annotation(self, workload: Workload, text: str) -> None:
+    async def write_annotation(self, workload: Workload, text: str, kept_slices: str | None = None) -> None:
         """With the Workload's resourceVersion: a Workload that changed since we decided gives Conflict."""
-        await self._annotate(workload, c.TOPOLOGY_ASSIGNMENT_ANNOTATION, text, workload.metadata.resource_version)
+        values = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
+        if kept_slices is not None:
+            values[c.KEPT_SLICES_ANNOTATION] = kept_slices
+        await self._annotate(workload, values, workload.metadata.resource_version)
 
     async def write_wait_start(self, workload: Workload, stamp: str) -> None:
         """Unguarded: the first hold's time; a second writer would write about the same time."""
-        await self._annotate(workload, c.PREFERRED_WAIT_STARTED_ANNOTATION, stamp, None)
+        await self._annotate(workload, {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp}, None)
 
-    async def _annotate(self, workload: Workload, key: str, value: str, resource_version: str | None) -> None:
+    async def _annotate(self, workload: Workload, values: dict[str, str], resource_version: str | None) -> None:
         await merge_patch_custom(
             self.api,
             group=c.KUEUE_GROUP,
@@ -188,7 +194,7 @@ class KubeAdmissionWriter:
             plural="workloads",
             namespace=workload.namespace,
             name=workload.name,
-            patch={"metadata": {"annotations": {key: value}}},
+            patch={"metadata": {"annotations": values}},
             resource_version=resource_version,
         )
 

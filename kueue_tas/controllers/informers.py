@@ -20,6 +20,7 @@ from kueue_tas.kube.stores import PodStore, Store
 from kueue_tas.topology.inputs import node_info
 from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION
 from kueue_tas.topology.model import NodeInfo
+from kueue_tas.topology.slice_replacement import kept_slice_labels
 
 T = TypeVar("T")
 
@@ -75,7 +76,9 @@ class SharedInformers:
             checks=source.informer(cat.ADMISSION_CHECKS, model_transform(AdmissionCheck)),
             queues=source.informer(cat.CLUSTER_QUEUES, model_transform(ClusterQueue)),
             workloads=source.informer(
-                cat.WORKLOADS, model_transform(Workload), store=Store({WORKLOAD_UID_INDEX: _workload_uid})
+                cat.WORKLOADS,
+                model_transform(Workload),
+                store=Store({WORKLOAD_UID_INDEX: _workload_uid, WORKLOAD_KEPT_INDEX: kept_slice_labels}),
             ),
             daemonsets=source.informer(cat.DAEMONSETS, daemonset_spec, name="daemonsets"),
         )
@@ -86,6 +89,9 @@ class SharedInformers:
 
 
 WORKLOAD_UID_INDEX = "uid"
+# The workload labels of the earlier elastic slices whose pods a slice keeps: a pod of a slice
+# whose Workload is gone still reaches the slice that kept it (``slice_replacement``).
+WORKLOAD_KEPT_INDEX = "kept-slices"
 
 
 def _workload_uid(wl: Workload) -> tuple[str, ...]:

@@ -18,7 +18,10 @@ When:
 
 * only a workload whose assignment is trusted (our entry Ready), untampered, with no
   decision of ours being written for it (``LiveCapacity.assumes`` / ``holds_extra``), and
-  not an elastic slice that replaces another (its pods are judged with the older slice's);
+  not an elastic slice while the slice it replaces is still admitted by us (until Kueue
+  finishes that one, each judges its own pods); once it is finished or deleted, the new slice
+  judges the pods it keeps too (``slice_pods``: its assignment includes them, by Kueue's
+  elastic-workload semantics);
 * only a pod that fills no slot (``LiveCapacity.slot_filled_by``);
 * only once the pod has been stray for ``stray_pod_grace_seconds`` without a break, so an
   assignment update the informer has not shown yet never costs a pod; except a pod bound or
@@ -47,7 +50,8 @@ from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import assignment_trusted
-from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers, SlimNode
+from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode
+from kueue_tas.controllers.slice_pods import earlier_slice_pods, workloads_of_pod
 from kueue_tas.controllers.stray_plan import Stray, domain_text, stray_pods
 from kueue_tas.controllers.workload_events import workload_ref
 from kueue_tas.kube.client import delete_pod
@@ -151,7 +155,7 @@ class StrayPods:
             pod.phase,
         ):
             return  # nothing the rule reads has changed
-        for wl in self._workloads.by_index(WORKLOAD_UID_INDEX, pod.workload):
+        for wl in workloads_of_pod(pod, self._workloads):
             self.queue.add(workload_key(wl))
 
     def _on_node_changed(self, old: SlimNode, new: SlimNode) -> None:
@@ -182,12 +186,19 @@ class StrayPods:
             or not assignment_trusted(wl, ours)
             or wl.is_evicted
             or assignment_tampering(wl, ours) is not None
-            or replaced_slice_ref(wl, self._gates) is not None
+            or self._replaced_still_admitted(wl, ours)
         ):
             return False
         if self._capacity.assumes(key) or self._capacity.holds_extra(key):
             return None
         return True
+
+    def _replaced_still_admitted(self, wl: Workload, ours: set[str]) -> bool:
+        ref = replaced_slice_ref(wl, self._gates)
+        if ref is None:
+            return False
+        old = self._workloads.get(f"{ref[0] or ''}/{ref[1]}")
+        return old is not None and assignment_trusted(old, ours)
 
     async def reconcile(self, key: str) -> float | None:
         wl = self._workloads.get(key)
@@ -201,6 +212,8 @@ class StrayPods:
             self._forget(key)
             return None  # holds nothing we could judge by; the assignment guard deals with it
         pods = self._pods.of_workload(wl.namespace or "", wl.metadata.uid or "")
+        ours = self._checks.names()
+        pods += earlier_slice_pods(wl, self._workloads, self._pods, self._gates, lambda w: assignment_trusted(w, ours))
         strays = stray_pods(
             assignments,
             pods,

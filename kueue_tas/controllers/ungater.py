@@ -3,7 +3,10 @@
 Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
 
 * Only pods that carry our scheduling gate and our workload label, of a Workload whose
-  entry for one of our checks is Ready and whose assignment annotation decodes.
+  entry for one of our checks is Ready and whose assignment annotation decodes. An elastic
+  slice also counts the running pods of the slices it replaces (in its domains) and releases
+  their gated pods once their own slice no longer does, whether or not its Workload still
+  exists (``slice_pods``).
 * Pod events are batched per Workload: the first event schedules a pass
   ``ungate_batch_period_seconds`` later and later events join it.
 * A pass looks at each PodSet's live pods (terminal pods are left out: their slots are free
@@ -54,7 +57,8 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
-from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers, SlimNode
+from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode
+from kueue_tas.controllers.slice_pods import earlier_slice_pods, workloads_of_pod
 from kueue_tas.controllers.ungate_plan import Expectations, PodView, Release, offers, plan_releases
 from kueue_tas.controllers.ungate_writes import PodPatcher, PodReleaser
 from kueue_tas.kube.events import EventSink
@@ -65,12 +69,8 @@ from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
-from kueue_tas.topology.slice_replacement import replaced_slice_ref
 
 log = structlog.get_logger(__name__)
-
-# Elastic slices replacing slices that replaced others: how far back kept pods are looked up.
-MAX_SLICE_CHAIN = 16
 
 
 def view(pod: SlimPod) -> PodView:
@@ -134,11 +134,9 @@ class Ungater:
 
     # --- events -------------------------------------------------------------------------------
 
-    def _key_of_pod(self, pod: SlimPod) -> str | None:
-        if pod.workload is None:
-            return None
-        owners = self.workloads.by_index(WORKLOAD_UID_INDEX, pod.workload)
-        return workload_key(owners[0]) if owners else None
+    def _keys_of_pod(self, pod: SlimPod) -> list[str]:
+        """Its Workload's key and those of the elastic slices that keep its pods (``slice_pods``)."""
+        return [workload_key(w) for w in workloads_of_pod(pod, self.workloads)]
 
     def _on_workload(self, wl: Workload) -> None:
         key = workload_key(wl)
@@ -155,9 +153,10 @@ class Ungater:
             keys.discard(workload_key(wl))
 
     def _on_pod(self, pod: SlimPod) -> None:
-        key = self._key_of_pod(pod)
-        if key is None:
-            return
+        for key in self._keys_of_pod(pod):
+            self._on_pod_of(key, pod)
+
+    def _on_pod_of(self, key: str, pod: SlimPod) -> None:
         if not pod.gated:
             self.expectations.observe(key, pod.uid)
         else:
@@ -176,11 +175,9 @@ class Ungater:
 
     def _on_pod_deleted(self, pod: SlimPod) -> None:
         self.refused.pop(pod.uid, None)
-        key = self._key_of_pod(pod)
-        if key is None:
-            return
-        self.expectations.observe(key, pod.uid)
-        self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
+        for key in self._keys_of_pod(pod):
+            self.expectations.observe(key, pod.uid)
+            self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
 
     def _releasable(self, wl: Workload) -> bool:
         return assignment_trusted(wl, self.checks.names())
@@ -207,6 +204,7 @@ class Ungater:
             # seed 2103). Looked at again once the repair lands (``repair_ended``).
             return None
         pods = self.pod_store.of_workload(wl.namespace or "", wl.metadata.uid)
+        pods = pods + earlier_slice_pods(wl, self.workloads, self.pod_store, self.gates, self._releasable)
         if not any(p.gated for p in pods):
             return None  # most passes (pod status updates of released pods) end here: no decoding
         try:
@@ -224,7 +222,6 @@ class Ungater:
         # meanwhile the informer showed released pods, their expectations went, and the plan,
         # still holding the old list, saw them gated with no slot and gave their slots away.)
         releases, warnings = self._expire(key, pods, dict(decoded))
-        pods = pods + self._earlier_slice_pods(wl)
         for podset, ta in decoded:
             releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods))
         for pod_name, uid, message in warnings:
@@ -296,29 +293,6 @@ class Ungater:
     def _still_offered(self, ta: TopologyAssignment | None, selector: dict[str, str]) -> bool:
         host = selector.get(c.HOSTNAME_LABEL)
         return offers(ta, selector) and (host is None or self._node_usable(host))
-
-    def _earlier_slice_pods(self, wl: Workload) -> list[SlimPod]:
-        """Released pods of the slices this elastic slice replaces, directly or through a chain.
-
-        Pods keep the workload label of the slice that released them, and they stay where they
-        run when a new slice takes over: without them the new slice's domains would look empty
-        and its delta pods could be sent where the kept pods already are.
-        """
-        out: list[SlimPod] = []
-        seen = {wl.metadata.uid}
-        current = wl
-        for _ in range(MAX_SLICE_CHAIN):
-            ref = replaced_slice_ref(current, self.gates)
-            if ref is None:
-                break
-            namespace = ref[0] or ""
-            previous = self.workloads.get(f"{namespace}/{ref[1]}")
-            if previous is None or not previous.metadata.uid or previous.metadata.uid in seen:
-                break
-            seen.add(previous.metadata.uid)
-            out.extend(p for p in self.pod_store.of_workload(namespace, previous.metadata.uid) if not p.gated)
-            current = previous
-        return out
 
     def _plan(self, key: str, podset: str, ta: TopologyAssignment, pods: list[SlimPod]) -> list[Release]:
         # Terminal and terminating pods free their slot; a pod the apiserver refused to ungate

@@ -15,6 +15,13 @@ decision (``kueue_tas.controllers``), so both place a new slice the same way:
 * The new slice is placed with the old slice's assignments (PodSet name -> assignment) as
   the engine's ``current`` and ``elastic=True``; the caller does not charge the old slice
   during that decision (the engine charges what the new slice keeps).
+* As in Kueue, the new slice's assignment includes the old slice's pods that keep running,
+  whether or not the old Workload still exists: Kueue finishes it and may delete it at once
+  (``objectRetentionPolicies``). Those pods carry the old slice's workload label, so the
+  new slice records the labels of every slice whose pods it keeps (``kept_slices_value``,
+  in ``KEPT_SLICES_ANNOTATION``, written with its assignment while the old one still
+  exists); the capacity model, the ungater and the stray-pod rule read them back
+  (``kept_slices``) once the old Workload is gone, and after a restart that never saw it.
 """
 
 from __future__ import annotations
@@ -30,6 +37,10 @@ from kueue_tas.topology.features import FeatureGates
 
 SliceRef = tuple[str | None, str]
 """(namespace, name) of a Workload."""
+
+# Earlier slices named in a new slice's record of kept pods: a chain longer than this cannot
+# happen in practice (one per scale-up), and the record must stay small.
+MAX_KEPT_SLICES = 16
 
 
 def replaced_slice_ref(wl: Workload, gates: FeatureGates) -> SliceRef | None:
@@ -64,6 +75,29 @@ def replaced_slice(
     if old is None or old is wl or not trusted(old):
         return None
     return old
+
+
+def kept_slice_labels(wl: Workload) -> tuple[str, ...]:
+    """The workload labels ``KEPT_SLICES_ANNOTATION`` names on ``wl`` (newest first), as written."""
+    raw = wl.metadata.annotations.get(c.KEPT_SLICES_ANNOTATION) or ""
+    labels = [part.strip() for part in raw.split(",")]
+    return tuple(dict.fromkeys(label for label in labels if label))[:MAX_KEPT_SLICES]
+
+
+def kept_slices(wl: Workload, identity: str, gates: FeatureGates) -> tuple[str, ...]:
+    """The workload labels of the earlier slices whose running pods ``wl``'s assignment includes:
+    only for a Workload that replaces a slice under the elastic gates (the record means nothing
+    otherwise), never ``wl``'s own label ``identity``."""
+    if replaced_slice_ref(wl, gates) is None:
+        return ()
+    return tuple(label for label in kept_slice_labels(wl) if label != identity)
+
+
+def kept_slices_value(old: Workload, old_identity: str, gates: FeatureGates) -> str:
+    """What the slice replacing ``old`` (whose workload label is ``old_identity``) records: ``old``
+    first, then the slices ``old`` itself kept pods of."""
+    labels = dict.fromkeys((old_identity, *kept_slices(old, old_identity, gates)))
+    return ",".join(list(labels)[:MAX_KEPT_SLICES])
 
 
 def slice_current(old: Workload) -> dict[str, TopologyAssignment]:

@@ -1,0 +1,247 @@
+"""Elastic slices once the replaced slice's Workload is gone (issue 27, defect 4).
+
+Kueue finishes a replaced slice and may delete it soon after (``objectRetentionPolicies``, or
+by hand), while its pods keep running: the new slice's assignment includes them. Whether or
+not the old Workload still exists (and after a restart that never saw it), those pods must
+fill the new slice's slots once (capacity), count in its domains when its delta pods are
+released (ungater), and be judged against its assignment (stray pods).
+
+The rig: two 4-GPU hosts h1, h2 in rack r1 (``test_admission_elastic.cluster``); ``other``
+holds 2 GPUs on h1. ``slice-1`` (2 pods, both running on h1) is replaced by ``slice-2``
+(4 pods): the kept pods stay on h1, the 2 added go to h2, where h1 has no room left.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import builders as mk
+from admission_harness import Harness
+from test_admission_elastic import ELASTIC_ON, GPU, HOST, HOSTS, add, cluster, decide, on, workload
+
+from kueue_tas.api import constants as c
+from kueue_tas.controllers.stray_pods import StrayPods
+from kueue_tas.controllers.ungater import Ungater
+from kueue_tas.runtime.config import Settings
+from kueue_tas.topology.assignment import TopologyAssignment
+
+
+def used(k: Harness) -> dict[str, int]:
+    """GPUs charged per host, TAS and non-TAS, over-commitment included (no floor at zero)."""
+    snap = k.capacity.snapshot("gpu")
+    assert snap is not None
+    cap, col = snap.capacity, snap.capacity.columns[GPU]
+    taken = {}
+    for host in HOSTS:
+        leaf = snap.tree.leaf_index_of((host,))
+        taken[host] = int(cap.tas[leaf, col]) + int(cap.alloc[leaf, col]) - int(cap.free[leaf, col])
+    return {host: n for host, n in taken.items() if n}
+
+
+def pod(name: str, workload_uid: str, node: str | None, *, rv: str = "1") -> dict[str, Any]:
+    """A pod of PodSet main labelled for ``workload_uid``: bound to ``node`` and pinned there by
+    the ungater's nodeSelector, or gated (None)."""
+    return mk.pod(
+        name,
+        node,
+        namespace="ns",
+        uid=f"uid-{name}",
+        resource_version=rv,
+        gpus=1,
+        labels={c.WORKLOAD_LABEL: workload_uid, c.PODSET_LABEL: "main"},
+        selector=None if node is None else {HOST: node},
+        gates=[c.SCHEDULING_GATE] if node is None else [],
+        phase="Running" if node is not None else "Pending",
+    )
+
+
+def with_annotations(obj: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {**obj, "metadata": {**meta, "annotations": {**meta["annotations"], **annotations}}}
+
+
+def admitted_new_slice(k: Harness, assignment: TopologyAssignment, count: int = 4) -> dict[str, Any]:
+    """``slice-2`` as Kueue shows it once our writes landed: Ready, with every annotation we wrote."""
+    written = dict(k.writes.annotation_writes[-1])
+    obj = workload("slice-2", count, "Ready", assignment=assignment, replaces="ns/slice-1", rv="2")
+    return with_annotations(obj, written)
+
+
+async def replaced_then_deleted(k: Harness, old_pods: dict[str, str]) -> dict[str, Any]:
+    """Admit slice-1 (its pods ``old_pods``: name -> host, running), decide slice-2 through the
+    admission reconciler, play back our writes, then Kueue finishes slice-1 and deletes it.
+    Returns slice-2 as admitted."""
+    old = workload("slice-1", len(old_pods), "Ready", assignment=on(*_counts(old_pods)))
+    add(k, old)
+    add(k, workload("other", 2, "Ready", assignment=on(("h1", 2))))
+    for name, host in old_pods.items():
+        k.informers.pods.handle_event("ADDED", pod(name, "slice-1", host))
+    add(k, workload("slice-2", 4, replaces="ns/slice-1"))
+    state, assignment = await decide(k, "slice-2")
+    assert state == "Ready" and assignment == on(("h1", 2), ("h2", 2))
+    new = admitted_new_slice(k, assignment)
+    add(k, new, "MODIFIED")
+    finished = workload("slice-1", len(old_pods), "Ready", assignment=on(*_counts(old_pods)), finished=True, rv="2")
+    add(k, finished, "MODIFIED")
+    k.informers.workloads.handle_event("DELETED", finished)
+    return new
+
+
+def _counts(pods: dict[str, str]) -> list[tuple[str, int]]:
+    out: dict[str, int] = {}
+    for host in pods.values():
+        out[host] = out.get(host, 0) + 1
+    return sorted(out.items())
+
+
+def ungater(k: Harness) -> tuple[Ungater, dict[str, str]]:
+    """An ungater with the elastic gates on; the pods it releases: name -> host."""
+    released: dict[str, str] = {}
+
+    class Patcher:
+        async def patch(self, namespace: str, name: str, patch: dict[str, Any], resource_version: str) -> None:
+            released[name] = patch["spec"]["nodeSelector"][HOST]
+
+    u = Ungater(
+        informers=k.informers,
+        checks=k.checks,
+        patcher=Patcher(),
+        events=k.events,
+        metrics=k.metrics,
+        settings=Settings(leader_election=False, ungate_batch_period_seconds=0),
+        gates=ELASTIC_ON,
+    )
+    return u, released
+
+
+# --- our writes: the new slice names the pods it keeps -----------------------------------------
+
+
+async def test_the_new_slice_records_whose_running_pods_its_assignment_includes() -> None:
+    k = cluster(ELASTIC_ON)
+    await replaced_then_deleted(k, {"o0": "h1", "o1": "h1"})
+    written = k.writes.annotation_writes[-1]
+    assert written[c.KEPT_SLICES_ANNOTATION] == "slice-1"
+    assert c.TOPOLOGY_ASSIGNMENT_ANNOTATION in written
+
+
+# --- capacity: the kept pods are charged once --------------------------------------------------
+
+
+async def test_kept_pods_fill_the_new_slice_slots_after_the_old_workload_is_deleted() -> None:
+    k = cluster(ELASTIC_ON)
+    await replaced_then_deleted(k, {"o0": "h1", "o1": "h1"})
+    # h1: the 2 kept pods (in slice-2's slots) + other's 2; h2: slice-2's 2 open slots.
+    assert used(k) == {"h1": 4, "h2": 2}, "the kept pods were charged twice"
+    assert k.capacity.slot_filled_by("ns/o0") == "ns/slice-2"
+    assert k.capacity.slot_filled_by("ns/o1") == "ns/slice-2"
+
+
+async def test_after_a_restart_that_never_saw_the_old_workload_the_kept_pods_are_charged_once() -> None:
+    k = cluster(ELASTIC_ON)
+    new = await replaced_then_deleted(k, {"o0": "h1", "o1": "h1"})
+    fresh = cluster(ELASTIC_ON)  # a new leader: slice-1 is gone from its first list
+    add(fresh, workload("other", 2, "Ready", assignment=on(("h1", 2))))
+    for name in ("o0", "o1"):
+        fresh.informers.pods.handle_event("ADDED", pod(name, "slice-1", "h1"))
+    add(fresh, new)
+    assert used(fresh) == {"h1": 4, "h2": 2}
+    assert fresh.capacity.slot_filled_by("ns/o1") == "ns/slice-2"
+    # The kept pods end: their slots open in slice-2, nothing else changes.
+    fresh.informers.pods.handle_event("DELETED", pod("o0", "slice-1", "h1"))
+    assert used(fresh) == {"h1": 4, "h2": 2}
+    assert fresh.capacity.slot_filled_by("ns/o1") == "ns/slice-2"
+
+
+# --- the ungater: the delta goes around the kept pods ------------------------------------------
+
+
+async def test_delta_pods_go_where_the_kept_pods_are_not_after_the_old_workload_is_deleted() -> None:
+    k = cluster(ELASTIC_ON)
+    u, released = ungater(k)
+    await replaced_then_deleted(k, {"o0": "h1", "o1": "h1"})
+    for name in ("d0", "d1"):
+        k.informers.pods.handle_event("ADDED", pod(name, "slice-2", None))
+    await u.reconcile("ns/slice-2")
+    assert released == {"d0": "h2", "d1": "h2"}, "the delta was sent where the kept pods already are"
+
+
+async def test_a_gated_pod_labelled_for_the_deleted_slice_is_released_by_the_new_one() -> None:
+    """The Job's template keeps the labels of the slice that started it (Kueue's "late pod
+    references the original slice"): the new slice releases such a pod, counting the kept ones."""
+    k = cluster(ELASTIC_ON)
+    u, released = ungater(k)
+    await replaced_then_deleted(k, {"o0": "h1", "o1": "h1"})
+    while len(u.queue):
+        u.queue.done(await u.queue.get())
+    k.informers.pods.handle_event("ADDED", pod("late", "slice-1", None))
+    assert len(u.queue) == 1, "the pod's event reached no Workload"
+    key = await u.queue.get()
+    assert key == "ns/slice-2"
+    await u.reconcile(key)
+    assert released == {"late": "h2"}
+
+
+# --- stray pods: the replacing slice is judged -------------------------------------------------
+
+
+async def test_the_replacing_slice_is_judged_once_the_old_workload_is_deleted() -> None:
+    k = cluster(ELASTIC_ON)
+    clock = [0.0]
+
+    class Deleter:
+        def __init__(self) -> None:
+            self.deleted: list[str] = []
+
+        async def delete(self, namespace: str, name: str, uid: str) -> None:
+            self.deleted.append(name)
+
+    deleter = Deleter()
+    strays = StrayPods(
+        informers=k.informers,
+        checks=k.checks,
+        capacity=k.capacity,
+        deleter=deleter,
+        events=k.events,
+        metrics=k.metrics,
+        settings=Settings(leader_election=False, stray_pod_grace_seconds=5),
+        gates=ELASTIC_ON,
+        clock=lambda: clock[0],
+    )
+    # A scale down: slice-1 ran o0, o1 on h1 and o2 on h2; slice-2 keeps 2 pods, on h1.
+    old = workload("slice-1", 3, "Ready", assignment=on(("h1", 2), ("h2", 1)))
+    add(k, old)
+    for name, host in (("o0", "h1"), ("o1", "h1"), ("o2", "h2")):
+        k.informers.pods.handle_event("ADDED", pod(name, "slice-1", host))
+    add(k, workload("slice-2", 2, replaces="ns/slice-1"))
+    state, assignment = await decide(k, "slice-2")
+    assert (state, assignment) == ("Ready", on(("h1", 2)))
+    add(k, admitted_new_slice(k, assignment, count=2), "MODIFIED")
+    finished = workload("slice-1", 3, "Ready", assignment=on(("h1", 2), ("h2", 1)), finished=True, rv="2")
+    add(k, finished, "MODIFIED")
+    k.informers.workloads.handle_event("DELETED", finished)
+    assert used(k) == {"h1": 2, "h2": 1}  # o2 still runs: charged on h2, filling no slot
+    assert await strays.reconcile("ns/slice-2") == 5.0  # o2 is stray, within the grace
+    clock[0] = 5.0
+    await strays.reconcile("ns/slice-2")
+    assert deleter.deleted == ["o2"], "the pod the new assignment has no slot for was left running"
+
+
+async def test_a_kept_pod_event_queues_the_replacing_slice_for_judgement() -> None:
+    k = cluster(ELASTIC_ON)
+    strays = StrayPods(
+        informers=k.informers,
+        checks=k.checks,
+        capacity=k.capacity,
+        deleter=None,  # type: ignore[arg-type]
+        events=k.events,
+        metrics=k.metrics,
+        settings=Settings(leader_election=False),
+        gates=ELASTIC_ON,
+        clock=lambda: 0.0,
+    )
+    await replaced_then_deleted(k, {"o0": "h1", "o1": "h1"})
+    while len(strays.queue):
+        strays.queue.done(await strays.queue.get())
+    k.informers.pods.handle_event("MODIFIED", pod("o0", "slice-1", "h2", rv="2"))
+    assert len(strays.queue) == 1 and await strays.queue.get() == "ns/slice-2"
