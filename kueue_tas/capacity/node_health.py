@@ -57,7 +57,18 @@ class FailureKind(StrEnum):
 def node_serves(node: NodeInfo | None) -> bool:
     """The node exists, is Ready and takes new pods: the ungater may release onto it and a
     repair may place onto it."""
-    return node is not None and node.ready and not node.unschedulable
+    return node_serving_problem(node) is None
+
+
+def node_serving_problem(node: NodeInfo | None) -> str | None:
+    """Why the node takes no new pods now, in words that follow "node <name>" (None: it does)."""
+    if node is None:
+        return "does not exist"
+    if node.unschedulable:
+        return "is cordoned (spec.unschedulable)"
+    if not node.ready:
+        return "is NotReady"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

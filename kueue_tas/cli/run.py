@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.capacity.node_health import node_serves
+from kueue_tas.capacity.node_health import node_serving_problem
 from kueue_tas.controllers.admission import WorkloadAdmission
 from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
 from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus, KubeCheckStatusWriter
@@ -94,8 +94,8 @@ def register(manager: Manager, settings: Settings) -> LiveState:
     )
     repair = NodeRepair(decisions, rewrites=rewrites)
 
-    def node_usable(name: str) -> bool:
-        return node_serves(informers.nodes.store.get(name))
+    def node_problem(name: str) -> str | None:
+        return node_serving_problem(informers.nodes.store.get(name))
 
     status = AdmissionCheckStatus(informers=informers, checks=checks, writer=KubeCheckStatusWriter(manager.api))
     ungater = Ungater(
@@ -106,7 +106,7 @@ def register(manager: Manager, settings: Settings) -> LiveState:
         metrics=manager.metrics,
         settings=settings,
         gates=gates,
-        node_usable=node_usable,
+        node_problem=node_problem,
         repairing=rewrites.writing,
     )
     rewrites.when_done(ungater.repair_ended)

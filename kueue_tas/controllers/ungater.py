@@ -14,10 +14,14 @@ Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
   as it still runs there), asks ``plan_releases`` which gated pods go where, and patches
   each of those pods once (strategic merge: delete only our gate, add the domain's
   nodeSelector, guarded by the pod's resourceVersion).
-* No pod is released onto a node that cannot take it now (``node_usable``: NotReady,
+* No pod is released onto a node that cannot take it now (``node_problem``: NotReady,
   cordoned, gone): it stays gated until the node serves again or the node repair moves its
   slot (``node_repair``); released there it would wait pinned to a node that may never
-  return.
+  return. While other pods of the workload still progress on a cordoned node no repair moves
+  the slot, so the wait can be long: each held pod is explained on the pass that holds it
+  back (within ``ungate_batch_period_seconds`` of its event), by a ``TopologyPodHeld``
+  Warning on the pod and on the Workload naming the pod, the node and why, and a
+  ``pod_held_back`` log line; once per pod and (node, reason), not on every pass.
 * Expectations: a pod we patched counts as placed in its domain until we observe it
   without the gate (or deleted, or still gated at another resourceVersion: our guarded patch
   can then never land), so a second pass never hands its slot out again. A patch the
@@ -61,7 +65,8 @@ from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode
 from kueue_tas.controllers.slice_pods import earlier_slice_pods, workloads_of_pod
 from kueue_tas.controllers.ungate_plan import Expectations, PodView, Release, offers, plan_releases
 from kueue_tas.controllers.ungate_writes import PodPatcher, PodReleaser
-from kueue_tas.kube.events import EventSink
+from kueue_tas.controllers.workload_events import workload_ref
+from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
@@ -71,6 +76,19 @@ from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 
 log = structlog.get_logger(__name__)
+
+# The Event that explains a pod we keep gated because its slot's node takes no pods now.
+HELD_REASON = "TopologyPodHeld"
+
+
+def held_message(pods: list[str], node: str, why: str) -> str:
+    """``pod c stays gated: its slot is on node n2, which is cordoned (spec.unschedulable); ...``"""
+    shown = ", ".join(pods[:10]) + (f" and {len(pods) - 10} more" if len(pods) > 10 else "")
+    subject = f"pod {shown} stays gated: its slot is" if len(pods) == 1 else f"pods {shown} stay gated: their slots are"
+    return (
+        f"{subject} on node {node}, which {why}; released when the node takes pods again "
+        "or a node repair moves the slot"
+    )
 
 
 def view(pod: SlimPod) -> PodView:
@@ -98,18 +116,24 @@ class Ungater:
         gates: FeatureGates = DEFAULT_GATES,
         clock: Callable[[], float] | None = None,
         node_usable: Callable[[str], bool] = lambda _name: True,
+        node_problem: Callable[[str], str | None] | None = None,
         repairing: Callable[[str], bool] = lambda _key: False,
     ) -> None:
         """``clock``: monotonic seconds for expectation deadlines (default: the event loop's);
-        ``node_usable(name)``: whether a hostname domain's node can take a pod now;
-        ``repairing(key)``: a node repair of the workload is decided and its writes have not
-        landed yet (call :meth:`repair_ended` when they land or are dropped)."""
-        self._node_usable = node_usable
+        ``node_problem(name)``: why a hostname domain's node cannot take a pod now, in words
+        after "node <name>" (None: it can; ``node_serving_problem``), else ``node_usable(name)``
+        says only whether it can; ``repairing(key)``: a node repair of the workload is decided
+        and its writes have not landed yet (call :meth:`repair_ended` when they land or are
+        dropped)."""
+        self._node_problem: Callable[[str], str | None] = node_problem or (
+            lambda name: None if node_usable(name) else "cannot take new pods now"
+        )
         self._repairing = repairing
         self.settings = settings
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
         self.gates = gates
         self.metrics = metrics
+        self._events = events
         self.pod_store = informers.pod_store
         self.workloads = informers.workloads.store
         self.checks = checks
@@ -130,6 +154,8 @@ class Ungater:
         )
         informers.pods.add_handler(self._on_pod, lambda _o, p: self._on_pod(p), self._on_pod_deleted)
         self._held: dict[str, set[str]] = {}  # node -> workloads with pods held back from it
+        # workload -> pod UID -> (node, why) of the hold last explained for that pod
+        self._explained: dict[str, dict[str, tuple[str, str]]] = {}
         informers.nodes.add_handler(self._on_node, lambda _o, n: self._on_node(n), lambda _n: None)
 
     # --- events -------------------------------------------------------------------------------
@@ -146,9 +172,11 @@ class Ungater:
             # Kueue evicted it (our entry is reset to Pending) and stops its pods: the releases of
             # that admission mean nothing to the next one, which gets its own assignment.
             self.expectations.forget(key)
+            self._explained.pop(key, None)
 
     def _on_workload_deleted(self, wl: Workload) -> None:
         self.expectations.forget(workload_key(wl))
+        self._explained.pop(workload_key(wl), None)
         for keys in self._held.values():
             keys.discard(workload_key(wl))
 
@@ -159,12 +187,16 @@ class Ungater:
     def _on_pod_of(self, key: str, pod: SlimPod) -> None:
         if not pod.gated:
             self.expectations.observe(key, pod.uid)
+            self._explained.get(key, {}).pop(pod.uid, None)
         else:
             expected = self.expectations.get(key, pod.uid)
             if expected is not None and expected.resource_version != pod.resource_version:
                 # Changed but still gated: our patch, guarded by the older version, can never land.
                 self.expectations.observe(key, pod.uid)
         self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
+
+    def _node_usable(self, name: str) -> bool:
+        return self._node_problem(name) is None
 
     def _on_node(self, node: SlimNode) -> None:
         """A node that serves again lets go the pods held back from it: no pod or workload event
@@ -177,6 +209,7 @@ class Ungater:
         self.refused.pop(pod.uid, None)
         for key in self._keys_of_pod(pod):
             self.expectations.observe(key, pod.uid)
+            self._explained.get(key, {}).pop(pod.uid, None)
             self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
 
     def _releasable(self, wl: Workload) -> bool:
@@ -222,10 +255,13 @@ class Ungater:
         # meanwhile the informer showed released pods, their expectations went, and the plan,
         # still holding the old list, saw them gated with no slot and gave their slots away.)
         releases, warnings = self._expire(key, pods, dict(decoded))
+        held: list[tuple[PodView, str, str]] = []
         for podset, ta in decoded:
-            releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods))
+            releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods, held))
+        explain = self._not_yet_explained(key, held)
         for pod_name, uid, message in warnings:
             await self._releaser.warn(wl, pod_name, uid, message)
+        await self._explain_held(wl, key, explain)
         if releases and self._repairing(key):
             return None  # decided while the warnings went out; nothing of the plan was recorded
         if not releases:
@@ -294,7 +330,48 @@ class Ungater:
         host = selector.get(c.HOSTNAME_LABEL)
         return offers(ta, selector) and (host is None or self._node_usable(host))
 
-    def _plan(self, key: str, podset: str, ta: TopologyAssignment, pods: list[SlimPod]) -> list[Release]:
+    def _not_yet_explained(self, key: str, held: list[tuple[PodView, str, str]]) -> list[tuple[PodView, str, str]]:
+        """The holds of this pass not explained yet for their pod (a new pod, node or reason);
+        recorded as explained now, before any await, so a concurrent pass never repeats them."""
+        explained = self._explained.setdefault(key, {})
+        out = []
+        for pod, node, why in held:
+            if explained.get(pod.uid) != (node, why):
+                explained[pod.uid] = (node, why)
+                out.append((pod, node, why))
+        if not explained:
+            del self._explained[key]
+        return out
+
+    async def _explain_held(self, wl: Workload, key: str, held: list[tuple[PodView, str, str]]) -> None:
+        """A Warning on each held pod and one on the Workload per node and reason, and a log line
+        per pod: the pod stays gated by our decision, and nothing else would say why."""
+        by_node: dict[tuple[str, str], list[str]] = {}
+        for pod, node, why in held:
+            log.warning("pod_held_back", workload=key, pod=pod.name, node=node, reason=why)
+            by_node.setdefault((node, why), []).append(pod.name)
+            ref = ObjectRef(c.CORE_API_VERSION, c.KIND_POD, pod.name, wl.namespace, pod.uid)
+            await self._emit(ref, key, held_message([pod.name], node, why))
+        for (node, why), names in by_node.items():
+            await self._emit(workload_ref(wl), key, held_message(names, node, why))
+
+    async def _emit(self, ref: ObjectRef, key: str, message: str) -> None:
+        """Best effort: the log line already says it."""
+        try:
+            await self._events.emit_event(ref, reason=HELD_REASON, message=message, type="Warning")
+        except Exception as exc:
+            log.warning("event_failed", workload=key, reason=HELD_REASON, error=str(exc))
+
+    def _plan(
+        self,
+        key: str,
+        podset: str,
+        ta: TopologyAssignment,
+        pods: list[SlimPod],
+        held_pods: list[tuple[PodView, str, str]],
+    ) -> list[Release]:
+        """The releases of one PodSet; the pods held back from a node that cannot take them now
+        are added to ``held_pods`` as (pod, node, why)."""
         # Terminal and terminating pods free their slot; a pod the apiserver refused to ungate
         # (at its current version) sits out, holding no slot.
         mine = [
@@ -311,10 +388,13 @@ class Ungater:
         in_flight = self.expectations.of(key)
         releases = plan_releases(ta, views, count=ta.total, sub_groups=sub_groups, in_flight=in_flight, holding=leaving)
         if ta.levels and ta.levels[-1] == c.HOSTNAME_LABEL:
-            held = {r.node_selector[c.HOSTNAME_LABEL] for r in releases}
-            held = {n for n in held if not self._node_usable(n)}
+            problems = {n: self._node_problem(n) for n in {r.node_selector[c.HOSTNAME_LABEL] for r in releases}}
+            held = {n: why for n, why in problems.items() if why is not None}
             for node in held:
                 self._held.setdefault(node, set()).add(key)
+            held_pods.extend(
+                (r.pod, host, held[host]) for r in releases if (host := r.node_selector[c.HOSTNAME_LABEL]) in held
+            )
             releases = [r for r in releases if r.node_selector[c.HOSTNAME_LABEL] not in held]
         return releases
 
