@@ -90,11 +90,22 @@ class TopologySnapshot:
         self.capacity.add_non_tas_usage(node_name, usage, sign)
 
     def add_tas_usage(self, assignment: TopologyAssignment, per_pod: ResourceMap, sign: int = 1) -> None:
-        """Charge an existing assignment. Domains that are not leaves now (node gone or
-        NotReady) are skipped, as Kueue skips them."""
+        """Charge an existing assignment. Domains whose nodes are not in the tree now (gone or
+        NotReady) are skipped, as Kueue skips them.
+
+        An assignment written under other levels (its Topology deleted and re-created with a
+        lowest level that is no longer the hostname, or levels reordered) is charged on the
+        leaves holding the nodes its domains name (``TopologyTree.leaves_of``, by node
+        labels). Kueue's cache keys an admitted workload's usage by domain values alone and
+        drops what no leaf of the new tree matches, which would free capacity the workload's
+        pods are pinned to and hand it to the next workload; we keep charging it instead (the
+        workload's note then says its placement is no longer enforced: ``placement_health``).
+        A domain that spans several new leaves (written under a coarser level) is charged whole
+        on each: its pods may land on any of them, and capacity given twice is the one outcome
+        we never allow; the over-charge lasts until they are bound and charged where they run."""
+        levels = assignment.levels
         for values, usage in usage_of(assignment, per_pod):
-            leaf = self.tree.leaf_index_of(values)
-            if leaf is not None:
+            for leaf in self.tree.leaves_of(levels, values):
                 self.capacity.add_tas_usage(leaf, usage, sign)
 
     def place(

@@ -93,6 +93,8 @@ class TopologyTree:
         # Node filters look at the first node of a leaf only (Kueue keeps one node per hostname).
         self.tainted_leaves: list[int] = [i for i, nodes in enumerate(leaf_nodes) if nodes[0].taints]
         self._label_columns: dict[str, tuple[npt.NDArray[np.object_], npt.NDArray[np.bool_]]] = {}
+        # levels -> values at those levels -> the leaves holding a node labelled so
+        self._by_labels: dict[tuple[str, ...], dict[tuple[str, ...], tuple[int, ...]]] = {}
 
     def label_column(self, key: str) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.bool_]]:
         """Per leaf, the value of label ``key`` on its first node ("" when absent) and whether
@@ -165,6 +167,27 @@ class TopologyTree:
                 return None
             return idx
         return self.leaf_by_id.get(domain_id(values))
+
+    def leaves_of(self, levels: Sequence[str], values: Sequence[str]) -> tuple[int, ...]:
+        """The leaves an assignment's domain occupies, whatever levels it was written under:
+        ``leaf_index_of`` when those are this tree's levels (or the hostname alone under a
+        hostname tree), else every leaf holding a node whose labels have ``values`` at
+        ``levels`` (an assignment decided before its Topology was re-created with other levels:
+        its pods are pinned to those nodes by nodeSelector, whatever the tree is now)."""
+        levels = tuple(levels)
+        if levels == self.level_keys or (self.lowest_is_hostname and levels == (HOSTNAME_LABEL,)):
+            leaf = self.leaf_index_of(values)
+            return () if leaf is None else (leaf,)
+        index = self._by_labels.get(levels)
+        if index is None:
+            found: dict[tuple[str, ...], set[int]] = {}
+            for leaf, nodes in enumerate(self.leaf_nodes):
+                for node in nodes:
+                    if all(level in node.labels for level in levels):
+                        found.setdefault(tuple(node.labels[level] for level in levels), set()).add(leaf)
+            index = {key: tuple(sorted(leaves)) for key, leaves in found.items()}
+            self._by_labels[levels] = index
+        return index.get(tuple(values), ())
 
     def level_index(self, key: str) -> int | None:
         try:
