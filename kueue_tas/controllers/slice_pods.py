@@ -8,9 +8,9 @@ Workload at once. The ungater and the stray-pod rule both need them, by the same
 * the slices found by following ``workload-slice-replacement-for`` through the Workloads that
   still exist, and the slices the new one recorded keeping (``KEPT_SLICES_ANNOTATION``),
   which still name them once their Workloads are gone;
-* released pods always (they run in the new slice's domains); gated ones only once their own
-  slice no longer releases pods (finished, evicted or deleted): the newest slice then releases
-  them, as Kueue releases a late pod that names the original slice.
+* released pods always (they run in the new slice's domains); gated ones of the recorded
+  slices only once their own slice no longer releases pods (finished, evicted or deleted): the
+  newest slice then releases them, as Kueue releases a late pod that names the original slice.
 """
 
 from __future__ import annotations
@@ -61,12 +61,16 @@ def earlier_slice_pods(
             break
         owners[label] = previous
         current = previous
+    # Gated pods only of the slices ``wl`` recorded: their pod events reach ``wl`` through the
+    # record (``workloads_of_pod``), so its releases of them are observed.
+    recorded: set[str] = set()
     for label in kept_slices(wl, own, gates):
+        recorded.add(label)
         if label not in owners:
             found = [w for w in workloads.by_index(WORKLOAD_UID_INDEX, label) if (w.namespace or "") == namespace]
             owners[label] = found[0] if found else None
     out: list[SlimPod] = []
     for label, owner in owners.items():
-        gated_too = owner is None or not releases(owner)
+        gated_too = label in recorded and (owner is None or not releases(owner))
         out.extend(p for p in pods.of_workload(namespace, label) if gated_too or not p.gated)
     return out
