@@ -20,10 +20,13 @@ from admission_harness import Harness
 from test_admission_elastic import ELASTIC_ON, GPU, HOST, HOSTS, add, cluster, decide, on, workload
 
 from kueue_tas.api import constants as c
+from kueue_tas.api.workload import Workload
 from kueue_tas.controllers.stray_pods import StrayPods
 from kueue_tas.controllers.ungater import Ungater
 from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.features import FeatureGates
+from kueue_tas.topology.slice_replacement import MAX_KEPT_SLICES, kept_slices, kept_slices_value
 
 
 def used(k: Harness) -> dict[str, int]:
@@ -245,3 +248,43 @@ async def test_a_kept_pod_event_queues_the_replacing_slice_for_judgement() -> No
         strays.queue.done(await strays.queue.get())
     k.informers.pods.handle_event("MODIFIED", pod("o0", "slice-1", "h2", rv="2"))
     assert len(strays.queue) == 1 and await strays.queue.get() == "ns/slice-2"
+
+
+# --- the record itself ---------------------------------------------------------------------------
+
+
+def test_a_chain_of_slices_records_every_earlier_slice_newest_first() -> None:
+    second = Workload.model_validate(
+        with_annotations(
+            workload("slice-2", 4, "Ready", assignment=on(("h1", 4)), replaces="ns/slice-1"),
+            {c.KEPT_SLICES_ANNOTATION: "slice-1"},
+        )
+    )
+    assert kept_slices_value(second, "slice-2", ELASTIC_ON) == "slice-2,slice-1"
+    # The record means nothing without the elastic gates, or on a Workload that replaces none.
+    assert kept_slices(second, "slice-2", ELASTIC_ON) == ("slice-1",)
+    assert kept_slices(second, "slice-2", FeatureGates()) == ()
+    plain = Workload.model_validate(
+        with_annotations(workload("x", 1, "Ready", assignment=on(("h1", 1))), {c.KEPT_SLICES_ANNOTATION: "slice-1"})
+    )
+    assert kept_slices(plain, "x", ELASTIC_ON) == ()
+    # Bounded, however long the chain: the record stays small.
+    long = Workload.model_validate(
+        with_annotations(
+            workload("slice-99", 1, "Ready", assignment=on(("h1", 1)), replaces="ns/slice-98"),
+            {c.KEPT_SLICES_ANNOTATION: ",".join(f"s{i}" for i in range(40))},
+        )
+    )
+    assert len(kept_slices_value(long, "slice-99", ELASTIC_ON).split(",")) == MAX_KEPT_SLICES
+
+
+async def test_with_the_elastic_gates_off_the_record_claims_no_pod() -> None:
+    k = cluster(ELASTIC_ON)
+    new = await replaced_then_deleted(k, {"o0": "h1", "o1": "h1"})
+    off = cluster(FeatureGates())
+    add(off, workload("other", 2, "Ready", assignment=on(("h1", 2))))
+    for name in ("o0", "o1"):
+        off.informers.pods.handle_event("ADDED", pod(name, "slice-1", "h1"))
+    add(off, new)
+    assert off.capacity.slot_filled_by("ns/o0") is None  # an ordinary pod: charged on its node
+    assert used(off) == {"h1": 6, "h2": 2}
