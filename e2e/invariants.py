@@ -67,6 +67,7 @@ class InvariantChecker:
     check_names: Collection[str]
     pending_bound_s: float = 60.0
     confirm_s: float = 2.0
+    scheduling_gate: str = kc.SCHEDULING_GATE  # the controller's setting: a run may use another
     nodes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # name -> labels (kept after deletion)
     deleted_nodes: set[str] = field(default_factory=set)
     # A node re-created (deleted, then added again) at this time: the pods still bound to it from
@@ -114,7 +115,7 @@ class InvariantChecker:
                 self._released_at.pop(gone.key, None)
             self._dirty = True
             return
-        new = pod_view(obj)
+        new = pod_view(obj, self.scheduling_gate)
         old = self.pods.get(uid)
         self.pods[uid] = new
         if not new.gated:
@@ -206,13 +207,24 @@ class InvariantChecker:
             return tuple(source[k] for k in levels)
         return None
 
+    def _node_of(self, pod: PodView) -> str:
+        """The Node a pod is bound to, or pinned to by its hostname nodeSelector. A selector holds
+        the hostname label's value, which is not the Node's name on EKS, kops or with
+        ``--hostname-override``: it is looked up among the nodes' labels, never taken as a name."""
+        if pod.node:
+            return pod.node
+        host = pod.selector.get(kc.HOSTNAME_LABEL)
+        if host is None:
+            return ""
+        named = [name for name, labels in self.nodes.items() if labels.get(kc.HOSTNAME_LABEL) == host]
+        return named[0] if len(named) == 1 else ""
+
     def _resurrected(self, pod: PodView, now: float) -> bool:
         """Released to a node (bound, or pinned by its nodeSelector) before that node was deleted
         and re-created, and still within the reaper's window: a leftover the infrastructure
         brought back, not a placement of ours. (Chaos seed 1188: pinned just before the delete,
         bound just after the node returned.)"""
-        node = pod.node or pod.selector.get(kc.HOSTNAME_LABEL) or ""
-        at = self.recreated_at.get(node)
+        at = self.recreated_at.get(self._node_of(pod))
         released = self._released_at.get(pod.key)
         return at is not None and released is not None and released < at and now < at + self.resurrection_window_s
 
@@ -233,9 +245,7 @@ class InvariantChecker:
                     allowed[d.values[:k]] += d.count
             have: Counter[Domain] = Counter()
             for pod in pods:
-                if (pod.node or pod.selector.get(kc.HOSTNAME_LABEL)) in self.deleted_nodes or self._resurrected(
-                    pod, now
-                ):
+                if self._node_of(pod) in self.deleted_nodes or self._resurrected(pod, now):
                     continue
                 dom = self._pod_domain(pod, a.levels)
                 for k in range(len(a.levels) + 1) if dom is not None else (0,):

@@ -28,6 +28,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e.invariants import InvariantChecker, Violation
 from e2e.kube import KUEUE_GROUP, KUEUE_VERSION
+from kueue_tas.api import constants as kc
 
 WATCH_SECONDS = 30
 RESOURCES = ("nodes", "pods", "workloads")
@@ -53,6 +54,7 @@ class Monitor:
     pending_bound_s: float = 60.0
     confirm_s: float = 2.0
     tick_s: float = 0.5
+    scheduling_gate: str = kc.SCHEDULING_GATE
     checker: InvariantChecker = field(init=False)
     errors: Counter[str] = field(init=False, default_factory=Counter)
     events: Counter[str] = field(init=False, default_factory=Counter)
@@ -61,7 +63,9 @@ class Monitor:
     _started: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
-        self.checker = InvariantChecker(set(self.checks), self.pending_bound_s, self.confirm_s)
+        self.checker = InvariantChecker(
+            set(self.checks), self.pending_bound_s, self.confirm_s, scheduling_gate=self.scheduling_gate
+        )
         self._core = client.CoreV1Api(self.api)
         self._custom = client.CustomObjectsApi(self.api)
 

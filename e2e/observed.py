@@ -68,7 +68,7 @@ def _with_pod(requests: Mapping[str, int]) -> dict[str, int]:
     return {**requests, "pods": requests.get("pods", 0) + 1}
 
 
-def pod_view(obj: Obj) -> PodView:
+def pod_view(obj: Obj, scheduling_gate: str = kc.SCHEDULING_GATE) -> PodView:
     spec = obj.get("spec") or {}
     labels = object_labels(obj)
     try:
@@ -80,7 +80,7 @@ def pod_view(obj: Obj) -> PodView:
         workload=labels.get(kc.WORKLOAD_LABEL),
         podset=labels.get(kc.PODSET_LABEL),
         node=spec.get("nodeName") or None,
-        gated=any(g.get("name") == kc.SCHEDULING_GATE for g in spec.get("schedulingGates") or []),
+        gated=any(g.get("name") == scheduling_gate for g in spec.get("schedulingGates") or []),
         selector=dict(spec.get("nodeSelector") or {}),
         terminal=(obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"),
         terminating=bool((obj.get("metadata") or {}).get("deletionTimestamp")),

@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from e2e.chaos.profile import MIXED, PROFILES
 from e2e.chaos.scenario import BURST, FAULTS, plan_run
 from e2e.paths import cache_dir
 
@@ -53,6 +54,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
         "--faults",
         default=",".join((*FAULTS, BURST)),
         help="comma-separated fault types to inject (default: all)",
+    )
+    ap.add_argument(
+        "--profile",
+        choices=(*PROFILES, MIXED),
+        default=MIXED,
+        help="controller settings: default, renamed (our gate and keys renamed), or mixed: drawn per seed (default)",
     )
     ap.add_argument("--replay", type=Path, help="re-execute the plan of a run's event log")
     ap.add_argument("--out", type=Path, help="where event logs and summary.json go")
@@ -112,7 +119,7 @@ async def campaign(args: argparse.Namespace) -> int:
     if unknown:
         log(f"unknown fault type(s): {', '.join(sorted(unknown))}; known: {', '.join((*FAULTS, BURST))}")
         return 2
-    opts = Options(duration_s=args.duration, settle_s=args.settle, settle_cap_s=args.settle_cap)
+    opts = Options(duration_s=args.duration, settle_s=args.settle, settle_cap_s=args.settle_cap, profile=args.profile)
     if args.pending_bound is not None:
         opts.pending_bound_s = args.pending_bound
     if args.replay:

@@ -29,7 +29,7 @@ from e2e.cluster_health import health_urls, http_ok
 from e2e.cluster_state import State, child_env, rest_client
 from e2e.components import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
 from e2e.controller import LEASE_NAMESPACE, ControllerGroup, ControllerProcess
-from e2e.kube import Kube, as_body, content_type
+from e2e.kube import KUEUE_GROUP, KUEUE_VERSION, Kube, as_body, content_type
 from e2e.nodes import NodePool
 from e2e.pods import pods_raw
 
@@ -54,6 +54,7 @@ class Rig:
     paused: set[int] = field(default_factory=set)  # pids under SIGSTOP
     hold_until: dict[str, float] = field(default_factory=dict)  # replica -> no restart before (monotonic)
     restarts: Counter[str] = field(default_factory=Counter)  # replica restarts by why
+    topology: str = ""  # the run's Topology, which ``topology_recreate`` replaces for a while
 
 
 async def supervise(rig: Rig, backoff_s: float = 1.0) -> None:
@@ -280,6 +281,133 @@ async def node_delete(rig: Rig, args: dict[str, Any]) -> str:
     return f"node {name} deleted, back after {args.get('recreate_after')}s"
 
 
+async def _workloads(rig: Rig) -> list[dict[str, Any]]:
+    res = await _retry(
+        "list workloads",
+        lambda: rig.kube.custom.list_namespaced_custom_object(KUEUE_GROUP, KUEUE_VERSION, rig.namespace, "workloads"),
+    )
+    return list(res.get("items") or [])
+
+
+def _finished(wl: dict[str, Any]) -> bool:
+    conds = (wl.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Finished" and c.get("status") == "True" for c in conds)
+
+
+def _deciding(wl: dict[str, Any]) -> bool:
+    """Quota reserved and a check entry still Pending: our decision or its writes are in flight."""
+    status = wl.get("status") or {}
+    reserved = any(
+        c.get("type") == "QuotaReserved" and c.get("status") == "True" for c in status.get("conditions") or []
+    )
+    return reserved and any(c.get("state") == "Pending" for c in status.get("admissionChecks") or [])
+
+
+async def workload_deactivate(rig: Rig, args: dict[str, Any]) -> str:
+    """Kueue evicts a Workload (``spec.active=false``: reason Deactivated) and, ``seconds`` later,
+    takes it back: the eviction lands while our decision and its Ready write may be in flight.
+    A Workload whose check is still Pending is preferred, since that is where the race is."""
+    items = [w for w in await _workloads(rig) if not _finished(w)]
+    if not items:
+        return "no unfinished workload"
+    deciding = sorted((w for w in items if _deciding(w)), key=lambda w: str(w["metadata"]["name"]))
+    pool = deciding or sorted(items, key=lambda w: str(w["metadata"]["name"]))
+    name = str(random.Random(int(args.get("pick", 0))).choice(pool)["metadata"]["name"])
+
+    async def set_active(active: bool) -> None:
+        await rig.kube.custom.patch_namespaced_custom_object(
+            KUEUE_GROUP,
+            KUEUE_VERSION,
+            rig.namespace,
+            "workloads",
+            name,
+            as_body({"spec": {"active": active}}),
+            **content_type(MERGE),
+        )
+
+    try:
+        await _retry("deactivate workload", lambda: set_active(False))
+        await asyncio.sleep(float(args.get("seconds", 1)))
+        await _retry("reactivate workload", lambda: set_active(True))
+    except ApiException as e:
+        if e.status == 404:
+            return f"workload {name} is gone"
+        raise
+    return f"workload {name} deactivated{' while deciding' if deciding else ''} for {args.get('seconds')}s"
+
+
+async def _bound_nodes(rig: Rig) -> list[str]:
+    pods = await _retry("list pods", lambda: pods_raw(rig.kube, rig.namespace))
+    return sorted(
+        {
+            str(p["spec"]["nodeName"])
+            for p in pods
+            if p["spec"].get("nodeName") and (p.get("status") or {}).get("phase") in ("Pending", "Running")
+        }
+    )
+
+
+async def host_cordon(rig: Rig, args: dict[str, Any]) -> str:
+    """``kubectl cordon`` on a host that runs pods of the run (any pool node when none does),
+    and ``uncordon`` after ``seconds``: a replacement pod for that host must wait, explained."""
+    pool_names = [str(n["metadata"]["name"]) for n in rig.pool.node_objects()]
+    busy = [n for n in await _bound_nodes(rig) if n in set(pool_names)]
+    pick = random.Random(int(args.get("pick", 0)))
+    name = pick.choice(busy or pool_names)
+
+    async def set_unschedulable(value: bool) -> None:
+        await rig.kube.core.patch_node(name, as_body({"spec": {"unschedulable": value}}), **content_type(MERGE))
+
+    try:
+        await _retry("cordon node", lambda: set_unschedulable(True))
+        await asyncio.sleep(float(args.get("seconds", 5)))
+        await _retry("uncordon node", lambda: set_unschedulable(False))
+    except ApiException as e:
+        if e.status == 404:
+            return f"node {name} is gone"
+        raise
+    return f"node {name} cordoned{' under running pods' if busy else ''} for {args.get('seconds')}s"
+
+
+async def topology_recreate(rig: Rig, args: dict[str, Any]) -> str:
+    """The admin deletes the run's Topology and creates it again with other levels (the
+    hostname level dropped, so the lowest level is a rack), then, ``seconds`` later, restores
+    the original. Admitted workloads' open slots must stay charged throughout."""
+    if not rig.topology:
+        return "no topology in this run"
+    api = rig.kube.custom
+    plural = "topologies"
+    original = await _retry(
+        "read topology", lambda: api.get_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, rig.topology)
+    )
+    levels = [dict(lv) for lv in original["spec"]["levels"]]
+    other = levels[:-1] if len(levels) > 1 else levels
+
+    async def replace(with_levels: list[dict[str, Any]]) -> None:
+        with contextlib.suppress(ApiException):
+            await api.delete_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, rig.topology)
+        body = {
+            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+            "kind": "Topology",
+            "metadata": {"name": rig.topology},
+            "spec": {"levels": with_levels},
+        }
+        deadline = time.monotonic() + T_COMPONENT
+        while True:  # the delete may still be finishing (finalizers)
+            try:
+                await api.create_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, as_body(body))
+                return
+            except ApiException as e:
+                if e.status != 409 or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.3)
+
+    await _retry("re-create topology with other levels", lambda: replace(other))
+    await asyncio.sleep(float(args.get("seconds", 5)))
+    await _retry("restore topology", lambda: replace(levels))
+    return f"topology {rig.topology} re-created with {len(other)} levels for {args.get('seconds')}s, restored"
+
+
 FaultFn = Callable[[Rig, dict[str, Any]], Awaitable[str]]
 INJECTORS: dict[str, FaultFn] = {
     "leader_kill": leader_kill,
@@ -290,4 +418,7 @@ INJECTORS: dict[str, FaultFn] = {
     "node_flap": node_flap,
     "node_delete": node_delete,
     "kueue_restart": kueue_restart,
+    "workload_deactivate": workload_deactivate,
+    "host_cordon": host_cordon,
+    "topology_recreate": topology_recreate,
 }

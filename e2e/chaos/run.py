@@ -27,6 +27,7 @@ from e2e import procs
 from e2e import stack as st
 from e2e.chaos import evidence, faults, submit
 from e2e.chaos.job_backoff import JobBackoffs
+from e2e.chaos.profile import MIXED, profile_for
 from e2e.chaos.relay import Relay
 from e2e.chaos.scenario import BURST, POOL_SHAPE, Action
 from e2e.chaos.verdict import Verdict, judge
@@ -54,6 +55,7 @@ class Options:
     settle_cap_s: float = 420.0  # ... and after this long in all (a workload flapping forever)
     pending_bound_s: float = PENDING_BOUND_S
     burst_concurrency: int = 25
+    profile: str = MIXED  # the controller settings: a profile's name, or drawn per seed
 
 
 @dataclass
@@ -120,6 +122,7 @@ async def _relay_kubeconfig(api: client.ApiClient, state: State, relay_port: int
 class ChaosRun:
     def __init__(self, state: State, seed: int, plan: list[Action], opts: Options, log_path: Path) -> None:
         self.state, self.seed, self.plan, self.opts = state, seed, plan, opts
+        self.profile = profile_for(seed, opts.profile)
         self.log = EventLog(log_path)
         self.result = RunResult(seed, str(log_path))
         self.rid = f"{seed % 100000}-{uuid.uuid4().hex[:4]}"
@@ -131,7 +134,15 @@ class ChaosRun:
 
     async def execute(self) -> RunResult:
         t0 = time.monotonic()
-        self.log.write({"type": "run", "seed": self.seed, "duration_s": self.opts.duration_s, "pool": POOL_SHAPE})
+        self.log.write(
+            {
+                "type": "run",
+                "seed": self.seed,
+                "duration_s": self.opts.duration_s,
+                "pool": POOL_SHAPE,
+                "profile": self.profile.name,
+            }
+        )
         for a in self.plan:
             self.log.write(a.to_json())
         api = await new_api_client(self.state.kubeconfig)
@@ -149,7 +160,10 @@ class ChaosRun:
             # they start, so the first to hold the certificate publishes the CA into it.
             webhook_port = procs.free_port()
             group = ControllerGroup(
-                kubeconfig, run_dir / "logs" / "kueue-tas-chaos", replicas=2, extra_env=webhook_env(webhook_port)
+                kubeconfig,
+                run_dir / "logs" / "kueue-tas-chaos",
+                replicas=2,
+                extra_env={**webhook_env(webhook_port), **self.profile.env()},
             )
             while len(group.processes) < group.replicas:
                 group.add_process()
@@ -164,9 +178,19 @@ class ChaosRun:
                 namespace=self.namespace,
                 node_selector=f"{POOL_LABEL}={self.pool.name}",
                 pending_bound_s=self.opts.pending_bound_s,
+                scheduling_gate=self.profile.scheduling_gate,
             )
             await monitor.start()
-            rig = faults.Rig(self.state, kube, group, relay, self.pool, self.namespace, random.Random(self.seed))
+            rig = faults.Rig(
+                self.state,
+                kube,
+                group,
+                relay,
+                self.pool,
+                self.namespace,
+                random.Random(self.seed),
+                topology=stack.topology,
+            )
             supervisor = asyncio.create_task(faults.supervise(rig))
             self.log.write({"type": "phase", "phase": "faults", "controllers": group.controller_name})
             self.log.start_clock()
@@ -260,7 +284,7 @@ class ChaosRun:
             self.result.problems.append(f"{a.kind} at t={a.t}: {type(e).__name__}: {e}")
 
     async def _submit(self, rig: faults.Rig, spec: dict[str, Any]) -> str:
-        outcome = await submit.create(rig.kube, self.namespace, spec, self.pool)
+        outcome = await submit.create(rig.kube, self.namespace, spec, self.pool, self.profile)
         self.submitted[spec["name"]] = spec
         self.result.submissions += 1
         return f"{spec['workload']} {spec['name']}: {outcome}"

@@ -27,6 +27,9 @@ FAULTS = (
     "node_flap",
     "node_delete",
     "kueue_restart",
+    "workload_deactivate",
+    "host_cordon",
+    "topology_recreate",
 )
 BURST = "burst"
 BURST_SIZE = 50
@@ -130,6 +133,13 @@ def _fault_args(rng: random.Random, kind: str) -> dict[str, Any]:
         return {"count": rng.randint(1, 3), "pick": rng.randrange(1 << 30)}
     if kind == "node_flap":
         return {"node": rng.randrange(n_nodes), "seconds": round(rng.uniform(3, 10), 1)}
+    if kind == "workload_deactivate":
+        # Mostly shorter than a decision's writes, so the eviction and our Ready race.
+        return {"pick": rng.randrange(1 << 30), "seconds": rng.choice((0.0, 0.2, 0.5, round(rng.uniform(1, 4), 1)))}
+    if kind == "host_cordon":
+        return {"pick": rng.randrange(1 << 30), "seconds": round(rng.uniform(3, 10), 1)}
+    if kind == "topology_recreate":
+        return {"seconds": round(rng.uniform(2, 6), 1)}
     if kind == "node_delete":
         return {"node": rng.randrange(n_nodes), "recreate_after": round(rng.uniform(4, 12), 1)}
     return {}

@@ -10,12 +10,11 @@ import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e import jobs
+from e2e.chaos.profile import DEFAULT, Profile
 from e2e.kube import Kube
 from e2e.nodes import NodePool
 from kueue_tas.api import constants as kc
 
-UNCONSTRAINED = jobs.PREFIX + kc.SUFFIX_UNCONSTRAINED_TOPOLOGY
-GROUP = jobs.PREFIX + kc.SUFFIX_GROUP_NAME
 CREATE_TIMEOUT_S = 60.0
 
 
@@ -23,30 +22,32 @@ def level_label(pool: NodePool, level: str) -> str:
     return {"block": pool.block_label, "rack": pool.rack_label, "host": kc.HOSTNAME_LABEL}[level]
 
 
-def _annotations(spec: dict[str, Any], pool: NodePool) -> dict[str, str]:
+def _annotations(spec: dict[str, Any], pool: NodePool, profile: Profile) -> dict[str, str]:
     mode, level = spec["mode"], level_label(pool, spec.get("level", "rack"))
+    required = profile.key(kc.SUFFIX_REQUIRED_TOPOLOGY)
     if mode in ("required", "group"):
-        ann = {jobs.REQUIRED: level}
+        ann = {required: level}
     elif mode == "preferred":
-        ann = {jobs.PREFERRED: level}
+        ann = {profile.key(kc.SUFFIX_PREFERRED_TOPOLOGY): level}
     elif mode == "unconstrained":
-        ann = {UNCONSTRAINED: "true"}
+        ann = {profile.key(kc.SUFFIX_UNCONSTRAINED_TOPOLOGY): "true"}
     elif mode == "slices":
         ann = {
-            jobs.REQUIRED: level,
-            jobs.SLICE_REQUIRED: level_label(pool, spec["slice_level"]),
-            jobs.SLICE_SIZE: str(spec["slice_size"]),
+            required: level,
+            profile.key(jobs.SLICE_REQUIRED.removeprefix(jobs.PREFIX)): level_label(pool, spec["slice_level"]),
+            profile.key(jobs.SLICE_SIZE.removeprefix(jobs.PREFIX)): str(spec["slice_size"]),
         }
     else:  # implied: no request, placed as unconstrained on a governed flavor
         ann = {}
     if mode == "group":
-        ann[GROUP] = "g"
+        ann[profile.key(kc.SUFFIX_GROUP_NAME)] = "g"
     return ann
 
 
-def manifest(spec: dict[str, Any], pool: NodePool) -> dict[str, Any]:
-    """The Job or JobSet of a planned submission (suspended, in LocalQueue ``lq``)."""
-    ann = _annotations(spec, pool)
+def manifest(spec: dict[str, Any], pool: NodePool, profile: Profile = DEFAULT) -> dict[str, Any]:
+    """The Job or JobSet of a planned submission (suspended, in LocalQueue ``lq``), its topology
+    annotations under the run's annotation prefix."""
+    ann = _annotations(spec, pool, profile)
     if spec["workload"] == "job":
         return jobs.job(
             spec["name"],
@@ -70,9 +71,9 @@ def pods_of(spec: dict[str, Any]) -> int:
     return sum(int(n) * int(par) for _, n, par in spec["replicated"])
 
 
-async def create(kube: Kube, namespace: str, spec: dict[str, Any], pool: NodePool) -> str:
+async def create(kube: Kube, namespace: str, spec: dict[str, Any], pool: NodePool, profile: Profile = DEFAULT) -> str:
     """Create it; retry while the apiserver or Kueue's webhook is down. Returns what happened."""
-    body = manifest(spec, pool)
+    body = manifest(spec, pool, profile)
     deadline = time.monotonic() + CREATE_TIMEOUT_S
     attempts = 0
     while True:

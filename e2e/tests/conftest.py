@@ -12,6 +12,7 @@ import uuid
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -112,7 +113,7 @@ async def invariant_monitor(
     namespace's pods are deleted)."""
     monitors: list[Monitor] = []
 
-    async def start(checks: list[str], node_selector: str | None = None, **options: float) -> Monitor:
+    async def start(checks: list[str], node_selector: str | None = None, **options: Any) -> Monitor:
         m = Monitor(api_client, checks=checks, namespace=namespace, node_selector=node_selector, **options)
         monitors.append(await m.start())
         return m

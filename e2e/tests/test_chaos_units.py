@@ -20,6 +20,7 @@ from e2e.chaos.run import EventLog, read_plan
 from e2e.chaos.scenario import BURST, BURST_SIZE, FAULTS, GPUS_PER_HOST, POOL_SHAPE, plan_run
 from e2e.chaos.verdict import judge
 from e2e.nodes import NodePool
+from kueue_tas.api import constants as kc
 
 POOL = NodePool(name="p", blocks=POOL_SHAPE[0], racks_per_block=POOL_SHAPE[1], hosts_per_rack=POOL_SHAPE[2])
 CAPACITY = {"host": GPUS_PER_HOST, "rack": GPUS_PER_HOST * POOL_SHAPE[2]}
@@ -109,7 +110,7 @@ def test_manifests_carry_the_planned_topology_request() -> None:
     assert [rj["template"]["spec"]["backoffLimit"] for rj in rjs] == [6, 6]
     for rj in rjs:
         tmpl_ann = rj["template"]["spec"]["template"]["metadata"]["annotations"]
-        assert tmpl_ann[submit.GROUP] == "g" and tmpl_ann[jobs.REQUIRED] == POOL.rack_label
+        assert tmpl_ann[jobs.PREFIX + kc.SUFFIX_GROUP_NAME] == "g" and tmpl_ann[jobs.REQUIRED] == POOL.rack_label
     assert submit.pods_of(group) == 7
 
 
@@ -306,3 +307,36 @@ def test_a_failed_run_keeps_its_logs_and_objects_even_when_a_read_fails(tmp_path
     assert json.loads((dest / "pods.json").read_text())["items"][0]["metadata"]["namespace"] == "ns"
     assert (dest / "jobs.json").exists() and not (dest / "events.json").exists()
     assert [m.split(":")[0] for m in missed] == [str(tmp_path / "gone.log"), "events", "workloads"]
+
+
+def test_the_new_faults_are_drawn_with_bounded_arguments() -> None:
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for seed in range(40):
+        for a in plan_run(seed, 55):
+            seen.setdefault(a.kind, []).append(a.args)
+    for kind in ("workload_deactivate", "host_cordon", "topology_recreate"):
+        assert seen.get(kind), f"{kind} never drawn in 40 seeds"
+    assert all(0 <= a["seconds"] <= 4 for a in seen["workload_deactivate"])
+    assert any(a["seconds"] < 1 for a in seen["workload_deactivate"])  # races with our writes
+    assert all(3 <= a["seconds"] <= 10 for a in seen["host_cordon"])
+    assert all(2 <= a["seconds"] <= 6 for a in seen["topology_recreate"])
+
+
+def test_a_renamed_profile_moves_every_topology_key_and_mixed_is_drawn_per_seed() -> None:
+    from e2e.chaos.profile import DEFAULT, MIXED, RENAMED, profile_for
+
+    for spec in submissions(5):
+        body = submit.manifest(spec, POOL, RENAMED)
+        templates = (
+            [body["spec"]["template"]]
+            if body["kind"] == "Job"
+            else [rj["template"]["spec"]["template"] for rj in body["spec"]["replicatedJobs"]]
+        )
+        for tmpl in templates:
+            keys = [k for k in (tmpl["metadata"].get("annotations") or {}) if "topology" in k or "slice" in k]
+            assert all(k.startswith(RENAMED.annotation_prefix) for k in keys), keys
+    assert RENAMED.env()["KUEUE_TAS_SCHEDULING_GATE"] == RENAMED.scheduling_gate
+    drawn = [profile_for(seed, MIXED) for seed in range(60)]
+    assert drawn == [profile_for(seed, MIXED) for seed in range(60)]
+    assert 10 < sum(p is RENAMED for p in drawn) < 35 and DEFAULT in drawn
+    assert profile_for(3, "renamed") is RENAMED

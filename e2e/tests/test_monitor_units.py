@@ -385,3 +385,33 @@ def test_a_pod_pinned_before_the_delete_and_bound_after_the_return_is_the_reaper
     for t in (15.0, 18.0):
         c.tick(t)
     assert set(kinds(c)) == {"domain-overfill"}
+
+
+def test_pinned_pods_of_a_deleted_node_named_unlike_its_hostname_are_not_counted() -> None:
+    """EKS: the Node ``ip-10-0-0-1.ec2.internal`` carries hostname ``ip-10-0-0-1``. Pods pinned by
+    the hostname selector to a node that was deleted and whose slots moved are not an overfill;
+    the monitor finds the node by its label, not by taking the label value as its name."""
+    c = InvariantChecker({CHECK}, pending_bound_s=30, confirm_s=2)
+    for host in ("ip-10-0-0-1", "ip-10-0-0-2"):
+        c.node_event("ADDED", {**node(host), "metadata": {"name": f"{host}.ec2.internal", "labels": {HOST: host}}}, 0)
+    c.workload_event("ADDED", workload("w", {"ip-10-0-0-1": 3}), 0)
+    for i in range(3):
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="ip-10-0-0-1"), 0)
+    gone = {**node("ip-10-0-0-1"), "metadata": {"name": "ip-10-0-0-1.ec2.internal", "labels": {HOST: "ip-10-0-0-1"}}}
+    c.node_event("DELETED", gone, 0.5)
+    c.workload_event("MODIFIED", workload("w", {"ip-10-0-0-2": 3}), 1)
+    for t in (1.0, 3.0, 6.0):
+        c.tick(t)
+    assert c.violations == [], [v.line() for v in c.violations]
+
+
+def test_a_renamed_gate_is_the_one_that_counts_as_gated() -> None:
+    c = InvariantChecker({CHECK}, pending_bound_s=30, confirm_s=2, scheduling_gate="tas.example.com/placement")
+    c.node_event("ADDED", node("h1"), 0)
+    c.workload_event("ADDED", workload("w", {"h1": 1}), 0)
+    renamed = pod("p0", "w")
+    renamed["spec"]["schedulingGates"] = [{"name": "tas.example.com/placement"}]
+    c.pod_event("ADDED", renamed, 0)
+    assert c.pods["p0"].gated
+    c.pod_event("MODIFIED", pod("p0", "w", host="h1"), 1)
+    assert not c.pods["p0"].gated and c._ungates["p0"] == 1
