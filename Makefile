@@ -1,13 +1,13 @@
 # The two commands a fresh machine needs:
 #   make demo   - install, build the local control plane, run kueue-tas beside Kueue on a demo topology
-#   make test   - install, lint (format, style, types, import layers, dependencies, Dockerfile),
-#                 unit + property tests, then the e2e suite on a real local cluster
+#   make test   - install, lint (format, style, types, import layers, dependencies, Dockerfile, the docs
+#                 site), unit + property tests, then the e2e suite on a real local cluster
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock lint test unit e2e chaos chaos-smoke demo down bench bench-placement-vs-kueue bench-vs-kueue clean
+.PHONY: install lock lint docs test unit e2e chaos chaos-smoke demo down bench bench-placement-vs-kueue bench-vs-kueue clean
 
 # The chaos campaign (e2e/chaos): RUNS runs from seed SEED on its own local cluster.
 RUNS ?= 100
@@ -41,12 +41,18 @@ lock:
 	sed -i 's/# via -c requirements\/dev.lock, /# via /' requirements/runtime.lock requirements/build.lock
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff format --check kueue_tas tests e2e benchmarks
-	$(VENV)/bin/ruff check kueue_tas tests e2e benchmarks
+	$(VENV)/bin/ruff format --check kueue_tas tests e2e benchmarks docs/hooks
+	$(VENV)/bin/ruff check kueue_tas tests e2e benchmarks docs/hooks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/deptry .
 	$(VENV)/bin/hadolint Dockerfile
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The docs site (mkdocs.yml, docs/) into site/; --strict: a broken link or anchor, or a page
+# missing from the nav, fails. `$(VENV)/bin/mkdocs serve` to browse it while writing.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests
@@ -87,4 +93,4 @@ bench-vs-kueue: $(STAMP)
 	$(PY) -m benchmarks.vs_kueue $(VS_KUEUE_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

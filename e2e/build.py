@@ -5,6 +5,10 @@ Each component gets a tiny wrapper module under ``$CACHE/src/<name>`` and its bi
 a component is rebuilt only when that changes. Wall time and peak memory of each build are
 appended to ``$CACHE/build-stats.jsonl``.
 
+A first build takes 10-25 minutes on a small machine; it reports as it goes which component
+it is on (``[n/N]``), and every 30 s how long the current step has run and how many modules it
+downloaded or packages it compiled (``e2e/build_progress.py``).
+
 Usage: ``python -m e2e.build [component ...]`` (default: all).
 """
 
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e import versions
+from e2e.build_progress import BuildProgress, StepProgress, run_with_progress
 from e2e.paths import bin_dir, cache_dir, src_dir
 
 _K8S_VERSION_PKGS = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
@@ -243,15 +248,13 @@ class _MemSampler:
         self._thread.join()
 
 
-def _run_timed(cmd: Sequence[str], cwd: Path, logf: Path, timeout: float) -> int:
-    """Run cmd, appending output to logf; return peak RSS (KiB) of the largest child, or 0."""
+def _run_timed(cmd: Sequence[str], cwd: Path, logf: Path, timeout: float, step: StepProgress) -> int:
+    """Run cmd, appending output to logf and reporting progress; return peak RSS (KiB) of the
+    largest child, or 0."""
     timev = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
     rss_file = logf.with_suffix(".rss")
     full = [timev, "-f", "%M", "-o", str(rss_file), *cmd] if timev else list(cmd)
-    with logf.open("a") as out:
-        out.write(f"\n$ {' '.join(cmd)}\n")
-        out.flush()
-        subprocess.run(full, cwd=cwd, env=go_env(), stdout=out, stderr=subprocess.STDOUT, check=True, timeout=timeout)
+    run_with_progress(full, cwd=cwd, env=go_env(), log=logf, timeout=timeout, step=step, shown=cmd)
     if not timev:
         # Largest RSS among all children waited for so far (KiB on Linux): an upper bound.
         return int(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
@@ -261,24 +264,26 @@ def _run_timed(cmd: Sequence[str], cwd: Path, logf: Path, timeout: float) -> int
         return 0
 
 
-def build(c: Component, gov: str, jobs: int = 2) -> dict[str, object]:
+def build(c: Component, gov: str, progress: BuildProgress, label: str, jobs: int = 2) -> dict[str, object]:
     wdir = src_dir() / c.name
-    _write_wrapper(c, wdir)
     logf = cache_dir() / "build-logs" / f"{c.name}.log"
     logf.parent.mkdir(parents=True, exist_ok=True)
     logf.write_text("")
     t0 = time.monotonic()
-    log(f"{c.name} {c.version}: resolving modules (log: {logf})")
+    log(f"{label}: building (full output: {logf})")
+    _write_wrapper(c, wdir)
     with _MemSampler() as mem:
         get_cmd = ["go", "get", "-tool", *[f"{p}@{c.version}" for p in c.packages]]
-        rss_get = _run_timed(get_cmd, wdir, logf, _GET_TIMEOUT_S)
+        step = progress.step(label, "resolving and downloading modules")
+        rss_get = _run_timed(get_cmd, wdir, logf, _GET_TIMEOUT_S, step)
         t_get = time.monotonic() - t0
-        log(f"{c.name}: modules ready after {t_get:.0f}s, compiling {', '.join(c.outputs)}")
         out_dir = wdir / "bin"
         out_dir.mkdir(exist_ok=True)
         target = str(out_dir) + "/" if len(c.packages) > 1 else str(out_dir / c.outputs[0])
-        build_cmd = ["go", "build", "-p", str(jobs), "-ldflags", c.ldflags, "-o", target, *c.packages]
-        rss_build = _run_timed(build_cmd, wdir, logf, _BUILD_TIMEOUT_S)
+        # -v: go names each package as it compiles it, which is what the progress lines count.
+        build_cmd = ["go", "build", "-v", "-p", str(jobs), "-ldflags", c.ldflags, "-o", target, *c.packages]
+        step = progress.step(label, f"compiling {', '.join(c.outputs)}", f"modules ready after {t_get:.0f}s")
+        rss_build = _run_timed(build_cmd, wdir, logf, _BUILD_TIMEOUT_S, step)
     elapsed = time.monotonic() - t0
     bin_dir().mkdir(parents=True, exist_ok=True)
     for pkg, name in zip(c.packages, c.outputs, strict=True):
@@ -298,7 +303,7 @@ def build(c: Component, gov: str, jobs: int = 2) -> dict[str, object]:
     }
     with (cache_dir() / "build-stats.jsonl").open("a") as f:
         f.write(json.dumps(stats) + "\n")
-    log(f"{c.name}: built in {elapsed:.0f}s (peak RSS {stats['peak_rss_largest_process_mib']} MiB)")
+    progress.say(label, f"built in {elapsed:.0f}s (peak RSS {stats['peak_rss_largest_process_mib']} MiB)")
     return stats
 
 
@@ -309,19 +314,22 @@ def ensure_built(only: Sequence[str] = ()) -> None:
     cache_dir().mkdir(parents=True, exist_ok=True)
     gov = go_version()
     t0 = time.monotonic()
-    for c in components():
-        if only and c.name not in only:
-            continue
+    log("checking the pinned components (a first run downloads k8s.io/kubernetes's module first: a few minutes)")
+    chosen = [c for c in components() if not only or c.name in only]
+    progress = BuildProgress(len(chosen), log)
+    for c in chosen:
+        label = progress.next_component(c.name, c.version)
         if is_built(c, gov):
-            log(f"{c.name} {c.version}: up to date")
+            log(f"{label}: up to date")
             continue
         try:
-            build(c, gov)
+            build(c, gov, progress, label)
         except subprocess.CalledProcessError as e:
             logf = cache_dir() / "build-logs" / f"{c.name}.log"
             tail = "\n".join(logf.read_text().splitlines()[-30:]) if logf.exists() else ""
             raise RuntimeError(f"building {c.name} failed (exit {e.returncode}); last log lines:\n{tail}") from e
         log(f"total elapsed {time.monotonic() - t0:.0f}s")
+    progress.finished()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

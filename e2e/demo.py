@@ -28,6 +28,7 @@ import yaml
 from e2e import cluster, procs
 from e2e.cluster_state import State, rest_client
 from e2e.nodes import GPU, POOL_LABEL, NodePool
+from e2e.paths import bin_dir
 from e2e.rest import ApiError, Rest, resource_path, wait_for
 
 DEMO_POOL = NodePool(
@@ -244,6 +245,7 @@ def show(state: State, argv: list[str]) -> None:
 
 
 def usage_text(state: State, pool: NodePool, names: DemoObjects) -> str:
+    """What the demo ends with: what is running, and commands to try next, ready to paste."""
     ctl = state.proc(CONTROLLER_PROC)
     url = map_url(state)
     topology_map = (
@@ -255,19 +257,32 @@ def usage_text(state: State, pool: NodePool, names: DemoObjects) -> str:
 kueue-tas is running beside Kueue on {pool.size} kwok nodes ({pool.blocks} blocks x {pool.racks_per_block} racks x \
 {pool.hosts_per_rack} hosts, {pool.allocatable[GPU]} GPUs each; levels {", ".join(pool.level_labels())}).
 
-  export KUBECONFIG={state.kubeconfig}
-  export NO_PROXY=127.0.0.1,localhost
-
-Submit your own Job to LocalQueue '{names.namespace}/{names.local_queue}' with the pod-template annotation
-  kueue-tas.io/podset-required-topology: {pool.rack_label}
-(see manifests/samples/job.yaml), then:
-  .venv/bin/kueue-tas describe workload --for-job <job> -n {names.namespace}
-  .venv/bin/kueue-tas capacity --topology {names.topology}
-
 {topology_map}
 
+What to try next, in this shell:
+
+  export KUBECONFIG={state.kubeconfig}
+  export NO_PROXY=127.0.0.1,localhost
+  export PATH={bin_dir()}:$PATH                        # kubectl
+
+  # where the sample jobs went, and what is left
+  .venv/bin/kueue-tas describe workload --for-job sample-rack-job -n {names.namespace}
+  .venv/bin/kueue-tas capacity --topology {names.topology}
+
+  # a leader + workers JobSet in one rack, and a job in 3 layers of slices
+  kubectl apply -k manifests/samples/advanced
+  kubectl get workloads -n {names.namespace}
+
+  # your own job: copy manifests/samples/job.yaml, change the name and the annotation
+  #   kueue-tas.io/podset-required-topology: {pool.rack_label}   (or {pool.block_label}, or host)
+  # keep the label kueue.x-k8s.io/queue-name: {names.local_queue}, then kubectl apply -f it
+
+  # where would a job go, offline, without a cluster
+  .venv/bin/kueue-tas plan -f examples/cluster.yaml
+
+Read on: docs/getting-started.md (or `make docs`, then open site/index.html).
 Controller log: {ctl.log if ctl else "?"}     Cluster logs: {state.log_dir}
-Status: python -m e2e.cluster status          Stop everything: make down
+Status: .venv/bin/python -m e2e.cluster status     Stop everything: make down
 """
 
 

@@ -267,10 +267,10 @@ def test_grafana_can_import_it_as_is() -> None:
         assert p.get("description"), p["title"]
 
 
-def test_the_readme_says_how_to_load_it() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert "manifests/grafana/kueue-tas-dashboard.json" in readme
-    assert "kubectl apply -k manifests/grafana" in readme
+def test_the_docs_say_how_to_load_it() -> None:
+    page = (REPO / "docs" / "operator-guide" / "metrics.md").read_text()
+    assert "manifests/grafana/kueue-tas-dashboard.json" in page
+    assert "kubectl apply -k manifests/grafana" in page
 
 
 def test_the_kustomization_ships_it_to_grafanas_sidecar() -> None:

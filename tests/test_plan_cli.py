@@ -1,4 +1,4 @@
-"""Contract tests of ``kueue-tas plan`` (README section "kueue-tas plan").
+"""Contract tests of ``kueue-tas plan`` (docs/user-guide/plan.md).
 
 Inputs are built as dicts (``builders``), dumped to files under ``tmp_path`` and
 fed to ``kueue_tas.cli.main.main``; the placement engine itself is covered by

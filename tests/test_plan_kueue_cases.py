@@ -68,7 +68,7 @@ ADVANCED = _advanced()
 CORE: list[KueueCase] = [*FIND_CASES, *SCHEDULE_CASES]
 ADVANCED_CASES: list[tuple[str, KueueCase]] = [(m, c) for m, mod in ADVANCED.items() for c in mod.CASES]
 
-# Core cases whose request plan rejects as invalid input, by its contract (README: exit 1 and one
+# Core cases whose request plan rejects as invalid input, by its contract (docs/user-guide/plan.md: exit 1 and one
 # line naming object, field and problem), where the engine instead returns Kueue's failure text.
 # Our annotations are validated as Kueue's job webhooks validate a Job's (jobframework's
 # ValidateTASPodSetRequest: a slice level needs a slice size); a Workload's topologyRequest is

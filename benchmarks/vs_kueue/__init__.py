@@ -2,5 +2,5 @@
 
     .venv/bin/python -m benchmarks.vs_kueue [--shapes uncontended,contended] [--pairs 3] [--seed 1]
 
-See ``__main__`` for the options and README's "Benchmarks" for figures.
+See ``__main__`` for the options and docs/benchmarks.md for figures.
 """

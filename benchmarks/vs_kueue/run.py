@@ -275,7 +275,7 @@ def bench_env(qps: int, burst: int) -> dict[str, str]:
     client QPS and burst as the local Kueue's ``clientConnection`` (``e2e/components.py``)."""
     return {
         "KUEUE_TAS_LOG_LEVEL": "info",
-        # The pipelined admitter (not yet the default: README "Configuration").
+        # The pipelined admitter (admission_workers: docs/reference/settings.md).
         "KUEUE_TAS_ADMISSION_WORKERS": "16",
         "KUEUE_TAS_API_QPS": str(qps),
         "KUEUE_TAS_API_BURST": str(burst),
