@@ -460,3 +460,22 @@ def test_a_self_issued_certificate_is_renewed_before_it_ends() -> None:
     assert not tls.refresh()
     now[0] += VALIDITY - RENEW_BEFORE + dt.timedelta(days=1)
     assert tls.refresh() and tls._issued is not first
+
+
+def test_run_wires_reader_access_from_the_settings() -> None:
+    from kueue_tas.cli.run import reader_access
+
+    on = reader_access(None, Settings(leader_election=False, map_bind="127.0.0.1:0"), Metrics())
+    assert on.metrics_auth is not None and on.map_auth is not None
+    assert on.metrics_auth.server == "metrics" and on.map_auth.server == "map"
+    assert on.tls is not None and isinstance(on.context(True), ssl.SSLContext) and on.context(False) is None
+    local_dev = Settings(
+        leader_election=False,
+        map_bind="127.0.0.1:0",
+        metrics_secure=False,
+        metrics_auth=False,
+        map_secure=False,
+        map_auth=False,
+    )
+    off = reader_access(None, local_dev, Metrics())
+    assert (off.tls, off.metrics_auth, off.map_auth, off.context(True)) == (None, None, None, None)
