@@ -479,3 +479,17 @@ def test_run_wires_reader_access_from_the_settings() -> None:
     )
     off = reader_access(None, local_dev, Metrics())
     assert (off.tls, off.metrics_auth, off.map_auth, off.context(True)) == (None, None, None, None)
+
+
+def test_run_warns_when_a_reader_endpoint_is_open_beyond_loopback() -> None:
+    from kueue_tas.cli.run import reader_access
+
+    open_map = Settings(leader_election=False, map_bind=":8082", map_secure=False, map_auth=False)
+    plain_tokens = Settings(leader_election=False, metrics_bind=":8080", metrics_secure=False)
+    loopback = Settings(leader_election=False, map_bind="127.0.0.1:8082", map_secure=False, map_auth=False)
+    with structlog.testing.capture_logs() as logs:
+        reader_access(None, open_map, Metrics())
+        reader_access(None, plain_tokens, Metrics())
+        reader_access(None, loopback, Metrics())
+    warned = [(e["event"], e["server"]) for e in logs if e["log_level"] == "warning"]
+    assert warned == [("reader_endpoint_unauthenticated", "map"), ("reader_tokens_in_clear", "metrics")]

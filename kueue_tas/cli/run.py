@@ -181,13 +181,17 @@ def reader_access(api: Any, settings: Settings, metrics: Metrics) -> ReaderAcces
     metrics_on = settings.metrics_address() is not None
     needs_tls = (metrics_on and settings.metrics_secure) or (map_on and settings.map_secure)
     reviewer = KubeReviewer(api)
-    for name, on, auth, bind in (
-        ("metrics", metrics_on, settings.metrics_auth, settings.metrics_bind),
-        ("map", map_on, settings.map_auth, settings.map_bind),
+    for name, on, secure, auth, bind in (
+        ("metrics", metrics_on, settings.metrics_secure, settings.metrics_auth, settings.metrics_bind),
+        ("map", map_on, settings.map_secure, settings.map_auth, settings.map_bind),
     ):
         host = (parse_bind(bind) or (None, 0))[0]
-        if on and not auth and host not in ("127.0.0.1", "localhost", "::1"):
+        if not on or host in ("127.0.0.1", "localhost", "::1"):
+            continue  # loopback: only this host (or a port-forward) reaches it
+        if not auth:
             log.warning("reader_endpoint_unauthenticated", server=name, bind=bind, setting=f"{name}_auth")
+        elif not secure:  # the readers' bearer tokens would cross the network in clear
+            log.warning("reader_tokens_in_clear", server=name, bind=bind, setting=f"{name}_secure")
     return ReaderAccess(
         tls=ServingTLS(settings.serving_cert_dir) if needs_tls else None,
         metrics_auth=RequestAuth(reviewer, "metrics", metrics=metrics) if settings.metrics_auth else None,
