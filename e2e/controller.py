@@ -31,6 +31,14 @@ from typing import Any
 from e2e import procs
 
 LEASE_NAMESPACE = "kueue-tas-system"
+# Plain HTTP without token reviews for /metrics and the map: the settings' local-dev switch
+# (README "Who may look"), for servers bound to 127.0.0.1 where this machine's user is the reader.
+LOCAL_DEV_OPEN: dict[str, str] = {
+    "KUEUE_TAS_METRICS_SECURE": "false",
+    "KUEUE_TAS_METRICS_AUTH": "false",
+    "KUEUE_TAS_MAP_SECURE": "false",
+    "KUEUE_TAS_MAP_AUTH": "false",
+}
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -62,7 +70,14 @@ class ControllerProcess:
         """The topology map this replica serves (``ControllerGroup(map_server=True)``)."""
         if self.map_port is None:
             raise RuntimeError(f"controller {self.identity_prefix} does not serve the topology map")
-        return f"http://127.0.0.1:{self.map_port}/"
+        return f"{self._scheme('MAP')}://127.0.0.1:{self.map_port}/"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"{self._scheme('METRICS')}://127.0.0.1:{self.metrics_port}/metrics"
+
+    def _scheme(self, server: str) -> str:
+        return "http" if self.env.get(f"KUEUE_TAS_{server}_SECURE", "true").lower() == "false" else "https"
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -103,7 +118,7 @@ class ControllerProcess:
         return self.alive and _http_status(f"http://127.0.0.1:{self.health_port}/readyz") == 200
 
     def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as resp:
             return bytes(resp.read()).decode()
 
     def log_text(self, all_runs: bool = False) -> str:
@@ -164,6 +179,10 @@ class ControllerGroup:
                 "KUEUE_TAS_RETRY_BACKOFF_MAX_SECONDS": "8",
                 "KUEUE_TAS_HEALTH_BIND": f"127.0.0.1:{health}",
                 "KUEUE_TAS_METRICS_BIND": f"127.0.0.1:{metrics}",
+                # /metrics and the map plain and open on loopback (the settings' local-dev switch),
+                # so the tests and the browser read them without a token;
+                # e2e/tests/test_reader_auth.py turns both back on through extra_env.
+                **LOCAL_DEV_OPEN,
                 "KUEUE_TAS_LOG_LEVEL": "debug",
                 # A SIGKILLed replica (a chaos fault, the teardown) keeps its last lines: a failed
                 # run's logs must reach its end (chaos seed 653's stopped 90 s early).

@@ -27,6 +27,7 @@ import yaml
 
 from e2e import cluster, procs
 from e2e.cluster_state import State, rest_client
+from e2e.controller import LOCAL_DEV_OPEN
 from e2e.nodes import GPU, POOL_LABEL, NodePool
 from e2e.paths import bin_dir
 from e2e.rest import ApiError, Rest, resource_path, wait_for
@@ -123,6 +124,9 @@ def start_kueue_tas_controller(state: State, rest: Rest, names: DemoObjects) -> 
                 "KUEUE_TAS_METRICS_BIND": f"127.0.0.1:{metrics}",
                 "KUEUE_TAS_MAP_BIND": f"127.0.0.1:{topology_map}",
                 "KUEUE_TAS_MAP_REFRESH_SECONDS": "10",
+                # The local-dev switch (README "Who may look"): a browser sends no bearer token,
+                # and both servers listen on 127.0.0.1 only, where this machine's user is the reader.
+                **LOCAL_DEV_OPEN,
                 "POD_NAME": "kueue-tas-demo",
                 "NO_PROXY": "127.0.0.1,localhost",
                 "PYTHONPATH": str(REPO),

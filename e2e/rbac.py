@@ -182,6 +182,8 @@ def _probe_attributes(docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         if doc["kind"] not in ("Role", "ClusterRole") or not doc.get("rules"):
             continue
         rule = doc["rules"][0]
+        if not rule.get("resources"):
+            continue  # the readers' roles (URLs only), bound to no one here
         resource, _, subresource = str(rule["resources"][0]).partition("/")
         attrs = {"group": rule["apiGroups"][0], "resource": resource, "verb": rule["verbs"][0]}
         if subresource:

@@ -54,6 +54,8 @@ EXPECTED_CLUSTER_RULES: dict[tuple[str, str], set[str]] = {
     ("batch", "jobs"): {"get", "patch"},
     ("jobset.x-k8s.io", "jobsets"): {"get", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
+    ("authentication.k8s.io", "tokenreviews"): {"create"},
+    ("authorization.k8s.io", "subjectaccessreviews"): {"create"},
 }
 # Rules limited to named objects: (apiGroup, resource) -> (names, verbs).
 EXPECTED_NAMED_CLUSTER_RULES: dict[tuple[str, str], tuple[list[str], set[str]]] = {
@@ -146,6 +148,8 @@ def test_base_kinds_and_namespace(base: list[dict[str, Any]]) -> None:
             "Namespace",
             "ServiceAccount",
             "ClusterRole",
+            "ClusterRole",
+            "ClusterRole",
             "ClusterRoleBinding",
             "Role",
             "RoleBinding",
@@ -175,8 +179,48 @@ def test_base_kinds_and_namespace(base: list[dict[str, Any]]) -> None:
 # ---- RBAC ----------------------------------------------------------------------------------------
 
 
+READER_ROLES = ("kueue-tas-metrics-reader", "kueue-tas-map-reader")
+
+
 def _rules(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for d in base if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
+    """The rules of the controller's own roles (not the readers', which grant URLs only)."""
+    return [
+        r
+        for d in base
+        if d["kind"] in ("ClusterRole", "Role") and d["metadata"]["name"] not in READER_ROLES
+        for r in d["rules"]
+    ]
+
+
+def test_reader_roles_grant_get_on_exactly_what_is_served(base: list[dict[str, Any]]) -> None:
+    from kueue_tas.cli.map_server import PATHS
+
+    assert one(base, "ClusterRole", "kueue-tas-metrics-reader")["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+    ]
+    assert one(base, "ClusterRole", "kueue-tas-map-reader")["rules"] == [
+        {"nonResourceURLs": list(PATHS), "verbs": ["get"]}
+    ]
+    # Nobody is bound to them in the base: reading is granted deliberately, per reader.
+    bound = {d["roleRef"]["name"] for d in base if d["kind"] in ("ClusterRoleBinding", "RoleBinding")}
+    assert not bound & set(READER_ROLES)
+
+
+def test_prometheus_scrapes_over_https_with_a_token_it_may_use() -> None:
+    docs = documents(REPO / "manifests" / "prometheus")
+    monitor = one(docs, "ServiceMonitor", "kueue-tas")
+    (endpoint,) = monitor["spec"]["endpoints"]
+    base_docs = documents(BASE)
+    service = one(base_docs, "Service", "kueue-tas-metrics")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"] == NAMESPACE
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"]
+    assert (endpoint["scheme"], endpoint["path"]) == ("https", "/metrics")
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}  # the certificate is self-issued by default
+    binding = one(docs, "ClusterRoleBinding", "kueue-tas-metrics-reader")
+    assert binding["roleRef"]["name"] == "kueue-tas-metrics-reader"
+    assert [s["kind"] for s in binding["subjects"]] == ["ServiceAccount"]
 
 
 def test_no_wildcards_secrets_or_escalation(base: list[dict[str, Any]]) -> None:
@@ -196,7 +240,11 @@ def test_no_wildcards_secrets_or_escalation(base: list[dict[str, Any]]) -> None:
 def test_secrets_only_the_webhook_certificate_in_our_namespace(base: list[dict[str, Any]]) -> None:
     settings = config(base)
     holders = [
-        d for d in base if d["kind"] in ("ClusterRole", "Role") for r in d["rules"] if "secrets" in r["resources"]
+        d
+        for d in base
+        if d["kind"] in ("ClusterRole", "Role")
+        for r in d["rules"]
+        if "secrets" in r.get("resources", [])
     ]
     assert {d["kind"] for d in holders} == {"Role"}
     role = one(base, "Role", "kueue-tas-webhook-cert")
@@ -218,7 +266,7 @@ def test_secrets_only_the_webhook_certificate_in_our_namespace(base: list[dict[s
 def test_cluster_role_is_exactly_what_the_controller_uses(base: list[dict[str, Any]]) -> None:
     granted: dict[tuple[str, str], set[str]] = {}
     named: dict[tuple[str, str], tuple[list[str], set[str]]] = {}
-    for rule in one(base, "ClusterRole")["rules"]:
+    for rule in one(base, "ClusterRole", "kueue-tas")["rules"]:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 if "resourceNames" in rule:
@@ -234,7 +282,7 @@ def test_cluster_role_is_exactly_what_the_controller_uses(base: list[dict[str, A
     assert crb["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "ClusterRole",
-        "name": one(base, "ClusterRole")["metadata"]["name"],
+        "name": "kueue-tas",
     }
 
 
@@ -247,7 +295,7 @@ def test_leases_only_in_own_namespace(base: list[dict[str, Any]]) -> None:
     rb = one(base, "RoleBinding", "kueue-tas-leader-election")
     assert rb["metadata"]["namespace"] == NAMESPACE
     assert rb["roleRef"]["kind"] == "Role" and rb["roleRef"]["name"] == role["metadata"]["name"]
-    assert all("leases" not in r["resources"] for r in one(base, "ClusterRole")["rules"])
+    assert all("leases" not in r["resources"] for r in one(base, "ClusterRole", "kueue-tas")["rules"])
 
 
 # ---- Deployment, ConfigMap, Service --------------------------------------------------------------

@@ -82,14 +82,19 @@ async def test_metrics_endpoint() -> None:
 
 
 async def test_start_binds_both_addresses_and_stops() -> None:
-    hs = HealthServer(Settings(leader_election=False, health_bind="127.0.0.1:0", metrics_bind="127.0.0.1:0"))
+    local_dev = {"metrics_secure": False, "metrics_auth": False}  # the only way to share the probes' socket
+    hs = HealthServer(
+        Settings(leader_election=False, health_bind="127.0.0.1:0", metrics_bind="127.0.0.1:0", **local_dev)
+    )
     await hs.start()
     try:
         addrs = hs.addresses
         assert len(addrs) == 1  # equal binds share one socket
         host, port = addrs[0]
-        async with aiohttp.ClientSession() as s, s.get(f"http://{host}:{port}/healthz") as r:
-            assert r.status == 200
+        async with aiohttp.ClientSession() as s:
+            for path in ("/healthz", "/metrics"):
+                async with s.get(f"http://{host}:{port}{path}") as r:
+                    assert r.status == 200, path
     finally:
         await hs.stop()
     assert hs.addresses == []

@@ -24,12 +24,12 @@ from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.kueue_objects import Topology
 from kueue_tas.capacity.creation_checks import TopologyView
 from kueue_tas.kube.errors import AlreadyExists, Conflict, NotFound
+from kueue_tas.runtime.certs import RENEW_BEFORE, VALIDITY, ServingCert, issue, renewal_reason
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import DEFAULT_GATES
 from kueue_tas.webhook import cert_keeper
 from kueue_tas.webhook.cert_keeper import FileCerts, SecretCerts
-from kueue_tas.webhook.certs import RENEW_BEFORE, VALIDITY, ServingCert, issue, renewal_reason
 from kueue_tas.webhook.server import PATH, POD_GATE_PATH, WebhookServer
 
 NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)

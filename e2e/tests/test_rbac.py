@@ -51,6 +51,9 @@ NEEDED: list[tuple[str, str, str, bool]] = [
     *[(v, "batch", "jobs", True) for v in ("get", "patch")],
     *[(v, JOBSET_GROUP, "jobsets", True) for v in ("get", "patch")],
     *[(v, "events.k8s.io", "events", True) for v in ("create", "patch")],
+    # runtime/http_auth.py: who may read /metrics and the topology map.
+    ("create", "authentication.k8s.io", "tokenreviews", False),
+    ("create", "authorization.k8s.io", "subjectaccessreviews", False),
 ]
 LEASES_NEEDED = ("get", "create", "update")
 WEBHOOK_CERT = "kueue-tas-webhook-cert"
@@ -187,7 +190,7 @@ async def test_everything_the_controller_does_is_allowed(sa_api: client.ApiClien
 async def test_every_granted_rule_is_needed() -> None:
     """The manifests grant nothing beyond NEEDED (so this list and the ClusterRole stay in step)."""
     needed = {(v, g, r) for v, g, r, _ in NEEDED} | {(v, g, r) for v, g, r, ns, _ in NAMED_NEEDED if ns is None}
-    (role,) = [d for d in base_documents() if d["kind"] == "ClusterRole"]
+    (role,) = [d for d in base_documents() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "kueue-tas"]
     granted = {
         (v, g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
     }

@@ -35,8 +35,8 @@ from e2e.paths import bin_dir
 from e2e.tests.admission_helpers import DECIDED
 from e2e.webhooks import install_pod_gate, localized, remove_pod_gate
 from kueue_tas.api.constants import GATED_LABEL, GATED_LABEL_VALUE, HOSTNAME_LABEL, SCHEDULING_GATE
+from kueue_tas.runtime.certs import ServingCert, renewal_reason, service_hosts
 from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION
-from kueue_tas.webhook.certs import ServingCert, renewal_reason, service_hosts
 
 NS = "kueue-tas-system"
 SECRET = "kueue-tas-webhook-cert"
@@ -264,8 +264,9 @@ async def test_the_cert_manager_overlay_renders_what_the_controller_reads(webhoo
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
-    (cert,) = by_kind["Certificate"]
+    cert, serving = sorted(by_kind["Certificate"], key=lambda d: d["metadata"]["name"] != "kueue-tas-webhook")
     assert cert["spec"]["dnsNames"] == service_hosts("kueue-tas-webhook", NS)
+    assert serving["spec"]["dnsNames"] == service_hosts("kueue-tas-metrics", NS)
     (vwc,) = by_kind["ValidatingWebhookConfiguration"]
     assert vwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NS}/{cert['metadata']['name']}"
     (deployment,) = by_kind["Deployment"]
@@ -275,9 +276,15 @@ async def test_the_cert_manager_overlay_renders_what_the_controller_reads(webhoo
     mount = next(m for m in manager["volumeMounts"] if m["mountPath"] == env["KUEUE_TAS_WEBHOOK_CERT_DIR"])
     volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
     assert volume["secret"]["secretName"] == cert["spec"]["secretName"]
+    mount = next(m for m in manager["volumeMounts"] if m["mountPath"] == env["KUEUE_TAS_SERVING_CERT_DIR"])
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == serving["spec"]["secretName"]
     # The controller no longer touches Secrets.
     assert all(
-        "secrets" not in r["resources"] for kind in ("Role", "ClusterRole") for d in by_kind[kind] for r in d["rules"]
+        "secrets" not in r.get("resources", [])
+        for kind in ("Role", "ClusterRole")
+        for d in by_kind[kind]
+        for r in d["rules"]
     )
 
 

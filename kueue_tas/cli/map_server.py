@@ -10,12 +10,16 @@ which, and when. A build is kept ``max_age`` seconds and shared by the requests 
 while it runs, so however many browsers refresh, the leader builds at most one model per
 ``LIVE_MAX_AGE`` and a standby reads the cluster at most once per ``READ_MAX_AGE``. A failed
 build answers 500 with one line and is logged; it never ends the controller.
+
+Over TLS and behind a :class:`~kueue_tas.runtime.http_auth.RequestAuth` when they are given
+(``map_secure``, ``map_auth``): every route needs a token allowed to ``get`` its path.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -30,11 +34,14 @@ from kueue_tas.cli.map_sources import MapSource
 from kueue_tas.mapview.model import MapModel, map_hosts
 from kueue_tas.mapview.render import render_map
 from kueue_tas.runtime.config import parse_bind
+from kueue_tas.runtime.http_auth import RequestAuth
 from kueue_tas.runtime.listen import BindError, listen, runner_addresses, stop_runner
 
 log = structlog.get_logger(__name__)
 
 TITLE = "kueue-tas topology map"
+# Every route; the ClusterRole kueue-tas-map-reader grants `get` on exactly these.
+PATHS = ("/", "/topology", "/topology.json")
 SOURCE_HEADER = "X-Kueue-Tas-Map-Source"
 # The page needs nothing from anywhere: its CSS and script are inline, its legend inline SVG.
 CSP = (
@@ -67,8 +74,12 @@ class MapServer:
         refresh_seconds: int = 0,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+        auth: RequestAuth | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.bind = bind
+        self._auth = auth
+        self._tls = tls
         self._sources = [s for s in (live, read) if s is not None]
         self._replica = replica
         self._refresh = refresh_seconds or None
@@ -149,10 +160,11 @@ class MapServer:
         return web.Response(text=line + "\n", status=500, headers={"Cache-Control": "no-store"})
 
     def make_app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/", self._page)
-        app.router.add_get("/topology", self._page)
-        app.router.add_get("/topology.json", self._json)
+        app = web.Application(middlewares=[self._auth.middleware()] if self._auth is not None else [])
+        page, topology, model = PATHS
+        app.router.add_get(page, self._page)
+        app.router.add_get(topology, self._page)
+        app.router.add_get(model, self._json)
         return app
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -165,12 +177,17 @@ class MapServer:
         await runner.setup()
         host, port = addr
         try:
-            await listen(runner, "map_bind", self.bind, host, port)
+            await listen(runner, "map_bind", self.bind, host, port, ssl_context=self._tls)
         except BindError:
             await runner.cleanup()
             raise
         self._runner = runner
-        log.info("map_server_started", addresses=[f"{h}:{p}" for h, p in self.addresses])
+        log.info(
+            "map_server_started",
+            addresses=[f"{h}:{p}" for h, p in self.addresses],
+            tls=self._tls is not None,
+            auth=self._auth is not None,
+        )
 
     @property
     def addresses(self) -> list[tuple[str, int]]:

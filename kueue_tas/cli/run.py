@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import ssl
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -34,16 +35,18 @@ from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealt
 from kueue_tas.controllers.ungate_writes import KubePodPatcher
 from kueue_tas.controllers.ungater import Ungater
 from kueue_tas.controllers.workload_annotations import KubeOwnerReader, WorkloadAnnotations
-from kueue_tas.runtime.config import ConfigError, Settings
+from kueue_tas.runtime.certs import CertificateError, service_hosts
+from kueue_tas.runtime.config import ConfigError, Settings, parse_bind
 from kueue_tas.runtime.health import CheckResult, HealthServer, leader_election_check
+from kueue_tas.runtime.http_auth import KubeReviewer, RequestAuth
 from kueue_tas.runtime.leader import LeaderElectionLost, LeaderElector
 from kueue_tas.runtime.listen import BindError
 from kueue_tas.runtime.logging import configure_logging
 from kueue_tas.runtime.manager import Manager, connect
 from kueue_tas.runtime.metrics import Metrics
+from kueue_tas.runtime.serving_tls import ServingTLS
 from kueue_tas.topology.features import FeatureGateError, FeatureGates
 from kueue_tas.webhook.cert_keeper import CertSource, FileCerts, SecretCerts
-from kueue_tas.webhook.certs import CertificateError, service_hosts
 from kueue_tas.webhook.server import WATCHES as WEBHOOK_WATCHES
 from kueue_tas.webhook.server import QueueCaches, WebhookServer
 
@@ -160,8 +163,49 @@ def webhook_server(api: Any, settings: Settings, metrics: Metrics) -> WebhookSer
     return WebhookServer(settings, certs, caches, metrics, FeatureGates.from_mapping(settings.feature_gates))
 
 
+@dataclass(frozen=True, slots=True)
+class ReaderAccess:
+    """How /metrics and the map are protected: their TLS and request authentication, each None
+    when its setting turns it off."""
+
+    tls: ServingTLS | None
+    metrics_auth: RequestAuth | None
+    map_auth: RequestAuth | None
+
+    def context(self, secure: bool) -> ssl.SSLContext | None:
+        return self.tls.context() if secure and self.tls is not None else None
+
+
+def reader_access(api: Any, settings: Settings, metrics: Metrics) -> ReaderAccess:
+    map_on = settings.map_address() is not None
+    metrics_on = settings.metrics_address() is not None
+    needs_tls = (metrics_on and settings.metrics_secure) or (map_on and settings.map_secure)
+    reviewer = KubeReviewer(api)
+    for name, on, secure, auth, bind in (
+        ("metrics", metrics_on, settings.metrics_secure, settings.metrics_auth, settings.metrics_bind),
+        ("map", map_on, settings.map_secure, settings.map_auth, settings.map_bind),
+    ):
+        host = (parse_bind(bind) or (None, 0))[0]
+        if not on or host in ("127.0.0.1", "localhost", "::1"):
+            continue  # loopback: only this host (or a port-forward) reaches it
+        if not auth:
+            log.warning("reader_endpoint_unauthenticated", server=name, bind=bind, setting=f"{name}_auth")
+        elif not secure:  # the readers' bearer tokens would cross the network in clear
+            log.warning("reader_tokens_in_clear", server=name, bind=bind, setting=f"{name}_secure")
+    return ReaderAccess(
+        tls=ServingTLS(settings.serving_cert_dir) if needs_tls else None,
+        metrics_auth=RequestAuth(reviewer, "metrics", metrics=metrics) if settings.metrics_auth else None,
+        map_auth=RequestAuth(reviewer, "map", metrics=metrics) if settings.map_auth else None,
+    )
+
+
 def map_server(
-    api: Any, settings: Settings, manager: Manager, live: LiveState, elector: LeaderElector
+    api: Any,
+    settings: Settings,
+    manager: Manager,
+    live: LiveState,
+    elector: LeaderElector,
+    access: ReaderAccess | None = None,
 ) -> MapServer | None:
     """The topology map when ``map_bind`` turns it on: from the live model while this replica
     leads with synced informers, else from a cluster read (``map_sources``)."""
@@ -183,7 +227,13 @@ def map_server(
         cluster_reader(api, settings.annotation_prefix), settings, FeatureGates.from_mapping(settings.feature_gates)
     )
     return MapServer(
-        settings.map_bind, read, source, replica=elector.identity, refresh_seconds=settings.map_refresh_seconds
+        settings.map_bind,
+        read,
+        source,
+        replica=elector.identity,
+        refresh_seconds=settings.map_refresh_seconds,
+        auth=access.map_auth if access is not None else None,
+        tls=access.context(settings.map_secure) if access is not None else None,
     )
 
 
@@ -193,10 +243,17 @@ async def serve(settings: Settings) -> int:
     metrics = Metrics()
     manager = Manager(api, settings, metrics)
     live = register(manager, settings)
-    health = HealthServer(settings, metrics)
-    webhook = webhook_server(api, settings, metrics)
-    elector = LeaderElector(api, settings)
-    topology_map = map_server(api, settings, manager, live, elector)
+    access = reader_access(api, settings, metrics)
+    try:
+        health = HealthServer(settings, metrics, auth=access.metrics_auth, tls=access.context(settings.metrics_secure))
+        webhook = webhook_server(api, settings, metrics)
+        elector = LeaderElector(api, settings)
+        topology_map = map_server(api, settings, manager, live, elector, access)
+    except CertificateError as exc:  # serving_cert_dir without usable files
+        log.error("serving_certificate_failed", error=str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        await api.close()
+        return 1
 
     def informers_synced() -> CheckResult:
         if elector.enabled and not elector.is_leader:
@@ -225,6 +282,7 @@ async def serve(settings: Settings) -> int:
         await _stop(health, webhook, topology_map)
         await api.close()
         return 1
+    tls_refresh = asyncio.create_task(access.tls.run()) if access.tls is not None else None
 
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
@@ -241,6 +299,8 @@ async def serve(settings: Settings) -> int:
         log.info("shutting_down")
         return 0
     finally:
+        if tls_refresh is not None:
+            tls_refresh.cancel()
         await _stop(health, webhook, topology_map)
         await api.close()
 

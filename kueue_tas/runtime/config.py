@@ -153,6 +153,19 @@ class Settings(BaseSettings):
     free_slot_levels: Annotated[tuple[str, ...] | None, NoDecode] = None
     health_bind: str = ":8081"
     metrics_bind: str = ":8080"
+    # Who may read /metrics and the topology map (README "Who may look"). *_secure: served over
+    # HTTPS, with tls.crt/tls.key from serving_cert_dir when set (e.g. cert-manager's Secret
+    # mounted there; re-read when they change), else a certificate the process issues itself.
+    # *_auth: each request needs a bearer token that the API server accepts (TokenReview) and
+    # that may `get` the path (SubjectAccessReview: the ClusterRoles kueue-tas-metrics-reader and
+    # kueue-tas-map-reader grant it). Turn them off only for local development, or behind a
+    # loopback bind reached through `kubectl port-forward` (whose RBAC then decides who looks).
+    # The health probes (health_bind) are always plain HTTP without authentication.
+    metrics_secure: bool = True
+    metrics_auth: bool = True
+    map_secure: bool = True
+    map_auth: bool = True
+    serving_cert_dir: Path | None = None
     log_level: LogLevel = "info"
     log_format: LogFormat = "json"
 
@@ -273,7 +286,7 @@ class Settings(BaseSettings):
         parse_bind(value)
         return value.strip()
 
-    @field_validator("kubeconfig", "webhook_cert_dir", mode="before")
+    @field_validator("kubeconfig", "webhook_cert_dir", "serving_cert_dir", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -301,6 +314,13 @@ class Settings(BaseSettings):
             problems.append(
                 f"retry_backoff_max_seconds ({self.retry_backoff_max_seconds}) must be >= "
                 f"retry_backoff_base_seconds ({self.retry_backoff_base_seconds})"
+            )
+        health, metrics = parse_bind(self.health_bind), parse_bind(self.metrics_bind)
+        if metrics is not None and metrics == health and (self.metrics_secure or self.metrics_auth):
+            # The kubelet probes health_bind over plain HTTP without a token.
+            problems.append(
+                f"metrics_bind ({self.metrics_bind}) must differ from health_bind while metrics_secure or "
+                "metrics_auth is on (the health probes are plain HTTP without a token)"
             )
         if self.leader_election:
             # client-go's rules: the leader must give up (renew deadline) before others may take the

@@ -6,18 +6,23 @@
   updates proceed). ``?verbose`` lists each check; failures give 503 with the reasons.
 - ``/metrics``: the :class:`~kueue_tas.runtime.metrics.Metrics` registry, text format.
 
-The same application is served on ``health_bind`` and ``metrics_bind`` (one socket when they
-are equal; ``"0"`` turns an address off).
+The probes are served on ``health_bind``, plain HTTP without authentication (the kubelet calls
+them); ``/metrics`` on ``metrics_bind``, over TLS and behind a
+:class:`~kueue_tas.runtime.http_auth.RequestAuth` when they are given (``metrics_secure``,
+``metrics_auth``). With both off the two addresses may be equal: one plain socket serves all
+(local development). ``"0"`` turns an address off.
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from typing import Protocol
 
 from aiohttp import web
 
 from kueue_tas.runtime.config import Settings, parse_bind
+from kueue_tas.runtime.http_auth import RequestAuth
 from kueue_tas.runtime.listen import listen, runner_addresses, stop_runner
 from kueue_tas.runtime.logging import get_logger
 from kueue_tas.runtime.metrics import Metrics
@@ -67,14 +72,17 @@ class HealthServer:
         *,
         health_bind: str | None = None,
         metrics_bind: str | None = None,
+        auth: RequestAuth | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         s = settings or Settings(leader_election=False)
         self.metrics = metrics or Metrics()
-        # (setting, address) pairs: a bind that fails is reported under the setting that asked for it.
-        wanted = (("health_bind", health_bind or s.health_bind), ("metrics_bind", metrics_bind or s.metrics_bind))
-        self._binds = [(name, b) for name, b in wanted if parse_bind(b)]
+        self._health_bind = health_bind or s.health_bind
+        self._metrics_bind = metrics_bind or s.metrics_bind
+        self._auth = auth
+        self._tls = tls
         self._readiness: dict[str, Check] = {}
-        self._runner: web.AppRunner | None = None
+        self._runners: list[web.AppRunner] = []
 
     def add_readiness_check(self, name: str, check: Check) -> None:
         self._readiness[name] = check
@@ -104,41 +112,69 @@ class HealthServer:
         resp.headers["Content-Type"] = content_type
         return resp
 
-    def make_app(self) -> web.Application:
+    def make_health_app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/livez", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        return app
+
+    def make_metrics_app(self) -> web.Application:
+        """``/metrics``, behind the request authentication when there is one."""
+        app = web.Application(middlewares=[self._auth.middleware()] if self._auth is not None else [])
+        app.router.add_get("/metrics", self._metrics)
+        return app
+
+    def make_app(self) -> web.Application:
+        """Probes and ``/metrics`` on one plain socket (``health_bind`` equal to ``metrics_bind``,
+        which the settings allow only with ``metrics_secure`` and ``metrics_auth`` off)."""
+        app = self.make_health_app()
         app.router.add_get("/metrics", self._metrics)
         return app
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
+    def _sites(self) -> list[tuple[str, str, web.Application, ssl.SSLContext | None]]:
+        """(setting, bind, application, TLS) per address to listen on."""
+        health, metrics = parse_bind(self._health_bind), parse_bind(self._metrics_bind)
+        if health is not None and health == metrics:
+            if self._auth is not None or self._tls is not None:
+                raise ValueError("metrics_bind must differ from health_bind when /metrics is secured")
+            return [("health_bind", self._health_bind, self.make_app(), None)]
+        sites: list[tuple[str, str, web.Application, ssl.SSLContext | None]] = []
+        if health is not None:
+            sites.append(("health_bind", self._health_bind, self.make_health_app(), None))
+        if metrics is not None:
+            sites.append(("metrics_bind", self._metrics_bind, self.make_metrics_app(), self._tls))
+        return sites
+
     async def start(self) -> None:
-        if self._runner is not None:
+        if self._runners:
             return
-        runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False)
-        await runner.setup()
         try:
-            seen: set[tuple[str | None, int]] = set()
-            for setting, bind in self._binds:
+            for setting, bind, app, tls in self._sites():
+                runner = web.AppRunner(app, access_log=None, handle_signals=False)
+                await runner.setup()
+                self._runners.append(runner)
                 addr = parse_bind(bind)
-                if addr is None or addr in seen:
-                    continue
-                seen.add(addr)
-                host, port = addr
-                await listen(runner, setting, bind, host, port)
+                assert addr is not None
+                await listen(runner, setting, bind, addr[0], addr[1], ssl_context=tls)
         except BaseException:
-            await runner.cleanup()
+            await self.stop()
             raise
-        self._runner = runner
-        log.info("health_server_started", addresses=[f"{h}:{p}" for h, p in self.addresses])
+        log.info(
+            "health_server_started",
+            addresses=[f"{h}:{p}" for h, p in self.addresses],
+            metrics_tls=self._tls is not None,
+            metrics_auth=self._auth is not None,
+        )
 
     @property
     def addresses(self) -> list[tuple[str, int]]:
-        """Actually bound (host, port) pairs (useful with port 0)."""
-        return runner_addresses(self._runner)
+        """Actually bound (host, port) pairs (useful with port 0): the probes' first."""
+        return [a for runner in self._runners for a in runner_addresses(runner)]
 
     async def stop(self) -> None:
-        runner, self._runner = self._runner, None
-        await stop_runner(runner)
+        runners, self._runners = self._runners, []
+        for runner in runners:
+            await stop_runner(runner)

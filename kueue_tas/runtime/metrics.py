@@ -167,6 +167,14 @@ class Metrics:
             ["kind", "operation", "result"],
             registry=r,
         )
+        # No user, token or path label: the series are a fixed set, whatever clients send.
+        self.http_auth_total = Counter(
+            "kueue_tas_http_auth_total",
+            "Requests to /metrics and the topology map by the outcome of their authentication and "
+            "authorization (allowed, unauthorized, forbidden, throttled, error).",
+            ["server", "result"],
+            registry=r,
+        )
         self._domain_free: TopologySeries[tuple[str, str, str]] = TopologySeries(self.domain_free)
         self._domain_slots: TopologySeries[tuple[str, str, str]] = TopologySeries(self.domain_free_slots)
         self._free_domains: TopologySeries[tuple[str, str]] = TopologySeries(self.free_domains)

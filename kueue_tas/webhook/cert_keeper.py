@@ -25,8 +25,7 @@ from kubernetes_asyncio import client as k8s
 
 from kueue_tas.kube.client import request_json
 from kueue_tas.kube.errors import Conflict, NotFound
-from kueue_tas.runtime.logging import get_logger
-from kueue_tas.webhook.certs import (
+from kueue_tas.runtime.certs import (
     CA_FILE,
     CERT_FILE,
     KEY_FILE,
@@ -37,6 +36,7 @@ from kueue_tas.webhook.certs import (
     read_files,
     renewal_reason,
 )
+from kueue_tas.runtime.logging import get_logger
 
 log = get_logger(__name__)
 

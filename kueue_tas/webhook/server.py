@@ -34,13 +34,13 @@ from kueue_tas.kube.decoding import model_transform
 from kueue_tas.kube.errors import ApiError
 from kueue_tas.kube.informer import Informer
 from kueue_tas.kube.stores import object_key
+from kueue_tas.runtime.certs import CertificateError, load_chain, ssl_context
 from kueue_tas.runtime.config import Settings, parse_bind
 from kueue_tas.runtime.listen import BindError, listen, runner_addresses, stop_runner
 from kueue_tas.runtime.logging import get_logger
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.webhook.cert_keeper import CertSource
-from kueue_tas.webhook.certs import CertificateError, load_chain, ssl_context
 from kueue_tas.webhook.pod_gate import gate_patch
 from kueue_tas.webhook.review import ReviewError, answer, judge, parse_review
 

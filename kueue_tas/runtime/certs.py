@@ -1,5 +1,6 @@
-"""The webhook's TLS serving certificate: issued by the controller itself (a private CA and one
-serving certificate, with ``cryptography``), or read from files another issuer keeps current.
+"""TLS serving certificates (the admission webhook's, the metrics and topology map servers'):
+issued by the controller itself (a private CA and one serving certificate, with
+``cryptography``), or read from files another issuer (cert-manager) keeps current.
 
 Pure apart from ``ssl_context``, which must go through files: Python's ``ssl`` loads a
 certificate chain only from a path.
@@ -68,12 +69,12 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def issue(hosts: Sequence[str], now: dt.datetime) -> ServingCert:
+def issue(hosts: Sequence[str], now: dt.datetime, *, ca_common_name: str = "kueue-tas-webhook-ca") -> ServingCert:
     """A new CA and a serving certificate for ``hosts`` signed by it (P-256 keys)."""
     if not hosts:
         raise CertificateError("a serving certificate needs at least one host name")
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("kueue-tas-webhook-ca")
+    ca_name = _name(ca_common_name)
     start, end = now - BACKDATE, now + VALIDITY
     ca = (
         x509.CertificateBuilder()
@@ -138,12 +139,13 @@ def renewal_reason(cert: ServingCert, hosts: Sequence[str], now: dt.datetime) ->
     return f"does not name {', '.join(missing)}" if missing else None
 
 
-def read_files(directory: Path) -> tuple[bytes, bytes]:
-    """(certificate chain, key) PEM from ``directory``; CertificateError naming what is missing."""
+def read_files(directory: Path, setting: str = "webhook_cert_dir") -> tuple[bytes, bytes]:
+    """(certificate chain, key) PEM from ``directory``; CertificateError naming the setting and
+    what is missing."""
     try:
         return (directory / CERT_FILE).read_bytes(), (directory / KEY_FILE).read_bytes()
     except OSError as exc:
-        raise CertificateError(f"webhook_cert_dir {str(directory)!r}: {exc.strerror or exc}: {exc.filename}") from exc
+        raise CertificateError(f"{setting} {str(directory)!r}: {exc.strerror or exc}: {exc.filename}") from exc
 
 
 def files_version(directory: Path) -> tuple[float, ...]:
@@ -169,7 +171,7 @@ def ssl_context(cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
 def load_chain(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
     """Put ``cert_pem``/``key_pem`` into ``context``: connections made from now on get them."""
     # A private directory, removed at once: the key is on disk only while it is read.
-    with tempfile.TemporaryDirectory(prefix="kueue-tas-webhook-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kueue-tas-tls-") as tmp:
         cert_path, key_path = Path(tmp) / CERT_FILE, Path(tmp) / KEY_FILE
         cert_path.write_bytes(cert_pem)
         fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
