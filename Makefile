@@ -1,6 +1,6 @@
 # The two commands a fresh machine needs:
 #   make demo   - install, build the local control plane, run kueue-tas beside Kueue on a demo topology
-#   make test   - install, lint (format, style, types, import layers, dependencies, Dockerfile),
+#   make test   - install, lint (format, style, types, import layers, dependencies, Dockerfile, Helm chart),
 #                 unit + property tests, then the e2e suite on a real local cluster
 PYTHON ?= python3
 VENV ?= .venv
@@ -40,6 +40,8 @@ lock:
 	$(UV) pip compile requirements/build.in $(LOCK_ARGS) -c requirements/dev.lock -o requirements/build.lock
 	sed -i 's/# via -c requirements\/dev.lock, /# via /' requirements/runtime.lock requirements/build.lock
 
+# The last step: charts/kueue-tas through `helm lint --strict` and Kubernetes' schemas (offline),
+# default values and every option on; helm is built on first use (e2e/build.py).
 lint: $(STAMP)
 	$(VENV)/bin/ruff format --check kueue_tas tests e2e benchmarks
 	$(VENV)/bin/ruff check kueue_tas tests e2e benchmarks
@@ -47,6 +49,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/deptry .
 	$(VENV)/bin/hadolint Dockerfile
+	$(PY) -m e2e.chart_lint
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests
