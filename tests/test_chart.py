@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ import yaml
 
 from e2e import chart_docs, chart_lint
 from e2e.helm import CHART_DIR, NAMESPACE, RELEASE, HelmError, template
+from e2e.paths import bin_dir
 from e2e.rbac import base_documents
 from kueue_tas.runtime.config import Settings
 
@@ -115,9 +117,26 @@ def chart() -> list[dict[str, Any]]:
     return template()
 
 
+KUBECTL = bin_dir() / "kubectl"
+
+
+def kustomize_build() -> list[dict[str, Any]]:
+    done = subprocess.run(
+        [str(KUBECTL), "kustomize", str(REPO / "manifests" / "base")], capture_output=True, text=True, check=True
+    )
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
 @pytest.fixture(scope="module")
 def base() -> list[dict[str, Any]]:
-    return base_documents()
+    """manifests/base as users apply it: `kubectl kustomize` (the e2e build's kubectl), else the
+    harness's own reading of it (which the next test holds to kustomize's wherever kubectl is)."""
+    return kustomize_build() if KUBECTL.is_file() else base_documents()
+
+
+@pytest.mark.skipif(not KUBECTL.is_file(), reason="kubectl not built yet (python -m e2e.build kubernetes)")
+def test_the_harness_reads_manifests_base_as_kustomize_builds_it() -> None:
+    assert {key(d): d for d in base_documents()} == {key(d): d for d in kustomize_build()}
 
 
 def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
