@@ -1,7 +1,7 @@
 # The two commands a fresh machine needs:
 #   make demo   - install, build the local control plane, run kueue-tas beside Kueue on a demo topology
-#   make test   - install, lint (format, style, types, import layers, dependencies, Dockerfile, the docs
-#                 site), unit + property tests, then the e2e suite on a real local cluster
+#   make test   - install, lint (format, style, types, import layers, dependencies, Dockerfile, Helm chart,
+#                 the docs site), unit + property tests, then the e2e suite on a real local cluster
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -40,6 +40,8 @@ lock:
 	$(UV) pip compile requirements/build.in $(LOCK_ARGS) -c requirements/dev.lock -o requirements/build.lock
 	sed -i 's/# via -c requirements\/dev.lock, /# via /' requirements/runtime.lock requirements/build.lock
 
+# The last step: charts/kueue-tas through `helm lint --strict` and Kubernetes' schemas (offline),
+# default values and every option on; helm is built on first use (e2e/build.py).
 lint: $(STAMP)
 	$(VENV)/bin/ruff format --check kueue_tas tests e2e benchmarks docs/hooks
 	$(VENV)/bin/ruff check kueue_tas tests e2e benchmarks docs/hooks
@@ -47,6 +49,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/deptry .
 	$(VENV)/bin/hadolint Dockerfile
+	$(PY) -m e2e.chart_lint
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # The docs site (mkdocs.yml, docs/) into site/; --strict: a broken link or anchor, or a page

@@ -177,7 +177,24 @@ def components() -> list[Component]:
             outputs=("kueue",),
             ldflags=f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={versions.KUEUE}",
         ),
+        helm_component(),
     ]
+
+
+def helm_component() -> Component:
+    """helm, with the version flags its own Makefile sets (``helm version``; the Kubernetes
+    version ``helm template`` and ``helm lint`` assume without a cluster)."""
+    flags = ["-s", "-w", f"-X helm.sh/helm/v3/internal/version.version={versions.HELM}"]
+    for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+        flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={versions.HELM_KUBERNETES_MINOR}"]
+    return Component(
+        name="helm",
+        module="helm.sh/helm/v3",
+        version=versions.HELM,
+        packages=("helm.sh/helm/v3/cmd/helm",),
+        outputs=("helm",),
+        ldflags=" ".join(flags),
+    )
 
 
 def _stamp_path(c: Component) -> Path:

@@ -64,6 +64,7 @@ class ControllerProcess:
     proc: subprocess.Popen[bytes] | None = None
     log_offset: int = 0  # where this run's output starts in the (appended) log file
     map_port: int | None = None  # the topology map's port, when the group serves it
+    args: tuple[str, ...] = ()  # after `run`, e.g. ("--config", path) as the chart's Deployment runs it
 
     @property
     def map_url(self) -> str:
@@ -84,7 +85,7 @@ class ControllerProcess:
         self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         out = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kueue_tas.cli.main", "run"],
+            [sys.executable, "-m", "kueue_tas.cli.main", "run", *self.args],
             env=self.env,
             stdout=out,
             stderr=subprocess.STDOUT,

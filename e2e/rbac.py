@@ -42,6 +42,8 @@ _RESOURCES: Final[dict[str, tuple[str, str, bool]]] = {
     "Namespace": ("/api/v1", "namespaces", False),
     "ServiceAccount": ("/api/v1", "serviceaccounts", True),
     "ConfigMap": ("/api/v1", "configmaps", True),
+    "Secret": ("/api/v1", "secrets", True),
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases", True),
     "Service": ("/api/v1", "services", True),
     "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
@@ -196,7 +198,8 @@ def _probe_attributes(docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return probes
 
 
-async def _wait_rbac_effective(api: client.ApiClient, user: str, docs: list[dict[str, Any]]) -> None:
+async def wait_rbac_effective(api: client.ApiClient, user: str, docs: list[dict[str, Any]]) -> None:
+    """Until the authorizer allows ``user`` one request of each Role/ClusterRole in ``docs``."""
     # The RBAC authorizer reads bindings through informers, so a fresh binding takes a moment.
     deadline = time.monotonic() + RBAC_PROPAGATION_S
     for attrs in _probe_attributes(docs):
@@ -223,6 +226,11 @@ def _admin_cluster(admin_kubeconfig: str) -> dict[str, Any]:
     if ca and not Path(ca).is_absolute():
         cluster["certificate-authority"] = str((path.parent / ca).resolve())
     return cluster
+
+
+def admin_cluster(admin_kubeconfig: str) -> dict[str, Any]:
+    """The cluster entry (server, CA) of the admin kubeconfig's current context."""
+    return _admin_cluster(admin_kubeconfig)
 
 
 def write_token_kubeconfig(out_path: Path, cluster: dict[str, Any], user: str, token: str) -> Path:
@@ -262,7 +270,7 @@ async def service_account_kubeconfig(
     for doc in docs:
         await apply_document(api, doc)
     user = service_account_user(namespace, service_account)
-    await _wait_rbac_effective(api, user, docs)
+    await wait_rbac_effective(api, user, docs)
     body: Any = {"spec": {"expirationSeconds": expiration_seconds}}
     request = await client.CoreV1Api(api).create_namespaced_service_account_token(service_account, namespace, body)
     token = str(request.status.token)

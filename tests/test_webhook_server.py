@@ -23,7 +23,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.kueue_objects import Topology
 from kueue_tas.capacity.creation_checks import TopologyView
-from kueue_tas.kube.errors import AlreadyExists, Conflict, NotFound
+from kueue_tas.kube.errors import AlreadyExists, Conflict, Invalid, NotFound
 from kueue_tas.runtime.certs import RENEW_BEFORE, VALIDITY, ServingCert, issue, renewal_reason
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
@@ -285,6 +285,8 @@ class FakeApiServer:
                 raise AlreadyExists("already exists")
         elif body["metadata"]["resourceVersion"] != str(self.version):
             raise Conflict("the object has been modified")
+        elif self.secret is not None and body.get("type", "Opaque") != self.secret.get("type", "Opaque"):
+            raise Invalid("Secret: type: field is immutable")
         self.secret, self.version, self.writes = body, self.version + 1, self.writes + 1
         return body
 
@@ -338,3 +340,26 @@ async def test_a_missing_mutating_configuration_does_not_stop_the_validating_one
     await k.current()
     await k.publish()
     assert "caBundle" in fake.vwc["webhooks"][0]["clientConfig"] and len(fake.patches) == 1
+
+
+async def test_a_secret_the_helm_chart_created_empty_is_filled_keeping_its_type_and_helm_metadata(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """charts/kueue-tas creates the Secret (no data, type Opaque) so that `helm uninstall` removes
+    it; the keeper fills it in place: a Secret's type cannot change, and Helm's labels and
+    annotations are what `helm upgrade` and `uninstall` recognise it by."""
+    fake = FakeApiServer()
+    helm_meta = {
+        "name": "cert",
+        "namespace": "kueue-tas-system",
+        "labels": {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/instance": "kueue-tas"},
+        "annotations": {"meta.helm.sh/release-name": "kueue-tas", "meta.helm.sh/release-namespace": "kueue-tas-system"},
+    }
+    fake.secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": dict(helm_meta)}
+    monkeypatch.setattr(cert_keeper, "request_json", fake)
+    served = await keeper().current()
+    assert fake.writes == 1 and fake.secret is not None
+    assert fake.secret["type"] == "Opaque"
+    assert helm_meta["labels"].items() <= fake.secret["metadata"]["labels"].items()
+    assert fake.secret["metadata"]["annotations"] == helm_meta["annotations"]
+    assert await keeper().current() == served  # another replica reads it back from the Secret

@@ -9,6 +9,9 @@
 - ``FileCerts``: another issuer (cert-manager) keeps ``tls.crt``/``tls.key`` in a directory
   and injects the CA itself.
 
+A Secret that exists already (the Helm chart creates it empty, so that ``helm uninstall`` removes
+it) is filled in place, keeping its type, labels and annotations.
+
 RBAC: get/update of that one Secret and create of Secrets in the controller's namespace only,
 get/patch of those two webhook configurations (manifests/base).
 """
@@ -120,7 +123,7 @@ class SecretCerts:
                 if secret is None:
                     await request_json(self.api, "POST", self._secret_path, body=body)
                 else:
-                    body["metadata"]["resourceVersion"] = secret["metadata"].get("resourceVersion", "")
+                    _keep_identity(body, secret)
                     await request_json(self.api, "PUT", f"{self._secret_path}/{self.secret}", body=body)
             except Conflict:  # another replica wrote it first (AlreadyExists is a Conflict): use theirs
                 continue
@@ -184,6 +187,18 @@ def _from_secret(secret: dict[str, Any]) -> ServingCert | None:
         )
     except (KeyError, ValueError, TypeError):
         return None
+
+
+def _keep_identity(body: dict[str, Any], secret: dict[str, Any]) -> None:
+    """An update keeps what the Secret already is: its type (immutable; the Helm chart creates it
+    empty as Opaque, so that `helm uninstall` removes it), the labels and annotations it has
+    (Helm's ownership), and the resourceVersion it was read at (the precondition)."""
+    meta = secret.get("metadata") or {}
+    body["type"] = secret.get("type") or "Opaque"
+    body["metadata"]["labels"] = {**body["metadata"]["labels"], **(meta.get("labels") or {})}
+    if meta.get("annotations"):
+        body["metadata"]["annotations"] = dict(meta["annotations"])
+    body["metadata"]["resourceVersion"] = meta.get("resourceVersion", "")
 
 
 def _secret_body(namespace: str, name: str, cert: ServingCert) -> dict[str, Any]:
