@@ -17,7 +17,7 @@ from typing import Any
 
 import builders as mk
 from test_admission_write_failures import wl
-from test_ready_guard import KEY, WORKLOAD, Cluster, make_cluster
+from test_ready_guard import JOB, KEY, WORKLOAD, Cluster, make_cluster
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -55,7 +55,7 @@ def delete_workload(cl: Cluster) -> None:
 
 def recreate_workload(cl: Cluster) -> None:
     """A new Workload under the same name (a new UID), quota reserved, our entry Pending."""
-    cl.server.put(WORKLOAD, wl("wl", 12, uid=NEW_UID))
+    cl.server.put(WORKLOAD, wl("wl", 12, uid=NEW_UID, owner=cl.server.get(JOB)))
     cl.sync()
 
 
@@ -109,7 +109,9 @@ async def assert_new_workload_served_normally(cl: Cluster) -> None:
     )
     labels = {c.WORKLOAD_LABEL: NEW_UID, c.PODSET_LABEL: "main"}
     for i in range(12):
-        pod = mk.pod(f"p{i}", namespace="ns", uid=f"p{i}", resource_version="1", labels=labels, gates=[c.SCHEDULING_GATE])
+        pod = mk.pod(
+            f"p{i}", namespace="ns", uid=f"p{i}", resource_version="1", labels=labels, gates=[c.SCHEDULING_GATE]
+        )
         cl.h.informers.pods.handle_event("ADDED", pod)
     await ungater.reconcile(KEY)
     hosts = cl.hosts()
