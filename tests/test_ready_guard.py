@@ -20,6 +20,7 @@ import builders as mk
 import pytest
 from admission_harness import ALLOCATABLE, CHECK, RACK, T0, Harness, harness
 from faults import FakeApiServer, Fault, FaultySession, Interleave, faulty_client
+from kubernetes_asyncio import client as k8s
 from test_admission_write_failures import wl
 
 from kueue_tas.api import constants as c
@@ -29,6 +30,7 @@ from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
 from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
 from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
 from kueue_tas.controllers.node_repair import SCAN, NodeRepair
+from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
 from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.codec import decode_assignment_annotation
 
@@ -43,8 +45,10 @@ class Cluster:
     """One controller's reconcilers (admission, node repair, assignment guard) on an API
     server shared with Kueue's model (``evict``, ``readmit``, ``admit``)."""
 
-    def __init__(self, server: FakeApiServer, session: FaultySession, h: Harness, **settings: Any) -> None:
-        self.server, self.session, self.h = server, session, h
+    def __init__(
+        self, server: FakeApiServer, session: FaultySession, api: k8s.ApiClient, h: Harness, **settings: Any
+    ) -> None:
+        self.server, self.session, self.session_api, self.h = server, session, api, h
         self.rewrites = OurRewrites()
         ctx = dataclasses.replace(
             h.ctx, flavors_of=lambda _check: {"gpu"}, settings=Settings(leader_election=False, **settings)
@@ -195,7 +199,7 @@ async def make_cluster() -> Cluster:
             "MODIFIED", mk.node(name, labels={RACK: RACK_OF[name], "pool": "gpu"}, allocatable=ALLOCATABLE)
         )
     h.informers.workloads.handle_event("ADDED", server.get(WORKLOAD))
-    return Cluster(server, session, h)
+    return Cluster(server, session, api, h)
 
 
 @pytest.fixture
@@ -354,7 +358,7 @@ async def test_a_deposed_leaders_ready_entry_landing_after_the_new_leaders_is_re
     A's hosts cordoned meanwhile), decides and writes (N+2, N+3). A's entry then arrives."""
     old = cluster
     api, session = await faulty_client(old.server)
-    new = Cluster(old.server, session, harness(writer=KubeAdmissionWriter(api)))
+    new = Cluster(old.server, session, api, harness(writer=KubeAdmissionWriter(api)))
     for name in ("h1", "h2", "h3", "h4"):
         new.node(name, event="ADDED")
     placed_by_old: dict[str, int] = {}
@@ -376,3 +380,64 @@ async def test_a_deposed_leaders_ready_entry_landing_after_the_new_leaders_is_re
     assert new.hosts() != placed_by_old
     assert assignment_tampering(stored, {CHECK}) is None, "the entry records the new leader's assignment"
     assert new.entry()["state"] == "Ready"
+
+
+# --- a Conflict is judged on a re-read, never retried blindly ----------------------------------
+
+
+async def test_repair_final_entry_refused_after_an_unrelated_change_lands_on_the_reread_copy(cluster: Cluster) -> None:
+    """Kueue touches the Workload between the annotation write and the final entry (a condition
+    of its own): the re-read still shows our announcement over the new annotation, so the entry
+    is written on that copy; the slots stay held throughout."""
+    failed = await cluster.failed_host()
+    spare = "h5" if RACK_OF[failed] == "r1" else "h6"
+
+    def pods_ready() -> None:
+        cluster.kueue(lambda obj: obj["status"]["conditions"].append(mk.condition("PodsReady", time=T0)))
+
+    cluster.session.interleave(Interleave("PATCH", STATUS, pods_ready, nth=2))
+    wake = await cluster.scan()
+    assert cluster.refused() == [409] and "[repairing" in cluster.entry()["message"]
+    assert cluster.h.capacity.holds_extra(KEY) and cluster.rewrites.writing(KEY)
+    assert wake is not None
+    cluster.h.now[0] += wake
+    await cluster.scan()
+    stored = Workload.model_validate(cluster.stored())
+    assert "[repairing" not in cluster.entry()["message"] and assignment_tampering(stored, {CHECK}) is None
+    assert failed not in cluster.hosts() and spare in cluster.hosts()
+    assert [m for _, _, r, m in cluster.h.events.seen if r == "TopologyRepaired"]
+
+
+async def test_repair_announcement_whose_answer_was_lost_counts_as_landed(cluster: Cluster) -> None:
+    """The announcement applied, its answer lost: tried again on the copy the repair was decided
+    on, it is refused (our own write moved the version); the re-read shows it landed."""
+    failed = await cluster.failed_host()
+    cluster.session.inject(Fault("PATCH", STATUS, "timeout", after_apply=True))
+    wake = await cluster.scan()
+    assert wake is not None and "[repairing" in cluster.entry()["message"]
+    cluster.h.now[0] += wake
+    await cluster.scan()
+    assert cluster.refused() == [409]
+    stored = Workload.model_validate(cluster.stored())
+    assert "[repairing" not in cluster.entry()["message"] and assignment_tampering(stored, {CHECK}) is None
+    assert failed not in cluster.hosts()
+
+
+# --- topology health (already guarded before issue 27) -------------------------------------------
+
+
+async def test_topology_health_note_is_refused_after_an_eviction(cluster: Cluster) -> None:
+    health = TopologyHealth(
+        informers=cluster.h.informers,
+        checks=cluster.h.checks,
+        writer=KubeEntryWriter(cluster.session_api),
+        events=cluster.h.events,
+        settings=Settings(leader_election=False),
+    )
+    await cluster.failed_host(spare=False)  # its rack is no longer whole: a note is due
+    cluster.session.interleave(Interleave("PATCH", STATUS, cluster.evict))
+    assert await health.reconcile(KEY) is not None
+    cluster.assert_no_ready_and_nothing_held()
+    cluster.sync()
+    assert await health.reconcile(KEY) is None
+    assert cluster.entry()["state"] == "Pending"
