@@ -75,8 +75,6 @@ WORKLOAD_SCAN_DELAY: Final = 1.0
 PENDING_RETRY_SECONDS: Final = 30.0
 # The owner's annotations (a workload-wide constraint) could not be read: tried again after.
 OWNER_RETRY_SECONDS: Final = 5.0
-# A note on the entry that could not be written is tried again after (a Conflict: sooner).
-NOTE_RETRY_SECONDS: Final = 5.0
 # What a Wait note says it waits for: only what can end the wait.
 WAIT_FOR_CAPACITY: Final = "waiting for capacity"
 WAIT_FOR_NODE: Final = "waiting for the node to serve again"
@@ -391,8 +389,8 @@ class NodeRepair:
         return wait
 
     async def _recovered(self, wl: Workload, key: str) -> float | None:
-        """Its nodes serve again: a pending note on the entry says so; when that note could not
-        be written, the seconds until it is tried again (the episode is kept until then)."""
+        """Its nodes serve again: a pending note on the entry says so; when the Workload changed
+        under that note, the seconds until it is decided again (the episode is kept until then)."""
         ep = self._episodes.pop(key, None)
         if ep is None or ep.noted is None:
             return None
@@ -406,8 +404,8 @@ class NodeRepair:
 
     async def _note(self, wl: Workload, check: str, message: str) -> float | None:
         """Our Ready entry with ``message`` and the record it holds (moves no pod), only onto
-        ``wl`` as the pass copied it (a Workload changed since, e.g. evicted, refuses it); None
-        when written, else the seconds until it may be tried again."""
+        ``wl`` as the pass copied it (a Workload changed since, e.g. evicted, refuses it); the
+        seconds until it is decided again when refused so, else None."""
         entry = our_entry(wl, {check})
         if entry is None:
             return None
@@ -416,10 +414,10 @@ class NodeRepair:
         try:
             await self._ctx.writer.write_check(wl, body)
         except Conflict:
-            return CONFLICT_RETRY_SECONDS
+            return CONFLICT_RETRY_SECONDS  # the note is decided again from the newer copy
         except Exception as exc:
+            # A note moves nothing: the Event carries it (and the next one replaces it).
             log.warning("node_repair_note_failed", workload=workload_key(wl), error=error_text(exc))
-            return retry_after(exc, NOTE_RETRY_SECONDS, WRITE_RETRY_MAX_SECONDS)
         return None
 
     async def run(self) -> None:

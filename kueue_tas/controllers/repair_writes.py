@@ -254,7 +254,7 @@ class RepairWrites:
             return await self._refused(key, w, entry)
         except NotFound:
             self.gone(key)
-            return None
+            return CONFLICT_RETRY_SECONDS  # not landed: nothing more is written for it
         except Exception as exc:
             if w.failures == 0:
                 message = f"{doing} the repaired assignment failed: {error_text(exc)}; retrying"
