@@ -76,15 +76,16 @@ class Writes:
     async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None:
         self.gated.append(set(podsets))
 
-    async def write_annotation(self, workload: Workload, text: str, kept_slices: str | None = None) -> None:
+    async def write_annotation(self, workload: Workload, text: str, kept_slices: str | None = None) -> Workload:
         if self.fail_annotation is not None:
             exc, self.fail_annotation = self.fail_annotation, None
             raise exc
         self.annotations.append(text)
-        written = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
+        annotations = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
         if kept_slices is not None:
-            written[c.KEPT_SLICES_ANNOTATION] = kept_slices
-        self.annotation_writes.append(written)
+            annotations[c.KEPT_SLICES_ANNOTATION] = kept_slices
+        self.annotation_writes.append(annotations)
+        return written(workload, annotations)
 
     async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
         if self.fail_check is not None and self.fail_check_after <= 0:
@@ -96,8 +97,21 @@ class Writes:
     async def read_workload(self, workload: Workload) -> Workload | None:
         return workload
 
-    async def write_wait_start(self, workload: Workload, stamp: str) -> None:
+    async def write_wait_start(self, workload: Workload, stamp: str) -> Workload:
         self.wait_starts.append(stamp)
+        return written(workload, {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp})
+
+
+def written(workload: Workload, annotations: dict[str, str]) -> Workload:
+    """``workload`` as an annotation write leaves it: the annotations set, a newer resourceVersion."""
+    version = workload.metadata.resource_version
+    metadata = workload.metadata.model_copy(
+        update={
+            "annotations": {**workload.metadata.annotations, **annotations},
+            "resource_version": str(int(version) + 1) if version and version.isdigit() else version,
+        }
+    )
+    return workload.model_copy(update={"metadata": metadata})
 
 
 @dataclass

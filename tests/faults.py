@@ -10,6 +10,8 @@ JSON patch with ``test``, server-side apply of map-lists) with resourceVersion p
 A :class:`Fault` matches a request (method, a path fragment, the N-th matching call) and answers
 an HTTP status (a ``Status`` body; 429 with ``Retry-After``) or fails the connection (timeout,
 reset) either before the server sees the request or after it applied it (the response is lost).
+An :class:`Interleave` runs another actor's action (Kueue evicting, a new leader deciding) just
+before a matching request reaches the server: what lands between a decision and its write.
 """
 
 from __future__ import annotations
@@ -228,11 +230,30 @@ class Fault:
 
 
 @dataclass
+class Interleave:
+    """Run ``action`` once, just before the ``nth`` request matching ``method`` and ``path``
+    reaches the server: another client's writes that land between our decision and our write."""
+
+    method: str
+    path: str
+    action: Callable[[], Awaitable[None] | None]
+    nth: int = 1
+    seen: int = 0
+
+    def matches(self, method: str, path: str) -> bool:
+        if method != self.method or not re.search(self.path, path):
+            return False
+        self.seen += 1
+        return self.seen == self.nth
+
+
+@dataclass
 class Call:
     method: str
     path: str
     fault: int | str | None
     applied: bool
+    status: int = 0  # the server's answer (0: it never answered)
 
 
 class FaultySession:
@@ -241,15 +262,23 @@ class FaultySession:
     def __init__(self, server: FakeApiServer) -> None:
         self.server = server
         self.faults: list[Fault] = []
+        self.interleaved: list[Interleave] = []
         self.calls: list[Call] = []
 
     def inject(self, *faults: Fault) -> None:
         self.faults.extend(faults)
 
+    def interleave(self, *hooks: Interleave) -> None:
+        self.interleaved.extend(hooks)
+
     async def request(self, method: str, url: str, headers: Mapping[str, str], data: Any = None, **_: Any) -> Any:
         parts = urlsplit(url)
         path, _query = parts.path, dict(parse_qsl(parts.query))
         body = json.loads(data) if isinstance(data, str | bytes) and data else None
+        for hook in [h for h in self.interleaved if h.matches(method, path)]:
+            done = hook.action()
+            if done is not None:
+                await done
         fault = next((f for f in self.faults if f.matches(method, path)), None)
         if fault is not None and not fault.after_apply:
             self.calls.append(Call(method, path, fault.kind, applied=False))
@@ -259,7 +288,7 @@ class FaultySession:
         if fault is not None:
             self.calls.append(Call(method, path, fault.kind, applied=applied))
             return self._fail(fault)
-        self.calls.append(Call(method, path, None, applied=applied))
+        self.calls.append(Call(method, path, None, applied=applied, status=status))
         return FakeResponse(status, answer)
 
     @staticmethod

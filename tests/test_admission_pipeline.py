@@ -31,14 +31,14 @@ class HeldWrites(Writes):
         self.fail: dict[str, Exception] = {}
         self.entered: dict[str, asyncio.Event] = {}
 
-    async def write_annotation(self, workload: Workload, text: str) -> None:
+    async def write_annotation(self, workload: Workload, text: str) -> Workload:
         name = workload.name
         if name in self.hold:
             self.entered.setdefault(name, asyncio.Event()).set()
             await self.hold[name].wait()
             if name in self.fail:
                 raise self.fail.pop(name)
-        await super().write_annotation(workload, text)
+        return await super().write_annotation(workload, text)
 
 
 def wl(name: str, uid: str, count: int = 16) -> dict[str, Any]:
@@ -114,10 +114,10 @@ async def test_many_workloads_through_concurrent_workers_never_overbook() -> Non
     capacity that exists is handed out."""
 
     class Yielding(Writes):
-        async def write_annotation(self, workload: Workload, text: str) -> None:
+        async def write_annotation(self, workload: Workload, text: str) -> Workload:
             for _ in range(3):
                 await asyncio.sleep(0)
-            await super().write_annotation(workload, text)
+            return await super().write_annotation(workload, text)
 
     h = harness(writer=Yielding())
     for i in range(12):

@@ -64,11 +64,12 @@ class FailingWrites(Writes):
         self._maybe_fail("gates")
         await super().inject_gates(workload, podsets, gate)
 
-    async def write_annotation(self, workload: Workload, text: str) -> None:
+    async def write_annotation(self, workload: Workload, text: str) -> Workload:
         if "annotation" not in self.landed:
             self._maybe_fail("annotation")
-        await super().write_annotation(workload, text)
+        written = await super().write_annotation(workload, text)
         self._maybe_fail("annotation")
+        return written
 
     async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
         if "check" not in self.landed:

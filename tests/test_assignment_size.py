@@ -106,10 +106,10 @@ def test_the_previous_format_still_decodes() -> None:
 class LimitedWrites(Writes):
     """Writes as the API server takes them: annotations over the limit are Invalid (422)."""
 
-    async def write_annotation(self, workload: Workload, text: str) -> None:
+    async def write_annotation(self, workload: Workload, text: str) -> Workload:
         if len(text) > ANNOTATIONS_SIZE_LIMIT:
             raise Invalid(422, "Invalid", "metadata.annotations: Too long: must have at most 262144 bytes")
-        await super().write_annotation(workload, text)
+        return await super().write_annotation(workload, text)
 
 
 async def test_live_workload_too_large_to_record_is_rejected_and_holds_nothing() -> None:

@@ -527,9 +527,9 @@ async def test_the_annotation_write_is_guarded_by_the_version_after_the_announce
     versions: list[str | None] = []
     write = r.h.writes.write_annotation
 
-    async def spy(wl: Workload, text: str) -> None:
+    async def spy(wl: Workload, text: str) -> Workload:
         versions.append(wl.metadata.resource_version)
-        await write(wl, text)
+        return await write(wl, text)
 
     async def read(_wl: Workload) -> Workload:
         obj = r.apiserver()

@@ -3,8 +3,9 @@
     python -m benchmarks.vs_kueue.floor_check --kubeconfig K --namespace NS --check AC
 
 Watches the Workloads of one namespace and sets check ``AC`` Ready (one server-side apply,
-the admitter's own ``apply_entry``) as soon as Kueue has reserved quota, with no placement, no
-pod or node watch, no gate, no annotation and no Event. Not a TAS: its pods go wherever the
+the admitter's own ``apply_entry``, guarded by the resourceVersion it saw) as soon as Kueue
+has reserved quota, with no placement, no pod or node watch, no gate, no annotation and no
+Event. Not a TAS: its pods go wherever the
 scheduler puts them. Run beside Kueue's own TAS on the same trace, it measures what the
 AdmissionCheck protocol alone costs Kueue and the apiserver on this machine, which bounds from
 below what kueue-tas (or any check controller) can reach end to end. A process of its own, so
@@ -40,9 +41,11 @@ async def serve(kubeconfig: str, namespace: str, check: str) -> None:
     api, _ = await make_api_client(kubeconfig, pool=WRITERS + 4, qps=300, burst=500)
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     sent: set[str] = set()
+    latest: dict[str, dict[str, Any]] = {}  # uid -> the newest copy seen
 
     def on(raw: dict[str, Any]) -> None:
         uid = str((raw.get("metadata") or {}).get("uid", ""))
+        latest[uid] = raw
         if uid not in sent and wants_ready(raw, check):
             sent.add(uid)
             queue.put_nowait(raw)
@@ -60,7 +63,10 @@ async def serve(kubeconfig: str, namespace: str, check: str) -> None:
                 # The very write kueue-tas's admitter makes for a Ready decision.
                 await apply_entry(api, Workload.model_validate(raw), entry)
             except Exception:
-                sent.discard(str(raw["metadata"]["uid"]))  # decided again on its next event
+                uid = str(raw["metadata"]["uid"])
+                sent.discard(uid)  # decided again on its next event, or now on a newer copy
+                if latest.get(uid) is not raw:
+                    on(latest[uid])
 
     informer: Informer[dict[str, Any]] = Informer(
         api, cat.WORKLOADS, lambda raw: raw, namespace=namespace, name="floor"

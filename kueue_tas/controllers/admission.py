@@ -15,6 +15,12 @@ the capacity stays held and, once the apiserver can no longer be applying it, th
 re-read before it is decided again. A write that succeeded but never comes back through the
 informer is re-read the same way.
 
+No Ready entry of ours on a Workload state we did not decide: the entry write is guarded by
+the resourceVersion the decision saw (after our own annotation write), so an eviction that
+lands in between refuses it (``Conflict``: the workload is decided afresh). A Ready entry
+found on a Workload Kueue evicted or holds no quota for (an unguarded writer's: an older
+replica, a write that outlived its leader) is reset to Pending, never kept as "landed".
+
 A new elastic slice (``kueue_tas.topology.slice_replacement``, the rule ``plan`` follows) is
 decided from the assignments of the slice it replaces, with that slice's usage hidden for
 the decision only; once decided it is held together with that slice (``LiveCapacity``
@@ -66,6 +72,8 @@ UNKNOWN_WRITE_SETTLE_SECONDS: Final = 65.0
 # apiserver's timeout filter answers while the handler may still commit. Without this, a write
 # refused by a failing webhook left the workload silent for the whole settle time (chaos seed 7).
 ANSWERED_WRITE_SETTLE_SECONDS: Final = 1.0
+# A write refused because the Workload changed: decided again from the informer's newer copy.
+CONFLICT_RETRY_SECONDS: Final = 0.5
 # Backoff after a failed write or re-read: 1, 2, 4 ... seconds, and never more than this
 # (also the cap on a server's Retry-After).
 WRITE_RETRY_MAX_SECONDS: Final = 60.0
@@ -85,6 +93,11 @@ _OUTCOME_REASON: Final = {
     Outcome.RETRY: "TopologyNotFitting",
     Outcome.REJECTED: "TopologyRequestRejected",
 }
+STALE_READY_REASON: Final = "TopologyAdmissionReset"
+STALE_READY_MESSAGE: Final = (
+    "Reset to Pending by kueue-tas: the entry was Ready on a workload Kueue has evicted or holds no "
+    "quota for, a state no decision of kueue-tas was made on; its next admission is decided afresh"
+)
 
 
 class WorkloadAdmission:
@@ -113,7 +126,9 @@ class WorkloadAdmission:
             del self._awaiting_write[key]
         if self._pending_check(wl) is not None:
             self.queue.add(key)
-        elif not_admitting(wl) and (key in self._awaiting_write or self._ctx.capacity.assumes(key)):
+        elif not_admitting(wl) and (
+            key in self._awaiting_write or self._ctx.capacity.assumes(key) or self._stale_ready(wl) is not None
+        ):
             self.queue.add(key)  # evicted (or its quota withdrawn) mid-decision: let go of what it holds
 
     def _on_deleted(self, wl: Workload) -> None:
@@ -127,6 +142,19 @@ class WorkloadAdmission:
         """Our entry is no longer Pending: the informer has caught up with our last write."""
         ours = self._ctx.checks.names()
         return any(st.name in ours and st.state != c.CHECK_STATE_PENDING for st in wl.status.admission_checks)
+
+    def _stale_ready(self, wl: Workload) -> str | None:
+        """Our check whose Ready entry no decision of ours stands behind: Kueue evicted ``wl`` or
+        holds no quota for it (it resets our entry to Pending when it evicts), and it has not
+        finished. Such an entry was written after, onto a state its writer never saw; kept,
+        Kueue would admit the workload on that assignment as soon as it reserves quota again."""
+        if wl.is_finished or not not_admitting(wl):
+            return None
+        ours = self._ctx.checks.names()
+        return next(
+            (st.name for st in wl.status.admission_checks if st.name in ours and st.state == c.CHECK_STATE_READY),
+            None,
+        )
 
     def _pending_check(self, wl: Workload) -> str | None:
         if not wl.has_quota_reservation or wl.status.admission is None or wl.is_finished or wl.is_evicted:
@@ -181,9 +209,11 @@ class WorkloadAdmission:
         try:
             await self._commit(wl, check, decision, text, kept)
         except Conflict:
+            # The Workload changed after the state we decided on (e.g. Kueue evicted it): nothing
+            # of ours landed on the newer state; decided afresh from the informer's copy.
             self._ctx.capacity.forget(key)
             log.info("workload_changed_while_deciding", workload=key)
-            return 0.5
+            return CONFLICT_RETRY_SECONDS
         except EntryWriteUnknown as unknown:
             # Our Ready entry may be on the Workload: keep holding its capacity.
             cause = unknown.__cause__ or unknown
@@ -244,7 +274,8 @@ class WorkloadAdmission:
         """A workload Kueue no longer admits (evicted, quota withdrawn, finished) keeps nothing
         of a decision of ours that never showed as Ready: its next admission is decided afresh.
         While our entry write may still land (no answer yet, or not seen come back) its
-        capacity stays held; then the Workload is re-read, as for any unseen write."""
+        capacity stays held; then the Workload is re-read, as for any unseen write. A Ready
+        entry on it that no decision of ours stands behind is reset (``_stale_ready``)."""
         key = workload_key(wl)
         if key in self._awaiting_write:
             wait = self._awaiting_write[key] - self._ctx.clock()
@@ -256,15 +287,38 @@ class WorkloadAdmission:
                 log.warning("workload_reread_failed", workload=key, error=str(exc))
                 return self._backoff(key, exc)
             del self._awaiting_write[key]
-            if fresh is not None and self._entry_written(fresh):
-                # It landed after all: the informer will show it and its capacity is then trusted.
-                log.info("entry_write_confirmed", workload=key)
-                return None
+            if fresh is not None:
+                if self._entry_written(fresh) and self._stale_ready(fresh) is None:
+                    # It landed after all: the informer will show it and its capacity is then trusted.
+                    log.info("entry_write_confirmed", workload=key)
+                    return None
+                wl = fresh
         self._write_failures.pop(key, None)
         if self._ctx.capacity.assumes(key):
             self._ctx.capacity.forget(key)
             self._decided()
             log.info("assumed_capacity_released", workload=key, why="the workload is no longer being admitted")
+        return await self._reset_stale_ready(wl)
+
+    async def _reset_stale_ready(self, wl: Workload) -> float | None:
+        """Our Ready entry on a workload Kueue does not admit, back to Pending (guarded by the
+        copy that showed it), with a Warning Event: its next admission is decided afresh."""
+        check = self._stale_ready(wl)
+        if check is None:
+            return None
+        key = workload_key(wl)
+        try:
+            await self._ctx.writer.write_check(
+                wl, check_entry(check, Decision(Outcome.PENDING, STALE_READY_MESSAGE), wl)
+            )
+        except Conflict:
+            return CONFLICT_RETRY_SECONDS  # judged again on the newer copy
+        except Exception as exc:
+            log.warning("stale_ready_reset_failed", workload=key, error=str(exc))
+            return self._backoff(key, exc)
+        self._write_failures.pop(key, None)
+        log.warning("stale_ready_reset", workload=key, check=check)
+        await workload_event(self._ctx.events, wl, "Warning", STALE_READY_REASON, STALE_READY_MESSAGE)
         return None
 
     def _backoff(self, key: str, exc: BaseException) -> float:
@@ -315,20 +369,23 @@ class WorkloadAdmission:
     ) -> None:
         key = workload_key(wl)
         requeue: int | None = None
+        # The Workload as our last write left it: the state the entry is decided on (a write of
+        # anyone else since, e.g. Kueue's eviction, refuses the entry with Conflict).
+        decided_on = wl
         if decision.outcome is Outcome.READY:
             gated = {p.name for p in decision.placements if p.gated(self._ctx.gates.failed_node_replacement)}
             # The gate (on the Job/JobSet) and the annotation (on the Workload) do not depend on
             # each other, only the entry depends on both: send them together, fail as either.
-            writes = [self._ctx.writer.inject_gates(wl, gated, self._ctx.settings.scheduling_gate)]
-            if text is not None and kept is not None:
-                # In the same patch as the assignment: its kept pods must stay its pods once the
-                # replaced Workload is gone, and only now do we know that slice's label.
-                writes.append(self._ctx.writer.write_annotation(wl, text, kept_slices=kept))
-            elif text is not None:
-                writes.append(self._ctx.writer.write_annotation(wl, text))
-            for outcome in await asyncio.gather(*writes, return_exceptions=True):
+            gates, annotated = await asyncio.gather(
+                self._ctx.writer.inject_gates(wl, gated, self._ctx.settings.scheduling_gate),
+                self._annotate(wl, text, kept),
+                return_exceptions=True,
+            )
+            for outcome in (gates, annotated):
                 if isinstance(outcome, BaseException):
                     raise outcome
+            if isinstance(annotated, Workload):
+                decided_on = annotated
             self._retries.pop(key, None)
         elif decision.outcome is Outcome.RETRY:
             n = self._retries.get(key, 0)
@@ -338,10 +395,10 @@ class WorkloadAdmission:
             if decision.retry_after is not None:  # a preferred wait: decided again when it ends
                 requeue = max(1, min(requeue, math.ceil(decision.retry_after)))
             if decision.wait_started is not None and wait_started(wl) is None:
-                await self._ctx.writer.write_wait_start(wl, rfc3339(decision.wait_started))
+                decided_on = await self._ctx.writer.write_wait_start(wl, rfc3339(decision.wait_started))
         try:
             entry = check_entry(check, decision, wl, requeue, repairs=self._ctx.gates.failed_node_replacement)
-            await self._ctx.writer.write_check(wl, entry)
+            await self._ctx.writer.write_check(decided_on, entry)
         except Exception as exc:
             if decision.outcome is Outcome.READY and may_have_applied(exc):
                 raise EntryWriteUnknown() from exc
@@ -358,6 +415,17 @@ class WorkloadAdmission:
         log.info(
             "admission_decided", workload=key, check=check, outcome=decision.outcome.value, message=decision.message
         )
+
+    async def _annotate(self, wl: Workload, text: str | None, kept: str | None) -> Workload | None:
+        """Our annotation (guarded by ``wl``'s version), with the record of the slices whose pods
+        a new elastic slice keeps when ``kept`` is set (in the same patch: those pods must stay
+        its pods once the replaced Workload is gone, and only now do we know that slice's label);
+        the Workload it left (None: no text)."""
+        if text is None:
+            return None
+        if kept is not None:
+            return await self._ctx.writer.write_annotation(wl, text, kept_slices=kept)
+        return await self._ctx.writer.write_annotation(wl, text)
 
     # --- running ------------------------------------------------------------------------------
 

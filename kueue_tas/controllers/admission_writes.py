@@ -2,6 +2,12 @@
 every invariant: gates into the suspended Job/JobSet templates, then the assignment
 annotation, then our check entry (one server-side apply, our field manager).
 
+Every entry write carries the resourceVersion of the Workload it was decided on
+(:func:`apply_entry`): a Workload that changed since (Kueue evicted it, reset our entry,
+withdrew its quota; another leader decided) refuses it with ``Conflict``, so no write of ours
+makes or keeps an entry Ready on a state we did not decide. The annotation write, itself
+guarded, returns the Workload it left, whose version then guards the entry write.
+
 How a write fails decides what happens to the capacity the decision holds: only the check
 entry can make a workload Ready, so only an entry write whose outcome is unknown (no
 response, timeout, 5xx; :func:`~kueue_tas.kube.errors.may_have_applied`) keeps it; the
@@ -123,9 +129,18 @@ def merged_annotation(workload: Workload, decision: Decision) -> str:
     return encode_assignment_annotation(merged)
 
 
-async def apply_entry(api: k8s.ApiClient, workload: Workload, entry: dict[str, Any], *, guarded: bool = False) -> None:
-    """Server-side apply of our check ``entry`` on the Workload's status, as our field manager;
-    ``guarded``: only onto the Workload as ``workload`` has it (``Conflict`` once it changed)."""
+class UnguardedWrite(ValueError):
+    """An entry write without the resourceVersion of the Workload it was decided on."""
+
+
+async def apply_entry(api: k8s.ApiClient, workload: Workload, entry: dict[str, Any]) -> None:
+    """Server-side apply of our check ``entry`` on the Workload's status, as our field manager,
+    only onto the Workload as ``workload`` has it: ``Conflict`` once it changed (a server-side
+    apply whose body names a resourceVersion is a precondition). Never unguarded: an entry
+    applied without it could turn Ready a Workload Kueue evicted after our decision."""
+    version = workload.metadata.resource_version
+    if not version:
+        raise UnguardedWrite(f"Workload {workload.namespace}/{workload.name}: no resourceVersion to guard our entry by")
     await apply_status(
         api,
         group=c.KUEUE_GROUP,
@@ -135,7 +150,7 @@ async def apply_entry(api: k8s.ApiClient, workload: Workload, entry: dict[str, A
         namespace=workload.namespace,
         name=workload.name,
         status={"admissionChecks": [entry]},
-        resource_version=workload.metadata.resource_version if guarded else None,
+        resource_version=version,
     )
 
 
@@ -153,15 +168,21 @@ class AdmissionWriter(Protocol):
 
     async def inject_gates(self, workload: Workload, podsets: set[str], gate: str) -> None: ...
 
-    async def write_annotation(self, workload: Workload, text: str, kept_slices: str | None = None) -> None:
+    async def write_annotation(self, workload: Workload, text: str, kept_slices: str | None = None) -> Workload:
         """Our assignment annotation ``text`` and, for a new elastic slice, the record of the
-        slices whose pods it keeps (``KEPT_SLICES_ANNOTATION``), in one write."""
+        slices whose pods it keeps (``KEPT_SLICES_ANNOTATION``), in one write guarded by
+        ``workload``'s resourceVersion (``Conflict`` once it changed); the Workload as the write
+        left it (its version guards the entry write)."""
         ...
 
-    async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None: ...
+    async def write_check(self, workload: Workload, entry: dict[str, Any]) -> None:
+        """Our check entry, only onto the Workload as ``workload`` has it (``Conflict`` once it
+        changed): ``workload`` is the state the entry was decided on."""
+        ...
 
-    async def write_wait_start(self, workload: Workload, stamp: str) -> None:
-        """Record when a preferred wait began (``PREFERRED_WAIT_STARTED_ANNOTATION``)."""
+    async def write_wait_start(self, workload: Workload, stamp: str) -> Workload:
+        """Record when a preferred wait began (``PREFERRED_WAIT_STARTED_ANNOTATION``); the
+        Workload as the write left it."""
         ...
 
     async def read_workload(self, workload: Workload) -> Workload | None:
@@ -175,19 +196,20 @@ class KubeAdmissionWriter:
     def __init__(self, api: k8s.ApiClient) -> None:
         self.api = api
 
-    async def write_annotation(self, workload: Workload, text: str, kept_slices: str | None = None) -> None:
+    async def write_annotation(self, workload: Workload, text: str, kept_slices: str | None = None) -> Workload:
         """With the Workload's resourceVersion: a Workload that changed since we decided gives Conflict."""
         values = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
         if kept_slices is not None:
             values[c.KEPT_SLICES_ANNOTATION] = kept_slices
-        await self._annotate(workload, values, workload.metadata.resource_version)
+        return await self._annotate(workload, values, workload.metadata.resource_version)
 
-    async def write_wait_start(self, workload: Workload, stamp: str) -> None:
-        """Unguarded: the first hold's time; a second writer would write about the same time."""
-        await self._annotate(workload, {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp}, None)
+    async def write_wait_start(self, workload: Workload, stamp: str) -> Workload:
+        """Unguarded: the first hold's time; a second writer would write about the same time.
+        (The Retry entry that follows is guarded by the version this write returns.)"""
+        return await self._annotate(workload, {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp}, None)
 
-    async def _annotate(self, workload: Workload, values: dict[str, str], resource_version: str | None) -> None:
-        await merge_patch_custom(
+    async def _annotate(self, workload: Workload, values: dict[str, str], resource_version: str | None) -> Workload:
+        written = await merge_patch_custom(
             self.api,
             group=c.KUEUE_GROUP,
             version=c.KUEUE_VERSION,
@@ -197,6 +219,7 @@ class KubeAdmissionWriter:
             patch={"metadata": {"annotations": values}},
             resource_version=resource_version,
         )
+        return Workload.model_validate(written)
 
     async def read_workload(self, workload: Workload) -> Workload | None:
         co = k8s.CustomObjectsApi(self.api)

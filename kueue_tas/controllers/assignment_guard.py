@@ -44,6 +44,8 @@ from kueue_tas.topology.codec import decode_assignment_annotation
 log = structlog.get_logger(__name__)
 
 REASON: Final = "TopologyAssignmentTampered"
+# A write refused because the Workload changed since the copy it was decided from.
+CONFLICT_RETRY_SECONDS: Final = 0.5
 
 
 class OurRewrites:
@@ -157,7 +159,7 @@ class AssignmentGuard:
                 requeue = int(self._settings.retry_backoff_base_seconds)
                 await self._writer.write_check(wl, check_entry(check, Decision(Outcome.RETRY, message), wl, requeue))
         except Conflict:
-            return 0.5
+            return CONFLICT_RETRY_SECONDS
         except Exception as exc:
             # Nothing here holds capacity (the model charges what we decided meanwhile): try
             # again, after the server's Retry-After when it sent one.
@@ -189,7 +191,11 @@ class AssignmentGuard:
         message, landed = settled_message(entry.message, wl.metadata.uid or "", held)
         body = entry_with_message(entry, message)
         try:
+            # Only onto the copy it was decided from: a Workload Kueue evicted since (our entry
+            # reset) refuses it, and the newer copy is judged again.
             await self._writer.write_check(wl, body)
+        except Conflict:
+            return CONFLICT_RETRY_SECONDS
         except Exception as exc:
             log.warning("repair_tag_settle_failed", workload=key, error=f"{type(exc).__name__}: {exc}")
             return retry_after(exc, 5.0, 60.0)

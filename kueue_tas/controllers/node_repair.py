@@ -58,9 +58,9 @@ from kueue_tas.controllers.repair_plan import (
     ready_entry,
     with_old_record,
 )
-from kueue_tas.controllers.repair_writes import RepairWrites, error_text
+from kueue_tas.controllers.repair_writes import CONFLICT_RETRY_SECONDS, RepairWrites, error_text
 from kueue_tas.controllers.workload_events import workload_event
-from kueue_tas.kube.errors import retry_after
+from kueue_tas.kube.errors import Conflict, retry_after
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.assignment import TopologyAssignment
@@ -217,6 +217,8 @@ class NodeRepair:
         failed_now: set[str] = set()
         for wl in self._workloads.values():
             key = workload_key(wl)
+            if key in self._writes and not self._writes.writes_for(wl):
+                self._writes.gone(key)  # a Workload re-created under the name: nothing of the old is its
             if key in self._writes:
                 delay = await self._writes.advance(wl, key)
                 if delay is not None:
@@ -244,7 +246,10 @@ class NodeRepair:
                 wakes.append(wait)
             if not failures:
                 self._writes.forget_detected(key)  # a dropped repair's clock ends with its failures
-                await self._recovered(wl, key)
+                retry = await self._recovered(wl, key)
+                if retry is not None:
+                    wakes.append(retry)
+                    affected.add(key)  # its note is said again on the next pass
                 continue
             affected.add(key)
             failed_now.update(failures)
@@ -294,6 +299,11 @@ class NodeRepair:
             log.warning("owner_read_failed", workload=key, error=str(exc))
             return OWNER_RETRY_SECONDS
         async with self._ctx.lock:
+            live = self._workloads.get(key)
+            if live is None or live.metadata.uid != wl.metadata.uid:
+                # Deleted (or re-created under the name) while the pass waited: the copy it
+                # started from is all that is left of it; nothing is decided or held for it.
+                return None
             with self._ctx.capacity.without(key):
                 decision = decide(
                     wl,
@@ -330,7 +340,7 @@ class NodeRepair:
         text = merged_annotation(wl, decision)
         announce = ready_entry(entry, wl, summary, decision.placements, announce=True)
         final = ready_entry(entry, wl, summary, decision.placements)
-        self._writes.start(key, text, announce, final, summary, ep.detected)
+        self._writes.start(wl, text, announce, final, summary, ep.detected)
         log.info("node_repair_decided", workload=key, summary=summary)
         self._episodes.pop(key, None)  # decided: what is left is writing it
         return await self._writes.advance(wl, key)
@@ -356,6 +366,8 @@ class NodeRepair:
                     await self._ctx.writer.write_check(
                         wl, check_entry(entry.name, Decision(Outcome.RETRY, message), wl, requeue)
                     )
+                except Conflict:
+                    return CONFLICT_RETRY_SECONDS  # changed since the pass copied it: judged again
                 except Exception as exc:
                     log.warning("node_repair_requeue_failed", workload=key, error=error_text(exc))
                     return retry_after(exc, 5.0, WRITE_RETRY_MAX_SECONDS)
@@ -369,31 +381,44 @@ class NodeRepair:
             note = f"{why}; {waiting_for} (nodeFailurePolicy Wait)"
             wait = PENDING_RETRY_SECONDS
         if ep.noted is None:
+            retry = await self._note(wl, entry.name, note)
+            if retry is not None:
+                return min(retry, wait)  # not noted: said on a later pass, from a newer copy
             ep.noted = note
-            await self._note(wl, entry.name, note)
             await workload_event(self._ctx.events, wl, "Warning", "TopologyRepairPending", note)
         return wait
 
-    async def _recovered(self, wl: Workload, key: str) -> None:
-        """Its nodes serve again: a pending note on the entry says so."""
+    async def _recovered(self, wl: Workload, key: str) -> float | None:
+        """Its nodes serve again: a pending note on the entry says so; when the Workload changed
+        under that note, the seconds until it is decided again (the episode is kept until then)."""
         ep = self._episodes.pop(key, None)
         if ep is None or ep.noted is None:
-            return
+            return None
         entry = our_entry(wl, self._ctx.checks.names())
-        if entry is not None:
-            await self._note(wl, entry.name, f"{', '.join(sorted(ep.failures))}: serving again; nothing moved")
+        if entry is None:
+            return None
+        retry = await self._note(wl, entry.name, f"{', '.join(sorted(ep.failures))}: serving again; nothing moved")
+        if retry is not None:
+            self._episodes[key] = ep
+        return retry
 
-    async def _note(self, wl: Workload, check: str, message: str) -> None:
-        """Our Ready entry with ``message`` and the record it holds (moves no pod)."""
+    async def _note(self, wl: Workload, check: str, message: str) -> float | None:
+        """Our Ready entry with ``message`` and the record it holds (moves no pod), only onto
+        ``wl`` as the pass copied it (a Workload changed since, e.g. evicted, refuses it); the
+        seconds until it is decided again when refused so, else None."""
         entry = our_entry(wl, {check})
         if entry is None:
-            return
+            return None
         note = note_of(entry.message)  # the topology-health note stays in front (see ready_entry)
         body = entry_with_message(entry, with_note(with_old_record(entry, message), [note] if note else []))
         try:
             await self._ctx.writer.write_check(wl, body)
+        except Conflict:
+            return CONFLICT_RETRY_SECONDS  # the note is decided again from the newer copy
         except Exception as exc:
+            # A note moves nothing: the Event carries it (and the next one replaces it).
             log.warning("node_repair_note_failed", workload=workload_key(wl), error=error_text(exc))
+        return None
 
     async def run(self) -> None:
         self.queue.add(SCAN)

@@ -66,7 +66,7 @@ class KubeEntryWriter:
         self.api = api
 
     async def write_entry(self, workload: Workload, entry: dict[str, Any]) -> None:
-        await apply_entry(self.api, workload, entry, guarded=True)
+        await apply_entry(self.api, workload, entry)
 
 
 class TopologyHealth:
