@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from test_manifests import reader_rules_by_role, served_paths
 
 from e2e import chart_docs, chart_lint
 from e2e.helm import CHART_DIR, NAMESPACE, RELEASE, HelmError, template
@@ -162,7 +163,8 @@ def test_the_chart_with_default_values_is_manifests_base(
 
 
 def _cluster_role(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    return one(docs, "ClusterRole")
+    """The controller's own ClusterRole (not the readers')."""
+    return one(docs, "ClusterRole", RELEASE)
 
 
 @pytest.mark.parametrize(
@@ -253,7 +255,7 @@ def test_config_values_reach_the_controller_as_settings(tmp_path: Path) -> None:
     assert settings.lease_namespace == settings.webhook_namespace == "batch-system"
     assert settings.webhook_service == one(docs, "Service", "tas-kueue-tas-webhook")["metadata"]["name"]
     assert settings.webhook_secret == one(docs, "Secret")["metadata"]["name"]
-    named = [r for r in one(docs, "ClusterRole")["rules"] if "resourceNames" in r]
+    named = [r for r in one(docs, "ClusterRole", "tas-kueue-tas")["rules"] if "resourceNames" in r]
     assert [r["resourceNames"] for r in named] == [[settings.webhook_configuration]]
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         hook = one(docs, kind, settings.webhook_configuration)["webhooks"][0]
@@ -341,32 +343,99 @@ def test_the_dashboard_is_the_one_in_manifests_grafana() -> None:
 def test_cert_manager_issues_the_certificate_and_the_controller_reads_no_secrets(tmp_path: Path) -> None:
     docs = template({"certManager.enabled": True})
     settings = settings_of(one(docs, "ConfigMap"), tmp_path)
-    certificate = one(docs, "Certificate")
-    assert certificate["spec"]["issuerRef"] == {"kind": "Issuer", "name": one(docs, "Issuer")["metadata"]["name"]}
+    certificate = one(docs, "Certificate", f"{RELEASE}-webhook")
+    serving = one(docs, "Certificate", f"{RELEASE}-metrics")
+    issuer = {"kind": "Issuer", "name": one(docs, "Issuer")["metadata"]["name"]}
+    assert certificate["spec"]["issuerRef"] == serving["spec"]["issuerRef"] == issuer
     assert f"{settings.webhook_service}.{NAMESPACE}.svc" in certificate["spec"]["dnsNames"]
+    # The second certificate: /metrics and the map, named for the metrics Service, as
+    # manifests/cert-manager issues it.
+    assert f"{RELEASE}-metrics.{NAMESPACE}.svc" in serving["spec"]["dnsNames"]
+    assert serving["spec"]["secretName"] == "kueue-tas-metrics-tls"
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
-    (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if Path(m["mountPath"]) == settings.webhook_cert_dir]
-    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
-    assert volume["secret"]["secretName"] == certificate["spec"]["secretName"]
+    for cert_dir, cert in ((settings.webhook_cert_dir, certificate), (settings.serving_cert_dir, serving)):
+        assert cert_dir is not None
+        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if Path(m["mountPath"]) == cert_dir]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+        assert volume["secret"]["secretName"] == cert["spec"]["secretName"]
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         annotations = one(docs, kind)["metadata"]["annotations"]
         assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{certificate['metadata']['name']}"
     rules = [r for d in docs if d["kind"] in ("Role", "ClusterRole") for r in d["rules"]]
-    assert not any("secrets" in r["resources"] for r in rules)
+    assert not any("secrets" in r.get("resources", []) for r in rules)
     assert not [d for d in docs if d["kind"] == "Secret"], "cert-manager's Secret is cert-manager's"
     own = template({"certManager.enabled": True, "certManager.issuerRef": {"kind": "ClusterIssuer", "name": "ca"}})
-    assert one(own, "Certificate")["spec"]["issuerRef"] == {"kind": "ClusterIssuer", "name": "ca"}
+    assert [c["spec"]["issuerRef"] for c in own if c["kind"] == "Certificate"] == [
+        {"kind": "ClusterIssuer", "name": "ca"}
+    ] * 2
     assert not [d for d in own if d["kind"] == "Issuer"]
+    with pytest.raises(HelmError, match=r"config\.servingCertDir"):
+        template({"certManager.enabled": True, "config.servingCertDir": "/elsewhere"})
 
 
-def test_service_monitor_scrapes_the_metrics_service() -> None:
+def _prometheus_manifests() -> list[dict[str, Any]]:
+    return [
+        d
+        for f in sorted((REPO / "manifests" / "prometheus").glob("*.yaml"))
+        if f.name != "kustomization.yaml"
+        for d in yaml.safe_load_all(f.read_text())
+        if d
+    ]
+
+
+def test_service_monitor_scrapes_the_metrics_service_as_manifests_prometheus_does() -> None:
     docs = template({"serviceMonitor.enabled": True, "serviceMonitor.labels": {"release": "prom"}})
     monitor = one(docs, "ServiceMonitor")
     service = one(docs, "Service", f"{RELEASE}-metrics")
     assert monitor["metadata"]["labels"]["release"] == "prom"
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
-    assert not [d for d in template() if d["kind"] == "ServiceMonitor"]
+    defaults = template()
+    assert not [d for d in defaults if d["kind"] == "ServiceMonitor"]
+    assert not [d for d in defaults if d["kind"] == "ClusterRoleBinding" and d["roleRef"]["name"] != RELEASE]
+    # The same scrape and binding as manifests/prometheus (HTTPS, Prometheus's own token, no
+    # verification of the self-issued certificate; monitoring/prometheus-k8s may get /metrics).
+    kustomized = _prometheus_manifests()
+    assert normalized(monitor)["spec"] == one(kustomized, "ServiceMonitor")["spec"]
+    binding = one(docs, "ClusterRoleBinding", f"{RELEASE}-metrics-reader")
+    assert {k: binding[k] for k in ("roleRef", "subjects")} == {
+        k: one(kustomized, "ClusterRoleBinding")[k] for k in ("roleRef", "subjects")
+    }
+    assert binding["roleRef"]["name"] == one(docs, "ClusterRole", f"{RELEASE}-metrics-reader")["metadata"]["name"]
+
+
+def test_service_monitor_with_cert_manager_verifies_the_metrics_certificate() -> None:
+    docs = template({"serviceMonitor.enabled": True, "certManager.enabled": True})
+    (endpoint,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+    serving = one(docs, "Certificate", f"{RELEASE}-metrics")
+    tls = endpoint["tlsConfig"]
+    assert tls == {
+        "ca": {"secret": {"name": serving["spec"]["secretName"], "key": "ca.crt"}},
+        "serverName": f"{RELEASE}-metrics.{NAMESPACE}.svc",
+    }
+    assert tls["serverName"] in serving["spec"]["dnsNames"]
+
+
+def test_service_monitor_follows_the_metrics_settings() -> None:
+    other = template(
+        {
+            "serviceMonitor.enabled": True,
+            "serviceMonitor.prometheusServiceAccount": {"name": "kps-prometheus", "namespace": "obs"},
+            "serviceMonitor.tlsConfig": {"insecureSkipVerify": False, "serverName": "x"},
+        },
+        release="tas",
+        namespace="batch-system",
+    )
+    (endpoint,) = one(other, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": False, "serverName": "x"}
+    binding = one(other, "ClusterRoleBinding", "tas-kueue-tas-metrics-reader")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "kps-prometheus", "namespace": "obs"}]
+    assert binding["roleRef"]["name"] == "tas-kueue-tas-metrics-reader"
+    # /metrics plain and open (config.metricsSecure/metricsAuth off): scraped so, no one bound.
+    plain = template({"serviceMonitor.enabled": True, "config.metricsSecure": False, "config.metricsAuth": False})
+    (endpoint,) = one(plain, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint and "bearerTokenFile" not in endpoint
+    assert not [d for d in plain if d["kind"] == "ClusterRoleBinding" and "reader" in d["metadata"]["name"]]
 
 
 def test_grafana_dashboard_config_map_holds_the_dashboard() -> None:
@@ -377,21 +446,54 @@ def test_grafana_dashboard_config_map_holds_the_dashboard() -> None:
     assert json.loads(cm["data"]["kueue-tas-dashboard.json"]) == shipped
 
 
-def test_network_policy_opens_webhook_and_health_to_all_and_metrics_to_the_given_peers() -> None:
-    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
-    docs = template({"networkPolicy.enabled": True, "networkPolicy.metricsFrom": peers, "config.mapBind": ":8082"})
+MONITORING = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+
+
+def _ingress_by_port(policy: dict[str, Any]) -> dict[str, Any]:
+    return {p["port"]: rule.get("from") for rule in policy["spec"]["ingress"] for p in rule["ports"]}
+
+
+def test_network_policy_opens_webhook_and_health_to_all_and_readers_ports_to_the_monitoring_namespace() -> None:
+    docs = template({"networkPolicy.enabled": True, "config.mapBind": ":8082"})
     policy = one(docs, "NetworkPolicy")
     deployment = one(docs, "Deployment")
     assert policy["spec"]["podSelector"] == deployment["spec"]["selector"]
-    assert policy["spec"]["policyTypes"] == ["Ingress"]
-    by_port = {p["port"]: rule.get("from") for rule in policy["spec"]["ingress"] for p in rule["ports"]}
-    assert by_port == {"webhook": None, "health": None, "metrics": peers, "map": None}
+    by_port = _ingress_by_port(policy)
+    assert by_port == {"webhook": None, "health": None, "metrics": MONITORING, "map": MONITORING}
     ports = {p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert set(by_port) <= ports, "every port the policy names is a named container port"
-    egress = [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}]}]
-    restricted = one(template({"networkPolicy.enabled": True, "networkPolicy.egress": egress}), "NetworkPolicy")
-    assert restricted["spec"]["policyTypes"] == ["Ingress", "Egress"] and restricted["spec"]["egress"] == egress
+    # Egress: the API server (anywhere by default) and DNS, nothing else.
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["egress"] == [
+        {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]},
+        {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]},
+    ]
+    assert "map" not in _ingress_by_port(one(template({"networkPolicy.enabled": True}), "NetworkPolicy"))
     assert not [d for d in template() if d["kind"] == "NetworkPolicy"]
+
+
+def test_network_policy_values_narrow_its_peers() -> None:
+    peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "obs"}}}]
+    control_plane = [{"ipBlock": {"cidr": "10.0.0.0/28"}}]
+    policy = one(
+        template(
+            {
+                "networkPolicy.enabled": True,
+                "networkPolicy.metricsFrom": peers,
+                "networkPolicy.webhookFrom": control_plane,
+                "networkPolicy.egress.apiServerCidrs": ["10.0.0.0/28"],
+                "networkPolicy.egress.apiServerPort": 6443,
+            }
+        ),
+        "NetworkPolicy",
+    )
+    assert _ingress_by_port(policy) == {"webhook": control_plane, "health": None, "metrics": peers}
+    assert policy["spec"]["egress"][0] == {
+        "to": [{"ipBlock": {"cidr": "10.0.0.0/28"}}],
+        "ports": [{"port": 6443, "protocol": "TCP"}],
+    }
+    open_egress = one(template({"networkPolicy.enabled": True, "networkPolicy.egress.enabled": False}), "NetworkPolicy")
+    assert open_egress["spec"]["policyTypes"] == ["Ingress"] and "egress" not in open_egress["spec"]
 
 
 def test_pod_placement_values_reach_the_pods() -> None:
@@ -414,6 +516,55 @@ def test_pod_placement_values_reach_the_pods() -> None:
     assert deployment["spec"]["replicas"] == 3 and pod["containers"][0]["image"].endswith(":v9")
     pdb = one(docs, "PodDisruptionBudget")
     assert pdb["spec"]["selector"] == deployment["spec"]["selector"] and pdb["spec"]["minAvailable"] == 1
+
+
+# ---- who may look: /metrics and the map -------------------------------------------------------------
+
+
+def test_reader_cluster_roles_grant_get_on_exactly_what_the_servers_serve() -> None:
+    docs = template(release="tas", namespace="batch-system")
+    assert reader_rules_by_role(docs, prefix="tas-kueue-tas-") == served_paths()
+    # Bound to no one by default: reading is granted deliberately, per reader.
+    assert not [d for d in docs if d["kind"] == "ClusterRoleBinding" and "reader" in d["roleRef"]["name"]]
+
+
+def test_metrics_and_map_are_secured_by_default_the_probes_stay_plain(tmp_path: Path) -> None:
+    docs = template({"config.mapBind": ":8082"})
+    settings = settings_of(one(docs, "ConfigMap"), tmp_path)
+    assert (settings.metrics_secure, settings.metrics_auth, settings.map_secure, settings.map_auth) == (True,) * 4
+    assert settings.serving_cert_dir is None and settings.metrics_bind != settings.health_bind
+    manager = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert manager[probe]["httpGet"]["port"] == "health" and "scheme" not in manager[probe]["httpGet"], probe
+    (health,) = [p for p in manager["ports"] if p["name"] == "health"]
+    assert settings.health_address() == (None, health["containerPort"])
+    # The controller reviews tokens and access: its ClusterRole may create both reviews.
+    reviews = {("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")}
+
+    def review_rules(rendered: list[dict[str, Any]]) -> set[tuple[str, str]]:
+        rules = one(rendered, "ClusterRole", RELEASE)["rules"]
+        return {(r["apiGroups"][0], r["resources"][0]) for r in rules if r["verbs"] == ["create"]} & reviews
+
+    assert review_rules(docs) == reviews
+    off = template({"config.metricsAuth": False, "config.mapAuth": False, "config.metricsSecure": False})
+    assert review_rules(off) == set(), "no token reviews without metricsAuth or mapAuth"
+    assert settings_of(one(off, "ConfigMap"), tmp_path).metrics_secure is False
+    with pytest.raises(HelmError, match=r"ports\.metrics must differ from ports\.health"):
+        template({"ports.metrics": 8081})
+
+
+def test_a_serving_certificate_of_ones_own_is_mounted_and_named(tmp_path: Path) -> None:
+    docs = template(
+        {
+            "config.servingCertDir": "/etc/serving",
+            "extraVolumes": [{"name": "serving", "secret": {"secretName": "my-tls"}}],
+            "extraVolumeMounts": [{"name": "serving", "mountPath": "/etc/serving", "readOnly": True}],
+        }
+    )
+    assert settings_of(one(docs, "ConfigMap"), tmp_path).serving_cert_dir == Path("/etc/serving")
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "serving", "mountPath": "/etc/serving", "readOnly": True} in pod["containers"][0]["volumeMounts"]
+    assert {"name": "serving", "secret": {"secretName": "my-tls"}} in pod["volumes"]
 
 
 # ---- the lint's validation --------------------------------------------------------------------------

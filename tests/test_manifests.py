@@ -192,15 +192,46 @@ def _rules(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def served_paths() -> dict[str, set[str]]:
+    """The routes the metrics and the map servers register, by the reader ClusterRole (its name
+    less the ``kueue-tas-`` prefix) that must grant `get` on exactly them (tests/test_chart.py too)."""
+    from kueue_tas.cli.map_server import MapServer
+    from kueue_tas.runtime.health import HealthServer
+
+    class NoSource:
+        kind = "read"
+        max_age = 10.0
+
+        def usable(self) -> bool:
+            return True
+
+        async def build(self) -> Any:
+            raise RuntimeError("never built here")
+
+    metrics_app = HealthServer(Settings(leader_election=False)).make_metrics_app()
+    map_app = MapServer("127.0.0.1:0", NoSource(), replica="r0").make_app()  # type: ignore[arg-type]
+    return {
+        "metrics-reader": {r.canonical for r in metrics_app.router.resources()},
+        "map-reader": {r.canonical for r in map_app.router.resources()},
+    }
+
+
+def reader_rules_by_role(docs: list[dict[str, Any]], prefix: str = "kueue-tas-") -> dict[str, set[str]]:
+    """What each reader ClusterRole of ``docs`` grants: only `get`, on non-resource URLs."""
+    out: dict[str, set[str]] = {}
+    for role in served_paths():
+        (rule,) = one(docs, "ClusterRole", prefix + role)["rules"]
+        assert set(rule) == {"nonResourceURLs", "verbs"} and rule["verbs"] == ["get"], rule
+        out[role] = set(rule["nonResourceURLs"])
+    return out
+
+
 def test_reader_roles_grant_get_on_exactly_what_is_served(base: list[dict[str, Any]]) -> None:
     from kueue_tas.cli.map_server import PATHS
 
-    assert one(base, "ClusterRole", "kueue-tas-metrics-reader")["rules"] == [
-        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
-    ]
-    assert one(base, "ClusterRole", "kueue-tas-map-reader")["rules"] == [
-        {"nonResourceURLs": list(PATHS), "verbs": ["get"]}
-    ]
+    served = served_paths()
+    assert served == {"metrics-reader": {"/metrics"}, "map-reader": set(PATHS)}
+    assert reader_rules_by_role(base) == served
     # Nobody is bound to them in the base: reading is granted deliberately, per reader.
     bound = {d["roleRef"]["name"] for d in base if d["kind"] in ("ClusterRoleBinding", "RoleBinding")}
     assert not bound & set(READER_ROLES)

@@ -12,6 +12,10 @@ process on this machine, given what the pod would get:
   the mounted token), so a permission missing from the chart's RBAC fails the test;
 - ``POD_NAME``, as the Deployment's env sets it.
 
+/metrics is served as the chart configures it (HTTPS, a bearer token reviewed per request): the
+test reads it with a token bound to the chart's ``<release>-metrics-reader`` ClusterRole, the
+way its ServiceMonitor's Prometheus does, and is refused without one.
+
 The one value set for this machine rather than for a cluster is ``webhook.url``: the API server
 cannot reach a Service here, so both webhook configurations call the process at
 ``https://127.0.0.1:<port>`` (``config.webhookHosts`` puts that address in the controller's
@@ -22,12 +26,16 @@ checksum changes): the process is stopped and a new one starts with the new Conf
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
+import ssl
+import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -35,7 +43,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from e2e import jobs, procs, rbac, workloads
 from e2e import stack as st
 from e2e.cluster_state import State
-from e2e.controller import REPO_ROOT, ControllerProcess
+from e2e.controller import REPO_ROOT, ControllerProcess, metric_value
 from e2e.helm import CHART_DIR, run_helm, set_args
 from e2e.kube import Kube, as_body, eventually
 from e2e.nodes import RACK_LABEL, NodePool
@@ -168,6 +176,46 @@ def _bad_job(prefix: str) -> dict[str, Any]:
     return body
 
 
+# Each process issues its own serving certificate (certManager off): read as the ServiceMonitor
+# scrapes it, with insecureSkipVerify; the token is what is checked.
+_UNVERIFIED = ssl.create_default_context()
+_UNVERIFIED.check_hostname = False
+_UNVERIFIED.verify_mode = ssl.CERT_NONE
+
+
+async def _metrics_status(url: str, token: str | None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with aiohttp.ClientSession() as session, session.get(url, headers=headers, ssl=_UNVERIFIED) as resp:
+        return resp.status, await resp.text()
+
+
+async def _scraper_token(api: client.ApiClient, namespace: str, name: str, role: str) -> str:
+    """A ServiceAccount bound to ``role`` (as serviceMonitor.enabled binds Prometheus's), its token
+    once the authorizer lets it get /metrics (the controller caches a denial for 30 s)."""
+    core = client.CoreV1Api(api)
+    account: Any = {"metadata": {"name": name}}
+    await core.create_namespaced_service_account(namespace, account)
+    binding: Any = {
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+    }
+    await client.RbacAuthorizationV1Api(api).create_cluster_role_binding(binding)
+    review: Any = {
+        "spec": {
+            "user": rbac.service_account_user(namespace, name),
+            "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+        }
+    }
+    deadline = time.monotonic() + 30
+    while not (await client.AuthorizationV1Api(api).create_subject_access_review(review)).status.allowed:
+        assert time.monotonic() < deadline, f"the binding of {name} to {role} is not effective"
+        await asyncio.sleep(0.2)
+    body: Any = {"spec": {"expirationSeconds": 600}}
+    request = await core.create_namespaced_service_account_token(name, namespace, body)
+    return str(request.status.token)
+
+
 async def _gone(api: client.ApiClient, doc: dict[str, Any]) -> bool:
     try:
         await request_json(api, "GET", rbac.object_path(doc))
@@ -230,6 +278,18 @@ async def test_helm_install_admits_a_job_upgrade_takes_effect_uninstall_leaves_n
         # MutatingWebhookConfiguration: its pods carry the gated label.
         assert all(p["metadata"]["labels"].get("kueue-tas.io/gated") == "true" for p in pods)
 
+        # ---- /metrics as the chart serves it: HTTPS, a token allowed by its metrics-reader role ---
+        assert first.metrics_url.startswith("https://")
+        assert await _metrics_status(first.metrics_url, None) == (401, "Unauthorized: a bearer token is required\n")
+        scraper = f"scraper-{unique}"
+        reader_role = f"{RELEASE}-metrics-reader"
+        assert reader_role in {d["metadata"]["name"] for d in manifest if d["kind"] == "ClusterRole"}
+        scraper_token = await _scraper_token(api_client, namespace, scraper, reader_role)
+        status, text = await _metrics_status(first.metrics_url, scraper_token)
+        assert status == 200 and "kueue_tas_admissions_total" in text, (status, text[:300])
+        # The reviews were the controller's own (its ClusterRole's tokenreviews/subjectaccessreviews).
+        assert (metric_value(text, "kueue_tas_http_auth_total", server="metrics", result="allowed") or 0) >= 1
+
         # ---- upgrade: a setting and a webhook value ---------------------------------------------
         assert await _dry_run_job(api_client, namespace, _bad_job(NEW_PREFIX)) is None
         checksum = (await release.deployment())["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
@@ -277,6 +337,11 @@ async def test_helm_install_admits_a_job_upgrade_takes_effect_uninstall_leaves_n
         assert base64.b64decode(ca)  # the certificate was real, and is gone with its Secret
     finally:
         release.stop_pod()
+        try:
+            await client.RbacAuthorizationV1Api(api_client).delete_cluster_role_binding(f"scraper-{unique}")
+        except ApiException as e:
+            if e.status != 404:
+                raise
         if installed:
             try:
                 release.helm("uninstall", RELEASE, "--wait")

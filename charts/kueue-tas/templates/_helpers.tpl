@@ -62,6 +62,19 @@ app.kubernetes.io/component: controller
 /etc/kueue-tas-webhook
 {{- end }}
 
+{{/* /metrics and the map: cert-manager's second certificate, for the metrics Service's names. */}}
+{{- define "kueue-tas.metricsService" -}}
+{{- printf "%s-metrics" (include "kueue-tas.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "kueue-tas.metricsCertSecret" -}}
+{{- printf "%s-metrics-tls" (include "kueue-tas.fullname" .) }}
+{{- end }}
+
+{{- define "kueue-tas.servingCertDir" -}}
+/etc/kueue-tas-serving
+{{- end }}
+
 {{/* The namespaces neither webhook looks into: the configured ones and the release's own. */}}
 {{- define "kueue-tas.webhookNamespaceSelector" -}}
 matchExpressions:
@@ -72,8 +85,21 @@ matchExpressions:
 
 {{/* config.yaml: the values under `config` in snake_case, then what names this release's objects. */}}
 {{- define "kueue-tas.config" -}}
+{{- if eq (int .Values.ports.metrics) (int .Values.ports.health) }}
+{{- fail "ports.metrics must differ from ports.health: the kubelet probes the health port over plain HTTP without a token" }}
+{{- end }}
+{{- if and .Values.certManager.enabled .Values.config.servingCertDir }}
+{{- fail "config.servingCertDir: leave it null with certManager.enabled (the chart mounts cert-manager's certificate)" }}
+{{- end }}
 {{- range $key, $value := .Values.config }}
+{{- if ne $key "servingCertDir" }}
 {{ $key | snakecase }}: {{ $value | toJson }}
+{{- end }}
+{{- end }}
+{{- if .Values.certManager.enabled }}
+serving_cert_dir: {{ include "kueue-tas.servingCertDir" . | quote }}
+{{- else }}
+serving_cert_dir: {{ .Values.config.servingCertDir | toJson }}
 {{- end }}
 lease_name: {{ include "kueue-tas.fullname" . | quote }}
 lease_namespace: {{ .Release.Namespace | quote }}
