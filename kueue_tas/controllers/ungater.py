@@ -11,10 +11,12 @@ Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
   as it still runs there), asks ``plan_releases`` which gated pods go where, and patches
   each of those pods once (strategic merge: delete only our gate, add the domain's
   nodeSelector, guarded by the pod's resourceVersion).
-* No pod is released onto a node that cannot take it now (``node_usable``: NotReady,
-  cordoned, gone): it stays gated until the node serves again or the node repair moves its
-  slot (``node_repair``); released there it would wait pinned to a node that may never
-  return.
+* No pod is released onto a node that cannot take it now (``node_usable``, asked with the
+  assignment's hostname value, which need not be the Node's name: NotReady, cordoned, gone, or
+  a hostname several Nodes carry): it stays gated until the node serves again or the node
+  repair moves its slot (``node_repair``); released there it would wait pinned to a node that
+  may never return. A hostname several Nodes carry is said once per workload (Warning Event
+  ``TopologyHostnameShared``): no count per hostname could say which Node holds what.
 * Expectations: a pod we patched counts as placed in its domain until we observe it
   without the gate (or deleted, or still gated at another resourceVersion: our guarded patch
   can then never land), so a second pass never hands its slot out again. A patch the
@@ -53,10 +55,12 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
+from kueue_tas.capacity.hostnames import hostname_of
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.informers import WORKLOAD_UID_INDEX, OurChecks, SharedInformers, SlimNode
 from kueue_tas.controllers.ungate_plan import Expectations, PodView, Release, offers, plan_releases
 from kueue_tas.controllers.ungate_writes import PodPatcher, PodReleaser
+from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.events import EventSink
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.runtime.config import Settings
@@ -71,6 +75,7 @@ log = structlog.get_logger(__name__)
 
 # Elastic slices replacing slices that replaced others: how far back kept pods are looked up.
 MAX_SLICE_CHAIN = 16
+HELD_REASON = "TopologyHostnameShared"
 
 
 def view(pod: SlimPod) -> PodView:
@@ -101,10 +106,14 @@ class Ungater:
         repairing: Callable[[str], bool] = lambda _key: False,
     ) -> None:
         """``clock``: monotonic seconds for expectation deadlines (default: the event loop's);
-        ``node_usable(name)``: whether a hostname domain's node can take a pod now;
+        ``node_usable(host)``: whether the Node a hostname value names can take a pod now
+        (``SharedInformers.hosts.serves``; the value is not a Node name);
         ``repairing(key)``: a node repair of the workload is decided and its writes have not
         landed yet (call :meth:`repair_ended` when they land or are dropped)."""
         self._node_usable = node_usable
+        self._hosts = informers.hosts
+        self._events = events
+        self._explained: dict[str, set[tuple[str, tuple[str, ...]]]] = {}  # workload -> shared hosts said
         self._repairing = repairing
         self.settings = settings
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
@@ -129,7 +138,7 @@ class Ungater:
             self._on_workload, lambda _o, w: self._on_workload(w), self._on_workload_deleted
         )
         informers.pods.add_handler(self._on_pod, lambda _o, p: self._on_pod(p), self._on_pod_deleted)
-        self._held: dict[str, set[str]] = {}  # node -> workloads with pods held back from it
+        self._held: dict[str, set[str]] = {}  # hostname -> workloads with pods held back from it
         informers.nodes.add_handler(self._on_node, lambda _o, n: self._on_node(n), lambda _n: None)
 
     # --- events -------------------------------------------------------------------------------
@@ -151,6 +160,7 @@ class Ungater:
 
     def _on_workload_deleted(self, wl: Workload) -> None:
         self.expectations.forget(workload_key(wl))
+        self._explained.pop(workload_key(wl), None)
         for keys in self._held.values():
             keys.discard(workload_key(wl))
 
@@ -170,8 +180,9 @@ class Ungater:
     def _on_node(self, node: SlimNode) -> None:
         """A node that serves again lets go the pods held back from it: no pod or workload event
         would say so (chaos seed 451: a node NotReady for 7 s left a one-host Job gated)."""
-        if node.name in self._held and self._node_usable(node.name):
-            for key in self._held.pop(node.name):
+        host = hostname_of(node)
+        if host is not None and host in self._held and self._node_usable(host):
+            for key in self._held.pop(host):
                 self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
 
     def _on_pod_deleted(self, pod: SlimPod) -> None:
@@ -229,6 +240,7 @@ class Ungater:
             releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods))
         for pod_name, uid, message in warnings:
             await self._releaser.warn(wl, pod_name, uid, message)
+        await self._explain_shared(wl, key)
         if releases and self._repairing(key):
             return None  # decided while the warnings went out; nothing of the plan was recorded
         if not releases:
@@ -249,6 +261,20 @@ class Ungater:
         if waits:
             delays.append(max(waits))
         return min(delays) if delays else None
+
+    async def _explain_shared(self, wl: Workload, key: str) -> None:
+        """Once per workload and hostname: its pods are held back because several Nodes carry the
+        hostname their slots name (nothing else would say why they stay gated)."""
+        said = self._explained.setdefault(key, set())
+        for host in sorted(h for h, keys in self._held.items() if key in keys):
+            shared = self._hosts.shared(host)
+            if not shared or (host, shared) in said:
+                continue
+            said.add((host, shared))
+            nodes = ", ".join(shared)
+            message = f"pod(s) held back from hostname {host}: Nodes {nodes} carry that {c.HOSTNAME_LABEL}"
+            log.warning("hostname_label_shared", workload=key, hostname=host, nodes=list(shared))
+            await workload_event(self._events, wl, "Warning", HELD_REASON, message)
 
     def repair_ended(self, key: str) -> None:
         """The node repair of ``key`` landed or was dropped: its pods may be released again."""
