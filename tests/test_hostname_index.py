@@ -15,22 +15,27 @@ import pytest
 from admission_harness import RACK
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 from test_node_repair import Rig, rig, roles
 from test_stray_pods import Strays
 from test_ungater_controller import Harness, assignment
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.feed import feed_pod
 from kueue_tas.capacity.hostnames import NodeHosts, unambiguous
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.node_health import FailureKind, PodSetHosts, failed_nodes
-from kueue_tas.capacity.pod_counts import domain_paths
-from kueue_tas.capacity.rules import FlavorSpec
+from kueue_tas.capacity.pod_counts import domain_paths, podset_pod_counts
+from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
 from kueue_tas.controllers import ungater as uc
+from kueue_tas.controllers.capacity_cache import CapacityCache
 from kueue_tas.controllers.informers import slim_node
+from kueue_tas.kube.slim import slim_pod
 from kueue_tas.mapview.workloads import WorkloadInputs, workload_views
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.free import domain_free
 from kueue_tas.topology.model import NodeInfo
 
 HOST = c.HOSTNAME_LABEL
@@ -322,3 +327,62 @@ def test_the_map_marks_the_eks_named_node_that_failed_not_the_one_named_like_its
 def test_slim_node_keeps_the_hostname_label_apart_from_the_name() -> None:
     node = slim_node(mk.node(eks("h1"), hostname="h1"))
     assert node.name == eks("h1") and node.labels[HOST] == "h1"
+
+
+def test_pod_counts_match_pods_bound_to_eks_named_nodes_with_their_hostname_domains() -> None:
+    a = TopologyAssignment((HOST,), (DomainAssignment(("h1",), 2), DomainAssignment(("h2",), 1)))
+    nodes = {eks(h): NodeInfo(eks(h), {HOST: h}, {}) for h in ("h1", "h2")}
+    pods = [
+        slim_pod(mk.pod(f"p{i}", eks(h), namespace="ns", selector={HOST: h})) for i, h in enumerate(("h1", "h1", "h2"))
+    ]
+    counts, bound, _ = podset_pod_counts(pods, a, nodes)
+    assert (counts.bound, counts.bound_elsewhere, bound) == (3, 0, [2, 1])
+
+
+def test_a_pod_bound_to_an_eks_named_node_fills_its_hostname_slot() -> None:
+    live = LiveCapacity()
+    live.set_flavors({"gpu": SPEC})
+    live.upsert_node(info(eks("h1"), "h1"))
+    live.identify("ns/wl", "ns", "u1")
+    a = TopologyAssignment((HOST,), (DomainAssignment(("h1",), 1),))
+    live.set_workload_usage("ns/wl", (UsageEntry("gpu", a, {"cpu": 100}, "main"),))
+    pod = slim_pod(mk.pod("p", eks("h1"), namespace="ns", labels={c.WORKLOAD_LABEL: "u1", c.PODSET_LABEL: "main"}))
+    feed_pod(live, pod)
+    assert live.slot_filled_by("ns/p") == "ns/wl"
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    renamed=st.lists(st.booleans(), min_size=4, max_size=4), used=st.lists(st.integers(0, 3), min_size=4, max_size=4)
+)
+def test_renaming_nodes_while_keeping_labels_changes_no_free_capacity(renamed: list[bool], used: list[int]) -> None:
+    def model(names: list[str]) -> dict[tuple[str, str, str], int]:
+        live = LiveCapacity()
+        live.set_flavors({"gpu": SPEC})
+        for i, name in enumerate(names):
+            live.upsert_node(NodeInfo(name, {HOST: f"h{i}", RACK: f"r{i % 2}"}, {"cpu": 4000}))
+            live.upsert_pod(f"ns/p{i}", name, {"cpu": 1000 * used[i]})
+        a = TopologyAssignment((HOST,), (DomainAssignment(("h0",), 1), DomainAssignment(("h3",), 2)))
+        live.set_workload_usage("ns/wl", (UsageEntry("gpu", a, {"cpu": 500}, "main"),))
+        snap = live.snapshot("gpu")
+        assert snap is not None
+        return {k: int(v) for k, v in domain_free(snap).items()}
+
+    plain = [f"h{i}" for i in range(4)]
+    assert model(plain) == model([eks(n) if r else n for n, r in zip(plain, renamed, strict=True)])
+
+
+def test_the_capacity_cache_says_once_which_nodes_no_hostname_names() -> None:
+    h = Harness()
+    cap = LiveCapacity()
+    CapacityCache(cap, h.ungater_informers, h.checks)
+    nodes = h.ungater_informers.nodes
+    bare = mk.node("bare", resource_version="1")
+    del bare["metadata"]["labels"][HOST]
+    with capture_logs() as logs:
+        nodes.handle_event("ADDED", bare)
+        nodes.handle_event("MODIFIED", {**bare, "metadata": {**bare["metadata"], "resourceVersion": "2"}})
+        nodes.handle_event("ADDED", mk.node("old-h1", hostname="h1", resource_version="1"))
+        nodes.handle_event("ADDED", mk.node("new-h1", hostname="h1", resource_version="1"))
+    said = [(e["event"], e["node"]) for e in logs if e["log_level"] == "warning"]
+    assert said == [("node_without_hostname_label", "bare"), ("hostname_label_shared", "new-h1")]
