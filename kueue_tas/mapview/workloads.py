@@ -167,10 +167,10 @@ def _admitted(
         gates=gates,
     )
     for failure in failures.values():
-        node = nodes.hosts.node(failure.node)
-        failed.setdefault(node.name if node is not None else failure.node, []).append(
-            f"failed for {wl.namespace}/{wl.name}: {failure.detail}"
-        )
+        # The map marks Nodes (by name): the one the hostname names, or every one sharing it.
+        carriers = [n.name for n in nodes.hosts.carriers(failure.node)] or [failure.node]
+        for name in carriers:
+            failed.setdefault(name, []).append(f"failed for {wl.namespace}/{wl.name}: {failure.detail}")
     queue, cq = _queue(wl)
     return WorkloadView(wl.namespace or "", wl.name, State.ADMITTED, "Workload", queue, cq, tuple(views))
 
