@@ -89,14 +89,6 @@ class NodeHosts:
         """A pod pinned to ``host`` can be released now: one Node carries it and serves."""
         return node_serves(self.node(host))
 
-    def names(self, host: str) -> str:
-        """How a message names the Node(s) behind ``host``: ``ip-10-0-0-1.ec2.internal`` (the Node
-        name when it differs from the label), else the value itself."""
-        found = self.carriers(host)
-        if len(found) == 1 and found[0].name != host:
-            return f"{found[0].name} (hostname {host})"
-        return host
-
 
 def unambiguous(nodes: Iterable[NodeInfo]) -> list[NodeInfo]:
     """``nodes`` without those whose hostname label another of them carries too: what a
