@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from e2e.observed import Obj, PodView, WorkloadView, object_labels, object_uid, pod_view, workload_view
 from kueue_tas.api import constants as kc
-from kueue_tas.api.quantity import QuantityError, resource_list_to_ints
+from kueue_tas.api.quantity import QuantityError, offered_list_to_ints
 from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.assignment import TopologyAssignment
 
@@ -102,7 +102,8 @@ class InvariantChecker:
                 self.recreated_at[name] = now
             self.deleted_nodes.discard(name)
             try:
-                self.allocatable[name] = resource_list_to_ints((obj.get("status") or {}).get("allocatable"))
+                # Capped as the controller caps it (``10Ei`` of a resource is still a node).
+                self.allocatable[name] = offered_list_to_ints((obj.get("status") or {}).get("allocatable"))
             except QuantityError:
                 self.allocatable[name] = {}
         self._dirty = True
@@ -207,24 +208,24 @@ class InvariantChecker:
             return tuple(source[k] for k in levels)
         return None
 
-    def _node_of(self, pod: PodView) -> str:
-        """The Node a pod is bound to, or pinned to by its hostname nodeSelector. A selector holds
-        the hostname label's value, which is not the Node's name on EKS, kops or with
-        ``--hostname-override``: it is looked up among the nodes' labels, never taken as a name."""
+    def _released_node(self, pod: PodView) -> str:
+        """The Node a released pod is bound to, or pinned to by its hostname nodeSelector: the
+        hostname is a label value, not a Node name (EKS-like pools), so it is looked up by label
+        among the nodes seen, deleted ones included; "" when none (or several) carry it."""
         if pod.node:
             return pod.node
         host = pod.selector.get(kc.HOSTNAME_LABEL)
         if host is None:
             return ""
-        named = [name for name, labels in self.nodes.items() if labels.get(kc.HOSTNAME_LABEL) == host]
-        return named[0] if len(named) == 1 else ""
+        names = [name for name, labels in self.nodes.items() if labels.get(kc.HOSTNAME_LABEL) == host]
+        return names[0] if len(names) == 1 else ""
 
     def _resurrected(self, pod: PodView, now: float) -> bool:
         """Released to a node (bound, or pinned by its nodeSelector) before that node was deleted
         and re-created, and still within the reaper's window: a leftover the infrastructure
         brought back, not a placement of ours. (Chaos seed 1188: pinned just before the delete,
         bound just after the node returned.)"""
-        at = self.recreated_at.get(self._node_of(pod))
+        at = self.recreated_at.get(self._released_node(pod))
         released = self._released_at.get(pod.key)
         return at is not None and released is not None and released < at and now < at + self.resurrection_window_s
 
@@ -245,7 +246,7 @@ class InvariantChecker:
                     allowed[d.values[:k]] += d.count
             have: Counter[Domain] = Counter()
             for pod in pods:
-                if self._node_of(pod) in self.deleted_nodes or self._resurrected(pod, now):
+                if self._released_node(pod) in self.deleted_nodes or self._resurrected(pod, now):
                     continue
                 dom = self._pod_domain(pod, a.levels)
                 for k in range(len(a.levels) + 1) if dom is not None else (0,):

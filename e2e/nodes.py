@@ -24,8 +24,12 @@ def default_allocatable() -> dict[str, str]:
 class NodePool:
     """A regular block/rack/host layout of identical nodes.
 
-    Node names are ``<name>-b<i>-r<j>-h<k>`` (1-based); the block label value is ``b<i>``, the rack
-    label value ``b<i>-r<j>`` (unique across blocks), the hostname label the node name.
+    Hostnames are ``<name>-b<i>-r<j>-h<k>`` (1-based); the block label value is ``b<i>``, the rack
+    label value ``b<i>-r<j>`` (unique across blocks). The ``kubernetes.io/hostname`` label is the
+    hostname and the Node's name is the hostname followed by ``name_suffix``: "" (the label equals
+    the name, as kwok and kind make them) or, as eksctl makes them, ``.ec2.internal`` (Node
+    ``ip-10-0-0-1.ec2.internal`` labelled ``ip-10-0-0-1``; kops and ``--hostname-override`` differ
+    the same way), so that nothing can look an assignment's hostname up as a Node name unseen.
     """
 
     name: str = "kwok"
@@ -37,6 +41,7 @@ class NodePool:
     taints: tuple[dict[str, str], ...] = ()
     block_label: str = BLOCK_LABEL
     rack_label: str = RACK_LABEL
+    name_suffix: str = ""
 
     @property
     def selector_value(self) -> str:
@@ -64,7 +69,8 @@ class NodePool:
         return out
 
     def _node(self, b: int, r: int, h: int) -> dict[str, Any]:
-        name = f"{self.name}-b{b}-r{r}-h{h}"
+        host = f"{self.name}-b{b}-r{r}-h{h}"
+        name = host + self.name_suffix
         labels = {
             "type": "kwok",
             "kubernetes.io/os": "linux",
@@ -72,10 +78,18 @@ class NodePool:
             POOL_LABEL: self.name,
             self.block_label: f"b{b}",
             self.rack_label: f"b{b}-r{r}",
-            HOSTNAME_LABEL: name,
+            HOSTNAME_LABEL: host,
             **self.labels,
         }
         return node_object(name, labels, self.allocatable, list(self.taints))
+
+
+EKS_NAME_SUFFIX = ".ec2.internal"
+
+
+def eks_pool(name: str, **layout: Any) -> NodePool:
+    """A pool whose Node names differ from their hostname label, as on EKS (``NodePool.name_suffix``)."""
+    return NodePool(name=name, name_suffix=EKS_NAME_SUFFIX, **layout)
 
 
 def node_object(

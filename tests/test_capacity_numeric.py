@@ -1,8 +1,8 @@
 """Huge amounts in the capacity model (issue 12, defect 5, live consequences): int64 cells and
 sums saturate instead of wrapping or raising, a change and its reversal always restore the
-model, a node whose allocatable no int64 can hold is left out of its flavor (logged and
-counted) without breaking the decisions for the other nodes, and ``decide`` answers with a
-message instead of raising."""
+model, a node whose allocatable no int64 can hold is capped at the most Kubernetes counts and
+used (issue 27, defect 8: leaving it out made a Ready node look deleted), and ``decide``
+answers with a message instead of raising."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_decide_does_not_raise_when_a_trusted_assignment_charges_more_than_int64
 # --- a node no int64 can hold, through the controller's informers -----------------------------------
 
 
-def test_node_with_absurd_allocatable_is_excluded_logged_and_counted_and_its_flavor_still_decides() -> None:
+def test_node_with_absurd_allocatable_is_capped_kept_and_its_flavor_still_decides() -> None:
     settings_ = Settings(leader_election=False)
     informers = SharedInformers.register(Manager(None, settings_, Metrics()), settings_.annotation_prefix)
     checks = OurChecks(informers.checks.store, settings_.controller_name)
@@ -129,11 +129,13 @@ def test_node_with_absurd_allocatable_is_excluded_logged_and_counted_and_its_fla
     informers.checks.handle_event("ADDED", mk.admission_check("tas", "topo", c.CONTROLLER_NAME))
     informers.queues.handle_event("ADDED", mk.cluster_queue("cq", ("gpu",), {"tas": ["gpu"]}, covered=("cpu",)))
     absurd = mk.node("bad", labels={RACK: "r1", "pool": "gpu"}, allocatable={"cpu": "1e17", "pods": "110"})
-    informers.nodes.handle_event("MODIFIED", absurd)  # 10**20 millicores
-    assert informers.nodes.stats.transform_errors == 1
-    assert informers.nodes.store.get("bad") is None
+    informers.nodes.handle_event("MODIFIED", absurd)  # 10**20 millicores: capped at 2**63 - 1
+    assert informers.nodes.stats.transform_errors == 0
+    kept = informers.nodes.store.get("bad")
+    assert kept is not None and kept.allocatable["cpu"] == 2**63 - 1
     snap = cap.snapshot("gpu")
-    assert snap is not None and set(snap.tree.leaf_by_node_name) == {"h1", "h2"}
+    assert snap is not None and set(snap.tree.leaf_by_node_name) == {"h1", "h2", "bad"}
+    assert domain_free(snap)[(RACK, "r1", "cpu")] == AMOUNT_LIMIT + 2 * 32_000  # saturated, never wrapped
     d = decide(workload("a", 16, "1"), {"gpu"}, cap)
     assert d.outcome is Outcome.READY, d.message
 

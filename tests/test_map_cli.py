@@ -181,7 +181,7 @@ def fake_describe_read(monkeypatch: pytest.MonkeyPatch, *, may_list_everything: 
 
     big = next(w for w in scene.workloads() if w.name == "big")
 
-    async def read_for_capacity(api: Any, prefix: str) -> ClusterState:
+    async def read_for_capacity(api: Any, prefix: str, gate: str) -> ClusterState:
         if not may_list_everything:
             raise describe_cli.ClusterReadError("cannot list pods: forbidden")
         return ClusterState(scene.kueue_config(), scene.nodes(), scene.pods(), scene.workloads())
@@ -193,7 +193,7 @@ def fake_describe_read(monkeypatch: pytest.MonkeyPatch, *, may_list_everything: 
     monkeypatch.setattr(describe_cli, "read_workload", lambda api, ns, name, job: value(big))
     monkeypatch.setattr(describe_cli, "read_kueue_config", lambda api, warnings: value(scene.kueue_config()))
     monkeypatch.setattr(describe_cli, "read_nodes", lambda api, warnings: value(scene.nodes()))
-    monkeypatch.setattr(describe_cli, "read_workload_pods", lambda api, wl, prefix: value([]))
+    monkeypatch.setattr(describe_cli, "read_workload_pods", lambda api, wl, prefix, gate: value([]))
     monkeypatch.setattr(describe_cli, "read_events", lambda api, wl: value([]))
     monkeypatch.setattr(describe_cli, "read_for_capacity", read_for_capacity)
     monkeypatch.setattr(describe_cli, "run_read", lambda settings, read: asyncio.run(read(None)))

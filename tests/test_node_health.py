@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kueue_tas.api import constants as c
+from kueue_tas.capacity.hostnames import NodeHosts
 from kueue_tas.capacity.node_health import (
     FailureKind,
     NodeFailure,
@@ -117,7 +118,9 @@ def test_one_pass_reports_every_failed_node_and_the_next_deadline() -> None:
         "x5": node("x5", unschedulable=True),
     }
     since = {"x2": 12.0, "x3": 40.0}
-    failures, wait = failed_nodes((ps("x1", "x2", "x3"), ps("x4", "x5", name="launcher")), nodes.get, since.get, 30.0)
+    failures, wait = failed_nodes(
+        (ps("x1", "x2", "x3"), ps("x4", "x5", name="launcher")), NodeHosts.of(nodes.values()), since.get, 30.0
+    )
     assert failures == {
         "x3": NodeFailure("x3", FailureKind.NOT_READY, "NotReady for 40s"),
         "x4": NodeFailure("x4", FailureKind.DELETED, "deleted"),
@@ -142,7 +145,7 @@ def test_only_hostname_level_assignments_name_nodes() -> None:
 def test_the_workload_pass_is_the_per_node_rule(spec: dict[str, tuple[bool, bool, float]], hosts: list[str]) -> None:
     nodes = {n: node(n, ready=r, unschedulable=u) for n, (r, u, _) in spec.items()}
     waited = {n: w for n, (r, _, w) in spec.items() if not r}
-    failures, _ = failed_nodes((ps(*hosts),), nodes.get, waited.get, 30.0)
+    failures, _ = failed_nodes((ps(*hosts),), NodeHosts.of(nodes.values()), waited.get, 30.0)
     expected = {h for h in hosts if node_failure(h, nodes.get(h), (ps(*hosts),), waited.get(h), 30.0) is not None}
     assert set(failures) == expected
     for h in hosts:
@@ -184,7 +187,7 @@ def test_failed_nodes_reports_the_nodes_its_pods_spare() -> None:
     spared: set[str] = set()
     failures, wait = failed_nodes(
         (ps("x3", "x4", "x5", "x6"),),
-        nodes.get,
+        NodeHosts.of(nodes.values()),
         lambda _n: 40.0,
         30.0,
         progressing={"x3", "x5", "x6"},

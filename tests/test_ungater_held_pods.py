@@ -14,7 +14,7 @@ import builders as mk
 from structlog.testing import capture_logs
 from test_ungater_controller import HOST, Harness, assignment
 
-from kueue_tas.capacity.node_health import node_serving_problem
+from kueue_tas.capacity.hostnames import node_serving_problem
 from kueue_tas.controllers import ungater as uc
 from kueue_tas.controllers.informers import slim_node
 

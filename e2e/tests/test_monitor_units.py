@@ -338,6 +338,46 @@ def test_ungated_pods_pinned_to_a_deleted_node_count_nowhere() -> None:
     assert c.violations == [], [v.line() for v in c.violations]
 
 
+def test_ungated_pods_pinned_to_a_deleted_eks_named_node_count_nowhere() -> None:
+    """The same on an EKS-like pool (issue 27): the pods are pinned by hostname label, the deleted
+    Node is named ``h1.ec2.internal``; the checker finds it through the label, not the name."""
+    c = InvariantChecker({CHECK}, pending_bound_s=30, confirm_s=2)
+    for h in ("h1", "h2"):
+        c.node_event("ADDED", eks_node(h), 0)
+    c.workload_event("ADDED", workload("w", {"h1": 3}), 0)
+    for i in range(3):
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="h1"), 0)
+    c.node_event("DELETED", eks_node("h1"), 0.5)
+    c.workload_event("MODIFIED", workload("w", {"h2": 3}), 1)
+    for t in (1.0, 3.0, 6.0):
+        c.tick(t)
+    assert c.violations == [], [v.line() for v in c.violations]
+
+
+def eks_node(host: str) -> dict[str, Any]:
+    """``node(host)`` named as eksctl names it: the hostname label is not the name."""
+    obj = node(host)
+    obj["metadata"]["name"] = host + ".ec2.internal"
+    return obj
+
+
+def test_a_node_with_10ei_of_a_resource_is_checked_for_overcommit_by_its_real_amounts() -> None:
+    """Issue 27 (defect 8): the amount is capped as the controller caps it, not read as nothing."""
+    c = InvariantChecker({CHECK}, pending_bound_s=30, confirm_s=2)
+    for name in ("h1", "h2"):
+        huge = node(name, gpu=1)
+        huge["status"]["allocatable"]["example.com/huge"] = "10Ei"
+        c.node_event("ADDED", huge, 0)
+    c.workload_event("ADDED", workload("w", {"h1": 1, "h2": 2}), 0)
+    c.pod_event("ADDED", pod("p0", "w", host="h1", node_name="h1", phase="Running"), 0)
+    for i in (1, 2):
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="h2", node_name="h2", phase="Running"), 0)
+    for t in (1.0, 4.0):
+        c.tick(t)
+    # h1 holds what it offers; h2 is asked 2 GPUs of 1.
+    assert [v.subject for v in c.violations if v.kind == "node-overcommit"] == ["node h2"]
+
+
 def test_pods_a_recreated_node_brings_back_count_only_after_the_reapers_window() -> None:
     """Chaos seeds 601 and 702: a node deleted under running pods, their slots moved at once by
     the repair, the node re-created 5 s later with the pods still bound. The stray-pod reaper

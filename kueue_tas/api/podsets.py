@@ -60,7 +60,10 @@ def _as_workload(workload: Workload | Mapping[str, Any]) -> Workload:
 def podsets_of_job(job: Job | Mapping[str, Any]) -> list[PodSetSpec]:
     model = _as_job(job)
     template = copy.deepcopy(model.spec.template)
-    labels = (template.get("metadata") or {}).get("labels")
+    # Templates are raw dicts (written back unchanged), so any level may be of the wrong type
+    # here; the caller reports that with its path (``api.shapes.template_shape_error``).
+    meta = template.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
     if isinstance(labels, dict):
         for key in JOB_MANAGED_LABELS:
             labels.pop(key, None)

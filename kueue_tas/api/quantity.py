@@ -84,6 +84,22 @@ def to_kueue_units(resource: str, amount: Decimal) -> int:
     return int(amount.to_integral_value(rounding=ROUND_CEILING))
 
 
+def capped_kueue_units(resource: str, amount: Decimal) -> int:
+    """``to_kueue_units``, an amount beyond ``MAX_MILLI_UNITS`` milli-units read as that limit
+    (with its sign) instead of refused.
+
+    For what a Node offers (allocatable, capacity): a node with ``10Ei`` of an extended resource
+    has more of it than any pod can request (a request beyond the limit is refused), and the
+    limit says exactly that. Refusing the amount would leave the node out, so a Ready node would
+    look deleted. The capacity matrices hold the limit: a cell beyond their own bound saturates
+    with the exact value kept aside (``topology.capacity``), and sums saturate instead of wrapping.
+    """
+    if abs(amount) * 1000 > MAX_MILLI_UNITS:
+        limit = MAX_MILLI_UNITS if resource == CPU else MAX_MILLI_UNITS // 1000
+        return limit if amount > 0 else -limit
+    return to_kueue_units(resource, amount)
+
+
 def quantity_to_int(resource: str, value: QuantityValue) -> int:
     """Parse ``value`` and convert it to Kueue units for ``resource``."""
     return to_kueue_units(resource, parse_quantity(value, resource=resource))
@@ -94,3 +110,11 @@ def resource_list_to_ints(resources: Mapping[str, QuantityValue] | None) -> dict
     if not resources:
         return {}
     return {name: quantity_to_int(name, value) for name, value in resources.items()}
+
+
+def offered_list_to_ints(resources: Mapping[str, QuantityValue] | None) -> dict[str, int]:
+    """A Node's ResourceList (allocatable) in Kueue units, amounts beyond what Kubernetes counts
+    capped at it (``capped_kueue_units``); a malformed quantity still raises ``QuantityError``."""
+    if not resources:
+        return {}
+    return {name: capped_kueue_units(name, parse_quantity(value, resource=name)) for name, value in resources.items()}

@@ -27,11 +27,13 @@ what it keeps); every other decision sees it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
 
+from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.capacity.daemonsets import DaemonSetReservations, DaemonSetSpec, Pair
+from kueue_tas.capacity.hostnames import unambiguous
 from kueue_tas.capacity.pod_slots import OpenSlots, PodSlots, SlotCharge
 from kueue_tas.capacity.rules import FlavorSpec, PodClaim, UsageEntry, charges_snapshot, uncovered_usage
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
@@ -269,10 +271,15 @@ class LiveCapacity:
         spec = self._flavors.get(flavor)
         if spec is None:
             return None
+        nodes: Iterable[NodeInfo] = self._nodes.values()
+        if spec.levels[-1:] == (HOSTNAME_LABEL,):
+            # A hostname several Nodes carry names neither: none of their capacity is offered,
+            # or a pod counted on the hostname could land on either (``capacity.hostnames``).
+            nodes = unambiguous(nodes)
         snap = self.snapshot_class.build(
             topology_name=spec.topology,
             levels=spec.levels,
-            nodes=self._nodes.values(),
+            nodes=nodes,
             flavor_node_labels=spec.node_labels,
             flavor_tolerations=spec.tolerations,
             level_names=spec.level_names,

@@ -1,8 +1,13 @@
 """Which nodes under an admitted workload have failed: the detection rule, pure.
 
-A node named by a PodSet's hostname-level assignment has failed for that workload when it is
+A node named by a PodSet's hostname-level assignment (by its ``kubernetes.io/hostname`` label,
+resolved to the Node through ``hostnames.NodeHosts``: the label need not be the Node's name) has
+failed for that workload when it is
 
-* deleted (no longer in the informer cache);
+* deleted (no Node carries the hostname any more);
+* one of several Nodes carrying the hostname (``hostnames``: a value two Nodes carry names
+  neither, so none of its capacity is offered and no pod is released there); the failure names
+  them;
 * missing a label the placement relies on: a topology level, or one of the flavor's node labels
   (it has left the domain, or the flavor, it was placed in);
 * unschedulable (cordoned: it is being drained, or taken out of service);
@@ -36,6 +41,7 @@ from typing import Final
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.hostnames import NodeHosts
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.filters import taint_string, tolerates
@@ -48,27 +54,11 @@ NO_EXECUTE: Final = "NoExecute"
 
 class FailureKind(StrEnum):
     DELETED = "Deleted"
+    SHARED = "HostnameShared"
     LABEL_LOST = "LabelLost"
     UNSCHEDULABLE = "Unschedulable"
     TAINTED = "Tainted"
     NOT_READY = "NotReady"
-
-
-def node_serves(node: NodeInfo | None) -> bool:
-    """The node exists, is Ready and takes new pods: the ungater may release onto it and a
-    repair may place onto it."""
-    return node_serving_problem(node) is None
-
-
-def node_serving_problem(node: NodeInfo | None) -> str | None:
-    """Why the node takes no new pods now, in words that follow "node <name>" (None: it does)."""
-    if node is None:
-        return "does not exist"
-    if node.unschedulable:
-        return "is cordoned (spec.unschedulable)"
-    if not node.ready:
-        return "is NotReady"
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +76,7 @@ class PodSetHosts:
     """What the rule needs of one PodSet of an admitted workload."""
 
     podset: str
-    hosts: tuple[str, ...]  # the node names of its hostname-level assignment
+    hosts: tuple[str, ...]  # the hostname label values of its hostname-level assignment
     levels: tuple[str, ...]  # its flavor's topology levels
     flavor_labels: Mapping[str, str]
     tolerations: tuple[Toleration, ...]  # the pod template's and the flavor's
@@ -166,7 +156,7 @@ def grace_left(node: NodeInfo | None, not_ready_for: float | None, grace: float)
 
 
 def hostname_hosts(levels: tuple[str, ...], domains: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
-    """The node names of an assignment whose lowest level is the hostname (() otherwise)."""
+    """The hostname values of an assignment whose lowest level is the hostname (() otherwise)."""
     if not levels or levels[-1] != c.HOSTNAME_LABEL:
         return ()
     return tuple(dict.fromkeys(values[-1] for values in domains))
@@ -174,7 +164,7 @@ def hostname_hosts(levels: tuple[str, ...], domains: Iterable[tuple[str, ...]]) 
 
 def failed_nodes(
     podsets: Iterable[PodSetHosts],
-    node: Callable[[str], NodeInfo | None],
+    hosts: NodeHosts,
     not_ready_for: Callable[[str], float | None],
     grace: float,
     *,
@@ -182,9 +172,10 @@ def failed_nodes(
     gates: PodTermination = PodTermination(),
     spared: set[str] | None = None,
 ) -> tuple[dict[str, NodeFailure], float | None]:
-    """(node -> failure, seconds until the next NotReady grace runs out) for one workload: every
-    node of its PodSets at once. ``progressing``: the nodes with a progressing pod of it;
-    ``spared`` receives the nodes that failed but for those pods (when they go, look again)."""
+    """(hostname -> failure, seconds until the next NotReady grace runs out) for one workload:
+    every host of its PodSets at once. ``hosts`` turns a hostname into its Node;
+    ``not_ready_for(node name)``; ``progressing``: the Node names with a progressing pod of it;
+    ``spared`` receives the Node names that failed but for those pods (when they go, look again)."""
     by_host: dict[str, list[PodSetHosts]] = {}
     for ps in podsets:
         for host in ps.hosts:
@@ -192,14 +183,26 @@ def failed_nodes(
     failures: dict[str, NodeFailure] = {}
     wait: float | None = None
     for host, on_it in by_host.items():
-        info = node(host)
-        since = not_ready_for(host)
-        failure = node_failure(host, info, on_it, since, grace, progressing=host in progressing, gates=gates)
+        shared = hosts.shared(host)
+        if shared:
+            busy = [name for name in shared if name in progressing]
+            if busy and gates.on_pod_termination:
+                if spared is not None:
+                    spared.update(busy)
+                continue  # its pods still run there: they move once they go
+            nodes = ", ".join(shared)
+            failures[host] = NodeFailure(host, FailureKind.SHARED, f"is the {c.HOSTNAME_LABEL} of Nodes {nodes}")
+            continue
+        info = hosts.node(host)
+        name = info.name if info is not None else host
+        since = not_ready_for(name) if info is not None else None
+        busy_here = info is not None and info.name in progressing
+        failure = node_failure(host, info, on_it, since, grace, progressing=busy_here, gates=gates)
         if failure is not None:
             failures[host] = failure
             continue
-        if spared is not None and host in progressing and _failure(host, info, on_it, since, grace) is not None:
-            spared.add(host)
+        if spared is not None and busy_here and _failure(host, info, on_it, since, grace) is not None:
+            spared.add(name)
         left = grace_left(info, since, grace)
         if left is not None:
             wait = left if wait is None else min(wait, left)

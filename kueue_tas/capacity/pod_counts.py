@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
+from kueue_tas.capacity.hostnames import NodeHosts
 from kueue_tas.kube.slim import SlimPod
 
 __all__ = ["PodCounts", "SlimPod", "domain_paths", "podset_pod_counts"]
@@ -27,15 +28,15 @@ class PodCounts:
 
 
 def domain_paths(
-    assignment: TopologyAssignment, topology_levels: tuple[str, ...], by_hostname: Mapping[str, NodeInfo]
+    assignment: TopologyAssignment, topology_levels: tuple[str, ...], hosts: NodeHosts
 ) -> list[tuple[str, ...] | None]:
     """Each domain's values along the Topology's levels. A hostname-only assignment is completed
-    from the labels of the node that has that hostname, as the controller resolves it."""
+    from the labels of the Node that hostname names (``hosts``), as the controller resolves it."""
     if assignment.levels == topology_levels:
         return [d.values for d in assignment.domains]
     out: list[tuple[str, ...] | None] = []
     for d in assignment.domains:
-        node = by_hostname.get(d.values[-1]) if assignment.levels[-1:] == (HOSTNAME_LABEL,) else None
+        node = hosts.node(d.values[-1]) if assignment.levels[-1:] == (HOSTNAME_LABEL,) else None
         path = tuple(node.labels.get(level) for level in topology_levels) if node is not None else None
         if path is None or any(v is None for v in path) or path[-len(d.values) :] != d.values:
             out.append(None)
@@ -51,7 +52,9 @@ def podset_pod_counts(
 ) -> tuple[PodCounts, list[int], list[int]]:
     """Pod counts, plus bound and pending counts per assigned domain (assignment order).
 
-    Without an assignment every bound pod is just "bound" and every released one "pending"."""
+    Without an assignment every bound pod is just "bound" and every released one "pending".
+    ``nodes``: by Node name (what ``pod.spec.nodeName`` names); a bound pod's domain is read from
+    its Node's labels, so an assignment's hostname values are matched against the label."""
     counts = PodCounts()
     n = len(assignment.domains) if assignment else 0
     domains = {d.values: i for i, d in enumerate(assignment.domains)} if assignment else {}

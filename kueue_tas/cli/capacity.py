@@ -255,9 +255,9 @@ def run(args: argparse.Namespace) -> int:
         settings = load_settings(args.config, args.kubeconfig)
 
         async def read(api: Any) -> ClusterState:
-            state = await read_for_capacity(api, settings.annotation_prefix)
+            state = await read_for_capacity(api, settings.annotation_prefix, settings.scheduling_gate)
             if options is not None:  # the map counts our pods released but not bound per domain
-                state.pods.extend(await read_released_pods(api, settings.annotation_prefix))
+                state.pods.extend(await read_released_pods(api, settings.annotation_prefix, settings.scheduling_gate))
             return state
 
         state = run_read(settings, read)

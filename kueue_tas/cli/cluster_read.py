@@ -177,13 +177,13 @@ async def read_nodes(api: k8s.ApiClient, warnings: list[str]) -> list[NodeInfo]:
     return nodes
 
 
-async def read_for_capacity(api: k8s.ApiClient, prefix: str) -> ClusterState:
-    """Everything the controller's capacity model is built from."""
+async def read_for_capacity(api: k8s.ApiClient, prefix: str, gate: str = c.SCHEDULING_GATE) -> ClusterState:
+    """Everything the controller's capacity model is built from (``gate``: the ``scheduling_gate`` setting)."""
     state = ClusterState(KueueConfig())
     state.config = await read_kueue_config(api, state.warnings)
     state.nodes = await read_nodes(api, state.warnings)
     async for raw in _pages("pods", k8s.CoreV1Api(api).list_pod_for_all_namespaces, field_selector=CHARGEABLE_PODS):
-        state.pods.append(slim_pod(raw, prefix=prefix))
+        state.pods.append(slim_pod(raw, prefix=prefix, gate=gate))
     async for raw in _kueue_list(api, "workloads"):
         if (wl := _model(Workload, raw, state.warnings)) is not None:
             state.workloads.append(wl)
@@ -244,23 +244,25 @@ async def read_workload(api: k8s.ApiClient, namespace: str, name: str | None, fo
     return owned[0]
 
 
-async def read_workload_pods(api: k8s.ApiClient, wl: Workload, prefix: str) -> list[SlimPod]:
+async def read_workload_pods(
+    api: k8s.ApiClient, wl: Workload, prefix: str, gate: str = c.SCHEDULING_GATE
+) -> list[SlimPod]:
     """The pods our check labelled as this Workload's (the label holds the Workload's UID)."""
     selector = f"{c.WORKLOAD_LABEL}={wl.metadata.uid or wl.name}"
     namespace = wl.namespace or "default"
     return [
-        slim_pod(raw, prefix=prefix)
+        slim_pod(raw, prefix=prefix, gate=gate)
         async for raw in _pages(
             f"pods in namespace {namespace}", k8s.CoreV1Api(api).list_namespaced_pod, namespace, label_selector=selector
         )
     ]
 
 
-async def read_released_pods(api: k8s.ApiClient, prefix: str) -> list[SlimPod]:
+async def read_released_pods(api: k8s.ApiClient, prefix: str, gate: str = c.SCHEDULING_GATE) -> list[SlimPod]:
     """Our workloads' pods not bound yet and not finished (gated, or released and pending): what
     the map counts as pending per domain, besides the bound pods ``read_for_capacity`` reads."""
     return [
-        slim_pod(raw, prefix=prefix)
+        slim_pod(raw, prefix=prefix, gate=gate)
         async for raw in _pages(
             "pods",
             k8s.CoreV1Api(api).list_pod_for_all_namespaces,

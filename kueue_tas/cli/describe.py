@@ -98,12 +98,12 @@ def run(args: argparse.Namespace) -> int:
                 # Where it would go now, or why not: the whole capacity model, as `capacity` reads
                 # it. Only a detail: a user who may not list every pod still gets the rest.
                 try:
-                    cluster = await read_for_capacity(api, prefix)
+                    cluster = await read_for_capacity(api, prefix, settings.scheduling_gate)
                     warnings.extend(cluster.warnings)
                 except ClusterReadError as exc:
                     warnings.append(f"not placing it now (why not): {exc}")
             nodes = cluster.nodes if cluster is not None else await read_nodes(api, warnings)
-            pods = await read_workload_pods(api, wl, prefix)
+            pods = await read_workload_pods(api, wl, prefix, settings.scheduling_gate)
             try:
                 events = await read_events(api, wl)
             except ClusterReadError as exc:  # Events only add detail: show the rest without them

@@ -6,9 +6,9 @@ from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.object_base import find_condition
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.hostnames import NodeHosts
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.pod_counts import domain_paths, podset_pod_counts
 from kueue_tas.capacity.rules import assignment_trusted
@@ -101,7 +101,7 @@ def describe_workload(
     capacity model (``wants_trial``), to tell where a PodSet with no assignment in force would
     go now, or why not."""
     node_by_name = {n.name: n for n in nodes}
-    by_hostname = {n.labels[HOSTNAME_LABEL]: n for n in node_by_name.values() if HOSTNAME_LABEL in n.labels}
+    hosts = NodeHosts.of(node_by_name.values())
     entries = {
         st.name: CheckStatus(st.name, st.state, st.message, st.last_transition_time)
         for st in wl.status.admission_checks
@@ -155,7 +155,7 @@ def describe_workload(
         counts, bound, pending = podset_pod_counts(by_podset.get(ps.name, ()), assignment, node_by_name)
         domains: list[DomainStatus] | None = None
         if assignment is not None:
-            paths = domain_paths(assignment, topology_levels, by_hostname)
+            paths = domain_paths(assignment, topology_levels, hosts)
             domains = [
                 DomainStatus(d.values, path, d.count, bound[i], pending[i])
                 for i, (d, path) in enumerate(zip(assignment.domains, paths, strict=True))

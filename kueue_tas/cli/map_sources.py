@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from kueue_tas.api.constants import SCHEDULING_GATE
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import capacity_from_lists
 from kueue_tas.capacity.live import LiveCapacity
@@ -104,14 +105,14 @@ class LiveSource:
 ClusterReader = Callable[[], Awaitable[ClusterState]]
 
 
-def cluster_reader(api: Any, prefix: str) -> ClusterReader:
+def cluster_reader(api: Any, prefix: str, gate: str = SCHEDULING_GATE) -> ClusterReader:
     """What ``kueue-tas capacity --html`` reads: the capacity model's objects and our workloads'
     pods that are not bound yet (the map counts them per domain)."""
 
     async def read() -> ClusterState:
         try:
-            state = await read_for_capacity(api, prefix)
-            state.pods.extend(await read_released_pods(api, prefix))
+            state = await read_for_capacity(api, prefix, gate)
+            state.pods.extend(await read_released_pods(api, prefix, gate))
         except TransportError as exc:
             raise ClusterReadError(f"cannot reach the Kubernetes API server: {exc.message}") from exc
         return state

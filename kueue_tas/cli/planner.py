@@ -292,6 +292,12 @@ class Planner:
             ):
                 continue  # its Workload is in the input and is placed instead
             podsets = podsets_of(obj)
+            for index, ps in enumerate(podsets):
+                # Before anything reads a template (annotations, requests): a field of the wrong
+                # type is one line naming the object and the field, never a traceback.
+                problem = template_shape_error(ps.template, _template_path(obj, index))
+                if problem is not None:
+                    raise PlanInputError(f"{describe(obj)}: {problem}")
             if isinstance(obj, JobSet):
                 check_jobset_counts(obj, podsets)
             if isinstance(obj, Workload):

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.capacity.node_health import node_serving_problem
 from kueue_tas.controllers.admission import WorkloadAdmission
 from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
 from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus, KubeCheckStatusWriter
@@ -67,7 +66,7 @@ class LiveState:
 
 def register(manager: Manager, settings: Settings) -> LiveState:
     """Every reconciler of the controller, wired onto ``manager``'s shared informers."""
-    informers = SharedInformers.register(manager, settings.annotation_prefix)
+    informers = SharedInformers.register(manager, settings.annotation_prefix, settings.scheduling_gate)
     checks = OurChecks(informers.checks.store, settings.controller_name)
     gates = FeatureGates.from_mapping(settings.feature_gates)
     capacity = LiveCapacity(gates)
@@ -97,9 +96,6 @@ def register(manager: Manager, settings: Settings) -> LiveState:
     )
     repair = NodeRepair(decisions, rewrites=rewrites)
 
-    def node_problem(name: str) -> str | None:
-        return node_serving_problem(informers.nodes.store.get(name))
-
     status = AdmissionCheckStatus(informers=informers, checks=checks, writer=KubeCheckStatusWriter(manager.api))
     ungater = Ungater(
         informers=informers,
@@ -109,7 +105,7 @@ def register(manager: Manager, settings: Settings) -> LiveState:
         metrics=manager.metrics,
         settings=settings,
         gates=gates,
-        node_problem=node_problem,
+        node_problem=informers.hosts.problem,
         repairing=rewrites.writing,
     )
     rewrites.when_done(ungater.repair_ended)
@@ -224,7 +220,9 @@ def map_server(
     )
     manager.on_synced(source.mark_synced)  # registered after the capacity's resync: runs after it
     read = ReadSource(
-        cluster_reader(api, settings.annotation_prefix), settings, FeatureGates.from_mapping(settings.feature_gates)
+        cluster_reader(api, settings.annotation_prefix, settings.scheduling_gate),
+        settings,
+        FeatureGates.from_mapping(settings.feature_gates),
     )
     return MapServer(
         settings.map_bind,

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import structlog
 
+from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.daemonsets import DaemonSetSpec
 from kueue_tas.capacity.feed import feed_pod, feed_workload, remove_pod, workload_key
+from kueue_tas.capacity.hostnames import hostname_of
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import flavor_specs
-from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
+from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode, on_any_change
 
 log = structlog.get_logger(__name__)
 
@@ -28,11 +30,8 @@ class CapacityCache:
         self._informers = informers
         self._checks = checks
         self._check_flavors: dict[str, set[str]] = {}  # our check -> flavors it governs
-        informers.nodes.add_handler(
-            capacity.upsert_node,
-            lambda _o, n: capacity.upsert_node(n),
-            lambda n: capacity.delete_node(n.name),
-        )
+        self._unnamed: set[str] = set()  # Nodes logged for their hostname label (none, or shared)
+        informers.nodes.add_handler(self._on_node, lambda _o, n: self._on_node(n), self._on_node_deleted)
         informers.pods.add_handler(
             lambda p: feed_pod(capacity, p),
             lambda _o, p: feed_pod(capacity, p),
@@ -42,6 +41,26 @@ class CapacityCache:
         for config in informers.configuration():
             on_any_change(config, self.resync, spec_only=True)
         informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
+
+    def _on_node(self, node: SlimNode) -> None:
+        self._capacity.upsert_node(node)
+        host = hostname_of(node)
+        shared = self._informers.hosts.shared(host) if host is not None else ()
+        if host is None or shared:
+            # Said once per Node: a hostname-level topology cannot count it (no label), or counts
+            # none of the Nodes sharing its label (``capacity.hostnames``), and nothing else says why.
+            if node.name not in self._unnamed:
+                self._unnamed.add(node.name)
+                if host is None:
+                    log.warning("node_without_hostname_label", node=node.name, label=HOSTNAME_LABEL)
+                else:
+                    log.warning("hostname_label_shared", node=node.name, hostname=host, nodes=list(shared))
+        else:
+            self._unnamed.discard(node.name)
+
+    def _on_node_deleted(self, node: SlimNode) -> None:
+        self._capacity.delete_node(node.name)
+        self._unnamed.discard(node.name)
 
     def flavors_of(self, check: str) -> set[str]:
         """The flavors our check ``check`` governs (empty for a check we do not know)."""

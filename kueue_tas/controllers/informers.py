@@ -8,9 +8,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
+from kueue_tas.api.constants import SCHEDULING_GATE
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.daemonsets import DaemonSetSpec, daemonset_spec
+from kueue_tas.capacity.hostnames import HOSTNAME_INDEX, NodeHosts, hostname_values
 from kueue_tas.capacity.rules import our_checks
 from kueue_tas.kube import catalogue as cat
 from kueue_tas.kube.decoding import RawObject, model_transform
@@ -63,13 +65,21 @@ class SharedInformers:
     queues: Informer[ClusterQueue]
     workloads: Informer[Workload]
     daemonsets: Informer[DaemonSetSpec]  # kept as the pod each would create (None: being deleted)
+    # The node store's index by hostname label: the one way from an assignment's value to a Node.
+    hosts: NodeHosts
 
     @classmethod
-    def register(cls, source: InformerSource, annotation_prefix: str) -> SharedInformers:
+    def register(
+        cls, source: InformerSource, annotation_prefix: str, scheduling_gate: str = SCHEDULING_GATE
+    ) -> SharedInformers:
+        """``scheduling_gate``: the gate name a pod counts as gated by (the ``scheduling_gate`` setting)."""
         pod_store = PodStore()
+        node_store: Store[SlimNode] = Store({HOSTNAME_INDEX: hostname_values})
         return cls(
-            nodes=source.informer(cat.NODES, slim_node, name="nodes"),
-            pods=source.informer(cat.PODS, make_pod_transform(annotation_prefix), store=pod_store, name="pods"),
+            nodes=source.informer(cat.NODES, slim_node, store=node_store, name="nodes"),
+            pods=source.informer(
+                cat.PODS, make_pod_transform(annotation_prefix, scheduling_gate), store=pod_store, name="pods"
+            ),
             pod_store=pod_store,
             topologies=source.informer(cat.TOPOLOGIES, model_transform(Topology)),
             flavors=source.informer(cat.RESOURCE_FLAVORS, model_transform(ResourceFlavor)),
@@ -81,6 +91,7 @@ class SharedInformers:
                 store=Store({WORKLOAD_UID_INDEX: _workload_uid, WORKLOAD_KEPT_INDEX: kept_slice_labels}),
             ),
             daemonsets=source.informer(cat.DAEMONSETS, daemonset_spec, name="daemonsets"),
+            hosts=NodeHosts(lambda host: node_store.by_index(HOSTNAME_INDEX, host)),
         )
 
     def configuration(self) -> tuple[Informer[Any], ...]:

@@ -39,7 +39,6 @@ from kueue_tas.capacity.node_health import (
     PodTermination,
     describe_failures,
     failed_nodes,
-    node_serves,
     podset_hosts,
 )
 from kueue_tas.capacity.rules import UsageEntry, assignment_trusted, workload_identity
@@ -98,12 +97,12 @@ class NodeRepair:
         seconds (to read how long a node has been NotReady from its Ready condition)."""
         self._ctx = ctx
         self._workloads = ctx.informers.workloads.store
-        self._nodes = ctx.informers.nodes.store
+        self._hosts = ctx.informers.hosts  # assignments name hosts by label: never look them up as Node names
         self._wall = wall
         self.queue: WorkQueue[str] = WorkQueue("node-repair")
-        self._not_ready_since: dict[str, float] = {}
-        self._counted: set[str] = set()  # failed nodes already counted in failed_nodes_seen_total
-        self._spared: set[str] = set()  # failed nodes its workloads' progressing pods keep serving
+        self._not_ready_since: dict[str, float] = {}  # by Node name
+        self._counted: set[str] = set()  # failed hosts already counted in failed_nodes_seen_total
+        self._spared: set[str] = set()  # failed Nodes (by name) its workloads' progressing pods keep serving
         self._episodes: dict[str, _Episode] = {}
         self._writes = RepairWrites(ctx, rewrites)
         ctx.informers.nodes.add_handler(self._on_node, self._on_node_changed, self._on_node_deleted)
@@ -181,22 +180,19 @@ class NodeRepair:
             self._pod_left(pod.node_name)
 
     def _pod_left(self, node: str) -> None:
-        """A pod stopped progressing on ``node``: if the node is failing, what held its workload
+        """A pod stopped progressing on Node ``node``: if the node is failing, what held its workload
         there (Kueue's TASReplaceNodeOnPodTermination) may be gone."""
         if node in self._spared:
             self.queue.add(SCAN)
 
     def _progressing(self, wl: Workload) -> set[str]:
-        """The nodes a pod of ``wl`` runs or waits on, neither finished nor being deleted."""
+        """The Nodes (by name) a pod of ``wl`` runs or waits on, neither finished nor being deleted."""
         pods = self._ctx.informers.pod_store.of_workload(wl.namespace or "", workload_identity(wl))
         return {p.node_name for p in pods if _progressing(p)}
 
     def _capacity_freed(self) -> None:
         if any(ep.stuck_since is not None for ep in self._episodes.values()):
             self.queue.add(SCAN)
-
-    def _serves(self, name: str) -> bool:
-        return node_serves(self._nodes.get(name))
 
     def _not_ready_for(self, name: str) -> float | None:
         since = self._not_ready_since.get(name)
@@ -235,7 +231,7 @@ class NodeRepair:
                 continue  # holds nothing; the assignment guard deals with it
             failures, wait = failed_nodes(
                 podset_hosts(wl, current, specs),
-                self._nodes.get,
+                self._hosts,
                 self._not_ready_for,
                 grace,
                 progressing=self._progressing(wl),
@@ -269,7 +265,7 @@ class NodeRepair:
             del self._episodes[key]
         self._ctx.metrics.failed_nodes_seen_total.inc(len(failed_now - self._counted))
         # A node stays counted until it serves again (its workloads may be repaired away meanwhile).
-        self._counted = failed_now | {n for n in self._counted if not self._serves(n)}
+        self._counted = failed_now | {h for h in self._counted if not self._hosts.serves(h)}
         self._ctx.metrics.node_repairs_pending.set(sum(ep.stuck_since is not None for ep in self._episodes.values()))
         return min(wakes) if wakes else None
 
@@ -335,7 +331,9 @@ class NodeRepair:
             return await self._stuck(wl, key, ep, reason, waiting_for)
         spec = self._ctx.capacity.flavors().get(moved[0].flavor)
         parent = spec.levels[-2] if spec is not None and len(spec.levels) > 1 else None
-        labels = {n.name: n.labels for n in self._nodes.values()}
+        # The domain the new hosts share, from the labels of the Node each hostname names.
+        named = {d.values[-1] for p in decision.placements for d in p.assignment.domains}
+        labels = {h: node.labels for h in named if (node := self._hosts.node(h)) is not None}
         summary = moved_summary(failures, current, decision.placements, labels, parent)
         text = merged_annotation(wl, decision)
         announce = ready_entry(entry, wl, summary, decision.placements, announce=True)

@@ -62,7 +62,7 @@ def moved_summary(
 ) -> str:
     """``node x3 NotReady for 30s: 2 pod(s) of PodSet workers moved from x3 to x7 in rack r1``.
 
-    ``node_levels``: node name -> its labels (to name the domain the new nodes share);
+    ``node_levels``: hostname -> the labels of its Node (to name the domain the new hosts share);
     ``parent_level``: the level named after "in" (the PodSet's required level, else the one
     above the hostname)."""
     parts = []

@@ -119,7 +119,8 @@ class StrayPods:
         """``clock``: monotonic seconds (default: the event loop's)."""
         self._workloads = informers.workloads.store
         self._pods = informers.pod_store
-        self._nodes = informers.nodes.store
+        self._nodes = informers.nodes.store  # by Node name: what ``pod.spec.nodeName`` names
+        self._hosts = informers.hosts  # by hostname label: what a nodeSelector pins to
         self._checks = checks
         self._capacity = capacity
         self._deleter = deleter
@@ -253,8 +254,12 @@ class StrayPods:
         repair's own test for a deleted node). Such a pod is deleted without the grace: its
         slot has already moved, and if the node came back it would run there at once (chaos
         seed 1188: pinned to a host just before the host was deleted, bound when it returned)."""
-        host = pod.node_name or pod.node_selector_map().get(c.HOSTNAME_LABEL)
-        return host if host and self._nodes.get(host) is None else None
+        if pod.node_name:
+            return pod.node_name if self._nodes.get(pod.node_name) is None else None
+        host = pod.node_selector_map().get(c.HOSTNAME_LABEL)
+        # Gone when no Node carries the hostname; one that several carry still exists (the
+        # grace applies: the node repair moves its slots, it names the Nodes).
+        return host if host and not self._hosts.carriers(host) else None
 
     async def _delete(self, wl: Workload, stray: Stray, why: str) -> float | None:
         """Delete one stray pod; seconds until it should be looked at again."""

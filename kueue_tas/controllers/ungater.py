@@ -14,14 +14,16 @@ Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
   as it still runs there), asks ``plan_releases`` which gated pods go where, and patches
   each of those pods once (strategic merge: delete only our gate, add the domain's
   nodeSelector, guarded by the pod's resourceVersion).
-* No pod is released onto a node that cannot take it now (``node_problem``: NotReady,
-  cordoned, gone): it stays gated until the node serves again or the node repair moves its
-  slot (``node_repair``); released there it would wait pinned to a node that may never
-  return. While other pods of the workload still progress on a cordoned node no repair moves
-  the slot, so the wait can be long: each held pod is explained on the pass that holds it
-  back (within ``ungate_batch_period_seconds`` of its event), by a ``TopologyPodHeld``
-  Warning on the pod and on the Workload naming the pod, the node and why, and a
-  ``pod_held_back`` log line; once per pod and (node, reason), not on every pass.
+* No pod is released onto a node that cannot take it now (``node_problem``, asked with the
+  assignment's hostname value, which need not be the Node's name: NotReady, cordoned, gone, or
+  a hostname several Nodes carry, so that no count per hostname could say which Node holds
+  what): it stays gated until the node serves again or the node repair moves its slot
+  (``node_repair``); released there it would wait pinned to a node that may never return.
+  While other pods of the workload still progress on a cordoned node no repair moves the slot,
+  so the wait can be long: each held pod is explained on the pass that holds it back (within
+  ``ungate_batch_period_seconds`` of its event), by a ``TopologyPodHeld`` Warning on the pod and
+  on the Workload naming the pod, the hostname and why, and a ``pod_held_back`` log line; once
+  per pod and (hostname, reason), not on every pass.
 * Expectations: a pod we patched counts as placed in its domain until we observe it
   without the gate (or deleted, or still gated at another resourceVersion: our guarded patch
   can then never land), so a second pass never hands its slot out again. A patch the
@@ -60,6 +62,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
+from kueue_tas.capacity.hostnames import hostname_of
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode
 from kueue_tas.controllers.slice_pods import earlier_slice_pods, workloads_of_pod
@@ -115,19 +118,21 @@ class Ungater:
         settings: Settings,
         gates: FeatureGates = DEFAULT_GATES,
         clock: Callable[[], float] | None = None,
-        node_usable: Callable[[str], bool] = lambda _name: True,
+        node_usable: Callable[[str], bool] | None = None,
         node_problem: Callable[[str], str | None] | None = None,
         repairing: Callable[[str], bool] = lambda _key: False,
     ) -> None:
         """``clock``: monotonic seconds for expectation deadlines (default: the event loop's);
-        ``node_problem(name)``: why a hostname domain's node cannot take a pod now, in words
-        after "node <name>" (None: it can; ``node_serving_problem``), else ``node_usable(name)``
-        says only whether it can; ``repairing(key)``: a node repair of the workload is decided
+        ``node_problem(host)``: why the Node a hostname value names cannot take a pod now, in
+        words after "node <host>" (None: it can; ``run`` passes the node informer's hostname
+        index, ``NodeHosts.problem``: the value is not a Node name), or ``node_usable(host)``
+        saying only whether it can (neither: every node can); ``repairing(key)``: a node repair of the workload is decided
         and its writes have not landed yet (call :meth:`repair_ended` when they land or are
         dropped)."""
-        self._node_problem: Callable[[str], str | None] = node_problem or (
-            lambda name: None if node_usable(name) else "cannot take new pods now"
-        )
+        if node_problem is None and node_usable is not None:
+            usable = node_usable
+            node_problem = lambda host: None if usable(host) else "cannot take new pods now"  # noqa: E731
+        self._node_problem: Callable[[str], str | None] = node_problem or (lambda _host: None)
         self._repairing = repairing
         self.settings = settings
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
@@ -153,7 +158,7 @@ class Ungater:
             self._on_workload, lambda _o, w: self._on_workload(w), self._on_workload_deleted
         )
         informers.pods.add_handler(self._on_pod, lambda _o, p: self._on_pod(p), self._on_pod_deleted)
-        self._held: dict[str, set[str]] = {}  # node -> workloads with pods held back from it
+        self._held: dict[str, set[str]] = {}  # hostname -> workloads with pods held back from it
         # workload -> pod UID -> (node, why) of the hold last explained for that pod
         self._explained: dict[str, dict[str, tuple[str, str]]] = {}
         informers.nodes.add_handler(self._on_node, lambda _o, n: self._on_node(n), lambda _n: None)
@@ -201,8 +206,9 @@ class Ungater:
     def _on_node(self, node: SlimNode) -> None:
         """A node that serves again lets go the pods held back from it: no pod or workload event
         would say so (chaos seed 451: a node NotReady for 7 s left a one-host Job gated)."""
-        if node.name in self._held and self._node_usable(node.name):
-            for key in self._held.pop(node.name):
+        host = hostname_of(node)
+        if host is not None and host in self._held and self._node_usable(host):
+            for key in self._held.pop(host):
                 self.queue.add_after(key, self.settings.ungate_batch_period_seconds)
 
     def _on_pod_deleted(self, pod: SlimPod) -> None:

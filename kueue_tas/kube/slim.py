@@ -242,11 +242,14 @@ class SlimPod:
         return f"SlimPod({fields})"
 
 
-def make_pod_transform(prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> Callable[[Mapping[str, Any]], SlimPod]:
-    """A transform for the pod informer; ``prefix`` is the topology annotation prefix (see ``slim_pod``)."""
+def make_pod_transform(
+    prefix: str = c.DEFAULT_ANNOTATION_PREFIX, gate: str = c.SCHEDULING_GATE
+) -> Callable[[Mapping[str, Any]], SlimPod]:
+    """A transform for the pod informer; ``prefix`` is the topology annotation prefix and ``gate``
+    our scheduling gate's name (the settings'; see ``slim_pod``)."""
 
     def transform(raw: Mapping[str, Any]) -> SlimPod:
-        return slim_pod(raw, prefix=prefix)
+        return slim_pod(raw, prefix=prefix, gate=gate)
 
     return transform
 
@@ -262,8 +265,11 @@ def _daemonset_owner(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
-def slim_pod(raw: Mapping[str, Any], prefix: str = c.DEFAULT_ANNOTATION_PREFIX) -> SlimPod:
-    """The slim form of a raw Pod dict (as decoded from the API)."""
+def slim_pod(
+    raw: Mapping[str, Any], prefix: str = c.DEFAULT_ANNOTATION_PREFIX, gate: str = c.SCHEDULING_GATE
+) -> SlimPod:
+    """The slim form of a raw Pod dict (as decoded from the API). ``gated``: held by ``gate``, our
+    scheduling gate as the ``scheduling_gate`` setting names it (another name is not ours)."""
     meta: Mapping[str, Any] = raw.get("metadata") or {}
     spec: Mapping[str, Any] = raw.get("spec") or {}
     status: Mapping[str, Any] = raw.get("status") or {}
@@ -280,7 +286,7 @@ def slim_pod(raw: Mapping[str, Any], prefix: str = c.DEFAULT_ANNOTATION_PREFIX) 
         workload=_opt_intern(workload),
         podset=_opt_intern(labels.get(c.PODSET_LABEL)),
         kueue_podset=_opt_intern(labels.get(c.KUEUE_PODSET_LABEL)),
-        gated=any(g.get("name") == c.SCHEDULING_GATE for g in gates),
+        gated=any(g.get("name") == gate for g in gates),
         terminating=meta.get("deletionTimestamp") is not None,
         node_selector=_selector(spec.get("nodeSelector")),
         completion_index=_index(labels.get(c.JOB_COMPLETION_INDEX_LABEL)),

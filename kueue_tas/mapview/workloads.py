@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.hostnames import NodeHosts
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.node_health import PodTermination, failed_nodes, podset_hosts
 from kueue_tas.capacity.pod_counts import SlimPod, domain_paths, podset_pod_counts
@@ -61,18 +61,16 @@ class WorkloadInputs:
 
 
 class _Nodes:
-    """Nodes by name and by hostname label, and how long each has been NotReady."""
+    """Nodes by name and by hostname label (``NodeHosts``: an assignment's value is never looked
+    up as a Node name), and how long each has been NotReady."""
 
     def __init__(self, nodes: Mapping[str, NodeInfo], now: datetime | None) -> None:
         self.by_name = nodes
-        self.by_hostname = {n.labels[HOSTNAME_LABEL]: n for n in nodes.values() if HOSTNAME_LABEL in n.labels}
+        self.hosts = NodeHosts.of(nodes.values())
         self.now = now
 
-    def get(self, host: str) -> NodeInfo | None:
-        return self.by_name.get(host) or self.by_hostname.get(host)
-
-    def not_ready_for(self, host: str) -> float | None:
-        node = self.get(host)
+    def not_ready_for(self, name: str) -> float | None:
+        node = self.by_name.get(name)
         if node is None or node.ready or self.now is None or not node.ready_since:
             return None
         try:
@@ -150,7 +148,7 @@ def _admitted(
         domains: tuple[DomainCount, ...] = ()
         if assignment is not None:
             levels = spec.levels if spec is not None else assignment.levels
-            paths = domain_paths(assignment, levels, nodes.by_hostname)
+            paths = domain_paths(assignment, levels, nodes.hosts)
             domains = tuple(
                 DomainCount(d.values, path, d.count, bound[i], pending[i])
                 for i, (d, path) in enumerate(zip(assignment.domains, paths, strict=True))
@@ -162,17 +160,17 @@ def _admitted(
     gates = PodTermination(inputs.gates.replace_on_pod_termination, inputs.gates.replace_not_ready_fixed_time)
     failures, _ = failed_nodes(
         podset_hosts(wl, assignments, specs),
-        nodes.get,
+        nodes.hosts,
         nodes.not_ready_for,
         inputs.grace,
         progressing=progressing,
         gates=gates,
     )
     for failure in failures.values():
-        node = nodes.get(failure.node)
-        failed.setdefault(node.name if node is not None else failure.node, []).append(
-            f"failed for {wl.namespace}/{wl.name}: {failure.detail}"
-        )
+        # The map marks Nodes (by name): the one the hostname names, or every one sharing it.
+        carriers = [n.name for n in nodes.hosts.carriers(failure.node)] or [failure.node]
+        for name in carriers:
+            failed.setdefault(name, []).append(f"failed for {wl.namespace}/{wl.name}: {failure.detail}")
     queue, cq = _queue(wl)
     return WorkloadView(wl.namespace or "", wl.name, State.ADMITTED, "Workload", queue, cq, tuple(views))
 
@@ -201,7 +199,7 @@ def _trial_view(trial: PodSetTrial, inputs: WorkloadInputs, nodes: _Nodes) -> Po
     if trial.assignment is not None:
         spec = inputs.capacity.flavors().get(trial.flavor or "")
         levels = spec.levels if spec is not None else trial.assignment.levels
-        paths = domain_paths(trial.assignment, levels, nodes.by_hostname)
+        paths = domain_paths(trial.assignment, levels, nodes.hosts)
         domains = tuple(
             DomainCount(d.values, path, d.count) for d, path in zip(trial.assignment.domains, paths, strict=True)
         )

@@ -8,7 +8,7 @@ from typing import Any
 from kueue_tas.api import constants as c
 from kueue_tas.api.core_objects import Node
 from kueue_tas.api.object_base import TaintModel, TolerationModel, find_condition
-from kueue_tas.api.quantity import resource_list_to_ints
+from kueue_tas.api.quantity import offered_list_to_ints
 from kueue_tas.api.resources import pod_requests
 from kueue_tas.api.workload import PodSetTopologyRequestModel
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
@@ -57,13 +57,14 @@ def tolerations(items: Sequence[TolerationModel | Mapping[str, Any]] | None) -> 
 
 
 def node_info(node: Node | Mapping[str, Any]) -> NodeInfo:
-    """A Node as the engine sees it; allocatable converted to Kueue units (QuantityError if malformed)."""
+    """A Node as the engine sees it; allocatable converted to Kueue units, an amount beyond what
+    Kubernetes counts capped at it (``offered_list_to_ints``; QuantityError if malformed)."""
     m = _as_node(node)
     cond = find_condition(m.status.conditions, c.NODE_READY_CONDITION)
     return NodeInfo(
         name=m.metadata.name,
         labels=dict(m.metadata.labels),
-        allocatable=resource_list_to_ints(m.status.allocatable),
+        allocatable=offered_list_to_ints(m.status.allocatable),
         taints=tuple(taint(t) for t in m.spec.taints),
         ready=m.ready,
         unschedulable=m.spec.unschedulable,

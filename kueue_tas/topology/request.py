@@ -358,6 +358,8 @@ def _lenient_layers(key: str, raw: str) -> tuple[SliceLayer, ...]:
 def template_annotations(template: Mapping[str, Any]) -> Mapping[str, str]:
     """``metadata.annotations`` of a PodTemplateSpec dict ({} when absent)."""
     metadata = template.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise TopologyRequestError([f"template metadata must be a mapping, got {type(metadata).__name__}"])
     annotations = metadata.get("annotations") or {}
     if not isinstance(annotations, Mapping):
         got = type(annotations).__name__

@@ -171,6 +171,11 @@ ROWS = [
         (SLICE_SIZE, "value must be a string, got int")),
     Row("annotations-not-mapping", with_template({"metadata": {"annotations": ["x"]}, "spec": {}}), REJ,
         ('PodSet "main"', "metadata.annotations must be a mapping, got list")),
+    # issue 27 (defect 10's sibling in the controller): a template metadata of the wrong type
+    Row("template-metadata-a-string", with_template({"metadata": "x", "spec": {}}), REJ,
+        ('PodSet "main"', "template metadata must be a mapping, got str")),
+    Row("template-metadata-a-number", with_template({"metadata": 7, "spec": {}}), REJ,
+        ('PodSet "main"', "template metadata must be a mapping, got int")),
     Row("group-of-three", podsets(*(mk.podset(n, 1, {REQ: RACK, GROUP: "g"}) for n in ("a", "b", "c"))), REJ,
         (GROUP, "can only define groups of exactly 2 pod sets")),
     # quantities

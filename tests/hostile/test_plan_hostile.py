@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -268,15 +269,23 @@ ROWS: list[Row] = [
         ("Topology/topo", "given twice, differently"),
     ),
     # --- quantities ---
+    # Issue 27 (defect 8): an amount beyond what Kubernetes counts is more than any pod asks for;
+    # the node is capped at that and used, never refused (the controller took it for deleted).
     Row(
         "allocatable-1e30",
-        objects(*mk.kueue_objects(), mk.node("n1", allocatable={"cpu": "1e30"}), _PLAIN_JOB),
-        ("Node/n1", "status.allocatable", "'cpu'", "out of range"),
+        objects(*mk.kueue_objects(), mk.node("n1", allocatable={"cpu": "1e30", mk.GPU: "4", "pods": "8"}), _PLAIN_JOB),
+        (),
+        code=0,
+        check=fits("a", True, pods=1),
     ),
     Row(
         "allocatable-2^63-milli",
-        objects(*mk.kueue_objects(), mk.node("n1", allocatable={"pods": "9223372036854775808m"}), _PLAIN_JOB),
-        ("Node/n1", "status.allocatable", "'pods'", "out of range"),
+        objects(
+            *mk.kueue_objects(), mk.node("n1", allocatable={"pods": "9223372036854775808m", mk.GPU: "10Ei"}), _PLAIN_JOB
+        ),
+        (),
+        code=0,
+        check=fits("a", True, pods=1),
     ),
     Row(
         "allocatable-word",
@@ -362,7 +371,7 @@ ROWS: list[Row] = [
     Row(
         "template-annotations-a-list",
         on_cluster(job_with("spec.template.metadata.annotations", ["x"])),
-        ("Job/team-a/a", "spec.template", "metadata.annotations must be a mapping, got list"),
+        ("Job/team-a/a", "spec.template.metadata.annotations: expected a mapping, got array"),
     ),
     Row(
         "template-annotation-a-number",
@@ -583,6 +592,73 @@ ROWS: list[Row] = [
         check=lambda res: _fit_list(res, "abcd", [True, True, True, False]),
     ),
 ]
+
+
+# --- metadata, annotations, labels and spec of the wrong type at every level (issue 27, defect 10:
+# a Job whose spec.template.metadata was a string printed a traceback) --------------------------
+
+
+def _with(obj: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """``obj`` with ``value`` at ``path`` (dots; numbers index arrays)."""
+    *parents, leaf = path.split(".")
+    at: Any = obj
+    for part in parents:
+        at = at[int(part)] if isinstance(at, list) else at[part]
+    if isinstance(at, list):
+        at[int(leaf)] = value
+    else:
+        at[leaf] = value
+    return obj
+
+
+def _shown(path: str) -> str:
+    """A field path as an error line shows it: ``spec.podSets[0].template``."""
+    return re.sub(r"\.(\d+)", r"[\1]", path)
+
+
+_OWNERS: dict[str, tuple[Callable[[], dict[str, Any]], str, str, tuple[str, ...]]] = {
+    # kind -> (the object, how a line names it once its metadata is read, the pod template's path,
+    # the levels between the object's spec and that template)
+    "Job": (lambda: mk.job("a", 1, mk.required(mk.RACK)), "Job/team-a/a", "spec.template", ()),
+    "JobSet": (
+        lambda: mk.jobset("js", [mk.replicated_job("r", 1, 1, 1, mk.required(mk.RACK))]),
+        "JobSet/team-a/js",
+        "spec.replicatedJobs.0.template.spec.template",
+        (
+            "spec.replicatedJobs.0",
+            "spec.replicatedJobs.0.template",
+            "spec.replicatedJobs.0.template.metadata",
+            "spec.replicatedJobs.0.template.spec",
+        ),
+    ),
+    "Workload": (
+        lambda: mk.workload("w", 1, mk.required(mk.RACK)),
+        "Workload/team-a/w",
+        "spec.podSets.0.template",
+        ("spec.podSets.0",),
+    ),
+}
+
+
+def _wrong_type_rows() -> list[Row]:
+    rows = []
+    for kind, (make, ref, template, between) in _OWNERS.items():
+        short = ref.replace("/team-a", "")  # the object read alone (before its namespace is defaulted)
+        object_level = ["metadata.annotations", "metadata.labels", "spec", *between, template]
+        template_level = [f"{template}.metadata", f"{template}.metadata.annotations", f"{template}.metadata.labels"]
+        template_level.append(f"{template}.spec")
+        for path, value in [(p, v) for p in object_level + template_level for v in ("x", 7)]:
+            name = f"{kind.lower()}-{path}-a-{'string' if isinstance(value, str) else 'number'}"
+            shown = _shown(path)
+            who = ref if path in template_level else short
+            rows.append(Row(name, on_cluster(_with(make(), path, value)), (who, f"{shown}: expected a mapping")))
+        rows.append(
+            Row(f"{kind.lower()}-metadata-a-string", on_cluster(_with(make(), "metadata", "x")), (kind, "metadata"))
+        )
+    return rows
+
+
+ROWS.extend(_wrong_type_rows())
 
 
 def _fit_list(res: Outcome, names: str, expected: list[bool]) -> None:
