@@ -36,7 +36,7 @@ from e2e.cluster_state import State
 from e2e.controller import LEASE_NAMESPACE, ControllerGroup
 from e2e.kube import Kube, as_body, eventually, new_api_client
 from e2e.monitor import Monitor
-from e2e.nodes import POOL_LABEL, NodePool
+from e2e.nodes import POOL_LABEL, NodePool, default_allocatable
 from e2e.rbac import service_account_kubeconfig
 from e2e.webhooks import install_pod_gate, remove_pod_gate, webhook_env
 from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
@@ -46,6 +46,7 @@ from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
 # (UNKNOWN_WRITE_SETTLE_SECONDS, past the apiserver's 60 s request timeout; chaos seed 101).
 # The silent-pending bound is that window plus a decision's worth of slack.
 PENDING_BOUND_S = UNKNOWN_WRITE_SETTLE_SECONDS + 25.0
+HUGE_RESOURCE = "example.com/huge"
 
 
 @dataclass
@@ -128,7 +129,16 @@ class ChaosRun:
         self.rid = f"{seed % 100000}-{uuid.uuid4().hex[:4]}"
         self.namespace = f"chaos-{self.rid}"
         b, r, h = POOL_SHAPE
-        self.pool = NodePool(name=f"c{self.rid}", blocks=b, racks_per_block=r, hosts_per_rack=h)
+        # Real fleets carry big and odd extended resources: 10Ei is beyond what a 64-bit count of
+        # milli-units holds (such a node was once taken for deleted and its workloads moved).
+        self.pool = NodePool(
+            name=f"c{self.rid}",
+            blocks=b,
+            racks_per_block=r,
+            hosts_per_rack=h,
+            allocatable={**default_allocatable(), HUGE_RESOURCE: "10Ei"},
+            name_suffix=self.profile.node_name_suffix,
+        )
         self.submitted: dict[str, dict[str, Any]] = {}
         self.tasks: list[asyncio.Task[None]] = []
 

@@ -336,6 +336,7 @@ def test_a_renamed_profile_moves_every_topology_key_and_mixed_is_drawn_per_seed(
             keys = [k for k in (tmpl["metadata"].get("annotations") or {}) if "topology" in k or "slice" in k]
             assert all(k.startswith(RENAMED.annotation_prefix) for k in keys), keys
     assert RENAMED.env()["KUEUE_TAS_SCHEDULING_GATE"] == RENAMED.scheduling_gate
+    assert RENAMED.node_name_suffix and not DEFAULT.node_name_suffix  # EKS-like Node names
     drawn = [profile_for(seed, MIXED) for seed in range(60)]
     assert drawn == [profile_for(seed, MIXED) for seed in range(60)]
     assert 10 < sum(p is RENAMED for p in drawn) < 35 and DEFAULT in drawn

@@ -126,9 +126,9 @@ class Ungater:
         ``node_problem(host)``: why the Node a hostname value names cannot take a pod now, in
         words after "node <host>" (None: it can; ``run`` passes the node informer's hostname
         index, ``NodeHosts.problem``: the value is not a Node name), or ``node_usable(host)``
-        saying only whether it can (neither: every node can); ``repairing(key)``: a node repair of the workload is decided
-        and its writes have not landed yet (call :meth:`repair_ended` when they land or are
-        dropped)."""
+        saying only whether it can (neither: every node can); ``repairing(key)``: a node repair
+        of the workload is decided and its writes have not landed yet (call :meth:`repair_ended`
+        when they land or are dropped)."""
         if node_problem is None and node_usable is not None:
             usable = node_usable
             node_problem = lambda host: None if usable(host) else "cannot take new pods now"  # noqa: E731
