@@ -115,10 +115,11 @@ class OciArchive:
 
 def _inside(root: Path, name: str) -> Path:
     """``name`` (a layer entry) under ``root``, refusing one that would land outside it."""
-    rel = posixpath.normpath("/" + name).lstrip("/")
+    rel = posixpath.normpath(name.lstrip("/"))
     target = root / rel
     parent = os.path.realpath(target.parent)
-    if rel in ("", ".") or not (parent == str(root) or parent.startswith(str(root) + os.sep)):
+    escapes = rel in ("", ".", "..") or rel.startswith("../")
+    if escapes or not (parent == str(root) or parent.startswith(str(root) + os.sep)):
         raise OciError(f"layer entry {name!r} lands outside the root filesystem")
     return target
 
@@ -133,18 +134,16 @@ def _remove(path: Path) -> None:
 def apply_layer(members: Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]], root: Path) -> None:
     """Apply one layer's entries (in archive order, each with its content) onto ``root``."""
     root = Path(os.path.realpath(root))
-    opaque_done: set[Path] = set()
+    written: set[Path] = set()  # this layer's own entries, which its opaque markers keep
     for info, content in members:
         base = posixpath.basename(posixpath.normpath(info.name))
         if base == OPAQUE:
             directory = _inside(root, posixpath.dirname(posixpath.normpath(info.name)) + "/x").parent
-            # Only the lower layers' entries go: this layer's own, written before, stay.
-            if directory not in opaque_done and directory.is_dir():
-                for child in directory.iterdir():
-                    _remove(child)
-            opaque_done.add(directory)
+            if directory.is_dir() and not directory.is_symlink():
+                _clear_lower(directory, written)
             continue
         target = _inside(root, info.name)
+        written.add(target)
         if base.startswith(WHITEOUT):
             _remove(target.with_name(base[len(WHITEOUT) :]))
             continue
@@ -153,6 +152,16 @@ def apply_layer(members: Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]], roo
         if not info.isdir() and (target.exists() or target.is_symlink()):
             _remove(target)
         _extract(info, content, root, target)
+
+
+def _clear_lower(directory: Path, written: set[Path]) -> None:
+    """Remove what the lower layers put under ``directory``, keeping this layer's entries."""
+    for child in directory.iterdir():
+        keeps_some = any(w == child or child in w.parents for w in written)
+        if not keeps_some:
+            _remove(child)
+        elif child.is_dir() and not child.is_symlink():
+            _clear_lower(child, written)
 
 
 def _extract(info: tarfile.TarInfo, content: IO[bytes] | None, root: Path, target: Path) -> None:
