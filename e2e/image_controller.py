@@ -62,8 +62,11 @@ def unpacked_root(archive: Path, cache: Path) -> tuple[Path, ImageConfig]:
     root = cache / archive_digest(archive)
     done = root.with_name(root.name + ".done")
     if not done.exists():
-        if root.exists():
-            shutil.rmtree(root)
+        for old in cache.glob("*") if cache.exists() else ():  # an image's root is ~400 MB: keep one
+            if old.is_dir():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
         unpack(archive, root)
         done.touch()
     with OciArchive(archive) as oci:

@@ -4,7 +4,7 @@ The OCI archive ``make image`` writes (built here first when missing: ``e2e/imag
 unpacked and its entrypoint run as its user (65532), read-only root, no capabilities, with the
 ServiceAccount of ``manifests/base`` mounted where a pod has it (``e2e/image_controller.py``).
 What a user would check: the replica takes the Lease, its webhooks answer (a malformed Job is
-refused at ``kubectl apply``, the pods of a Job spanning racks are gated at creation), and a Job
+refused at ``kubectl create``, a pod labelled for the ungater is gated at creation), and a Job
 with a required topology is admitted and its pods are placed in the assigned domains.
 """
 
@@ -35,13 +35,14 @@ from e2e.image_controller import (
     unpacked_root,
     write_service_account,
 )
-from e2e.kube import Kube, as_body
+from e2e.kube import Kube, as_body, eventually
 from e2e.nodes import BLOCK_LABEL, RACK_LABEL, NodePool
 from e2e.oci import ImageConfig, OciArchive
 from e2e.paths import bin_dir, run_dir
 from e2e.rbac import _admin_cluster
 from e2e.tests.test_ungater import JOB_NAME, assert_exact, node_labels, wait_placed
 from e2e.webhooks import install_pod_gate, localized, remove_pod_gate, webhook_env
+from kueue_tas.api.constants import GATED_LABEL, GATED_LABEL_VALUE, SCHEDULING_GATE
 
 SECRET = "kueue-tas-webhook-cert"
 CONFIGURATION = "kueue-tas"
@@ -68,7 +69,8 @@ def rootfs(archive: Path) -> tuple[Path, ImageConfig]:
     why_not = can_run_here()
     if why_not is not None:
         pytest.skip(f"cannot run the image's root filesystem here: {why_not}")
-    return unpacked_root(archive, run_dir() / "image-rootfs")
+    # Not in the run directory, which a cluster start empties.
+    return unpacked_root(archive, image.image_cache_dir() / "rootfs")
 
 
 def test_the_image_is_what_users_are_told(archive: Path) -> None:
@@ -153,10 +155,10 @@ async def image_tas(
         await remove_pod_gate(api_client)
 
 
-async def _kubectl_apply(kubeconfig: str, namespace: str, manifest: object) -> subprocess.CompletedProcess[str]:
-    command = [str(bin_dir() / "kubectl"), "--kubeconfig", kubeconfig, "apply", "-n", namespace, "-f", "-"]
+async def _kubectl(kubeconfig: str, namespace: str, *args: str, stdin: object) -> subprocess.CompletedProcess[str]:
+    command = [str(bin_dir() / "kubectl"), "--kubeconfig", kubeconfig, *args, "-n", namespace, "-f", "-"]
     return await asyncio.to_thread(
-        subprocess.run, command, input=yaml.safe_dump(manifest), capture_output=True, text=True, timeout=60, check=False
+        subprocess.run, command, input=yaml.safe_dump(stdin), capture_output=True, text=True, timeout=60, check=False
     )
 
 
@@ -178,14 +180,20 @@ async def test_the_controller_from_the_image_leads_answers_and_places(
     lease = await client.CoordinationV1Api(kube.api).read_namespaced_lease(image_tas.lease_name, LEASE_NAMESPACE)
     assert str(lease.spec.holder_identity).startswith(replica.identity_prefix), lease.spec.holder_identity
 
-    # The validating webhook answers kubectl with its message.
-    out = await _kubectl_apply(cluster_state.kubeconfig, namespace, jobs.job("bad", 2, required="rakc"))
-    assert out.returncode != 0 and DENIED in out.stderr, out.stderr
-
-    # A Job with a required block spanning both racks: admitted, gated by the pod webhook at
-    # creation, ungated into the assigned hosts.
+    # The validating webhook answers kubectl with its message (once its caches hold the stack).
     pool = NodePool(name=f"im{unique}", blocks=1, racks_per_block=2, hosts_per_rack=1)
     s = await st.tas_stack(kube, namespace, image_tas.controller_name, pool)
+    bad = jobs.job("bad", 2, required="rakc")
+
+    async def refused() -> str | None:
+        out = await _kubectl(cluster_state.kubeconfig, namespace, "create", "--dry-run=server", stdin=bad)
+        return out.stderr if out.returncode != 0 and DENIED in out.stderr else None
+
+    message = await eventually("the image's webhook refuses a malformed Job", refused, 30, interval_s=0.5)
+    assert f'unknown topology level "rakc"; Topology "{s.topology}"' in message, message
+
+    # A Job with a required block spanning both racks: admitted, its pods ungated into the
+    # assigned hosts.
     await jobs.create_job(kube, namespace, jobs.job("j", 12, required=BLOCK_LABEL, indexed=False))
     wl = await workloads.wait_check(kube, s, "j", ("Ready", "Retry", "Rejected"))
     entry = workloads.require_entry(wl, s.check)
@@ -196,9 +204,16 @@ async def test_the_controller_from_the_image_leads_answers_and_places(
     assert_exact(pods, wl, "main", nodes)
     assert len(Counter(nodes[p["spec"]["nodeName"]][RACK_LABEL] for p in pods)) == 2
 
+    # The pod webhook answers: a new pod labelled for the ungater gets our gate at creation.
+    labelled = {
+        "metadata": {"name": "labelled", "labels": {GATED_LABEL: GATED_LABEL_VALUE}},
+        "spec": {"containers": [{"name": "c", "image": "registry.invalid/pause:1"}]},
+    }
+    created = await kube.core.create_namespaced_pod(namespace, as_body(labelled))
+    assert [g.name for g in created.spec.scheduling_gates or []] == [SCHEDULING_GATE]
     metrics = replica.metrics()
     gated = metric_value(metrics, "kueue_tas_webhook_reviews_total", kind="Pod", operation="CREATE", result="gated")
-    assert (gated or 0) >= 12, metrics
+    assert gated == 1, metrics
     # The version the image's label names is the one the controller reports.
     (build_info,) = [(lbl, v) for name, lbl, v in parse_metrics(metrics) if name == "kueue_tas_build_info"]
     assert build_info[0]["version"] == image_version(image.archive_path(image.project_version()))
