@@ -10,6 +10,7 @@ import os
 import re
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,7 +111,7 @@ def _tar(entries: list[tuple[str, str, bytes | str]]) -> bytes:
     return buf.getvalue()
 
 
-def _archive(path: Path, layers: list[bytes], config: dict[str, object]) -> Path:
+def _archive(path: Path, layers: list[bytes], config: dict[str, Any]) -> Path:
     blobs: dict[str, bytes] = {}
 
     def blob(data: bytes) -> str:
@@ -140,7 +141,7 @@ def _archive(path: Path, layers: list[bytes], config: dict[str, object]) -> Path
     return path
 
 
-CONFIG = {
+CONFIG: dict[str, Any] = {
     "config": {
         "User": "65532:65532",
         "Entrypoint": ["kueue-tas"],
