@@ -239,7 +239,21 @@ def build(version: str | None = None, rebuild_base: bool = False, build_dir: Pat
     _run(request.push_command(archive))
     size = archive.stat().st_size / 2**20
     _say(f"wrote {archive} ({size:.1f} MiB) in {time.monotonic() - started:.0f}s")
+    _prune(request.image, archive)
     return archive
+
+
+def _prune(current_image: str, current_archive: Path) -> None:
+    """Drop the images and archives of earlier versions (~90 MiB each; the layer cache stays)."""
+    for old in current_archive.parent.glob("kueue-tas-*.oci.tar"):
+        if old != current_archive:
+            old.unlink()
+    listed = subprocess.run(
+        ["buildah", "images", "--format", "{{.Name}}:{{.Tag}}"], capture_output=True, text=True, check=False
+    )
+    stale = [n for n in listed.stdout.split() if n.startswith(f"{IMAGE_REPOSITORY}:") and n != current_image]
+    if stale:
+        subprocess.run(["buildah", "rmi", *stale], capture_output=True, check=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
