@@ -254,3 +254,27 @@ def test_an_image_without_a_user_is_not_run() -> None:
     config = ImageConfig.from_json({"config": {"Entrypoint": ["x"]}})
     with pytest.raises(ValueError, match="would run as root"):
         ImageRuntime(Path("/r"), config, Path("/sa"), "https://127.0.0.1:6443")
+
+
+# ---- a fresh machine -----------------------------------------------------------------------------
+
+
+def test_missing_tools_are_installed_with_apt_get_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[list[str]] = []
+    monkeypatch.setattr(
+        "e2e.image.shutil.which", lambda cmd: None if cmd in ("buildah", "mmdebstrap") else f"/bin/{cmd}"
+    )
+    monkeypatch.setattr("e2e.image.os.geteuid", lambda: 0)
+    monkeypatch.setattr(image, "_run", lambda cmd, **_: ran.append(list(cmd)))
+    assert image.cannot_build_here() is None
+    image.ensure_tools()
+    assert ran[0][:2] == ["apt-get", "update"]
+    assert ran[1][:2] == ["apt-get", "install"] and ran[1][-2:] == ["buildah", "mmdebstrap"]
+
+
+def test_without_root_the_build_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("e2e.image.shutil.which", lambda cmd: None if cmd == "buildah" else f"/bin/{cmd}")
+    monkeypatch.setattr("e2e.image.os.geteuid", lambda: 1000)
+    assert image.cannot_build_here() == "buildah missing, and installing them needs root and apt-get"
+    with pytest.raises(SystemExit, match="apt-get install buildah"):
+        image.ensure_tools()
