@@ -106,6 +106,22 @@ def test_no_pip_setuptools_or_build_tools_in_the_image(rootfs: tuple[Path, Image
     assert (root / "opt/kueue-tas/bin/kueue-tas").exists()  # the globs do look in the right place
 
 
+def test_the_ca_bundle_given_to_pip_is_not_in_the_image(rootfs: tuple[Path, ImageConfig]) -> None:
+    """The build secret reaches pip only: no file of the image is (or is named like) the bundle."""
+    if not image.CA_BUNDLE.exists():
+        pytest.skip(f"no {image.CA_BUNDLE} on this machine: the build had no CA to pass")
+    root, _ = rootfs
+    bundle = image.CA_BUNDLE.read_bytes()
+    copies = [
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file()
+        and not p.is_symlink()
+        and (p.name == "pip-ca" or (p.stat().st_size == len(bundle) and p.read_bytes() == bundle))
+    ]
+    assert copies == []
+
+
 def _service_account_token(controller_kubeconfig: str) -> str:
     cfg = yaml.safe_load(Path(controller_kubeconfig).read_text())
     return str(cfg["users"][0]["user"]["token"])
