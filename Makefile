@@ -1,13 +1,16 @@
 # The two commands a fresh machine needs:
 #   make demo   - install, build the local control plane, run kueue-tas beside Kueue on a demo topology
 #   make test   - install, lint (format, style, types, import layers, dependencies, Dockerfile, Helm chart,
-#                 the docs site), unit + property tests, then the e2e suite on a real local cluster
+#                 the docs site), unit + property tests, then the e2e suite on a real local cluster (its
+#                 image test builds the image first when build/ has none for this version)
+#   make image  - the controller image from the Dockerfile (buildah; base made from Debian's
+#                 packages once, cached in ~/.cache/kueue-tas/image) -> build/kueue-tas-<version>.oci.tar
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock lint docs test unit e2e chaos chaos-smoke demo down bench bench-placement-vs-kueue bench-vs-kueue clean
+.PHONY: install lock lint docs test unit e2e image chaos chaos-smoke demo down bench bench-placement-vs-kueue bench-vs-kueue clean
 
 # The chaos campaign (e2e/chaos): RUNS runs from seed SEED on its own local cluster.
 RUNS ?= 100
@@ -62,6 +65,10 @@ unit: $(STAMP)
 
 e2e: $(STAMP)
 	$(PY) -m pytest -q e2e/tests
+
+# Installs buildah and mmdebstrap with apt-get when missing; the version is the git tag's.
+image: $(STAMP)
+	$(PY) -m e2e.image
 
 # Runs on its own cluster (~/.cache/kueue-tas/chaos-run), started and stopped by the campaign.
 chaos: $(STAMP)

@@ -24,11 +24,18 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from e2e import procs
+
+if TYPE_CHECKING:
+    from e2e.image_controller import ImageRuntime
+
+# (argv, environment) of a replica from the environment the group made for a local process.
+Launcher = Callable[[dict[str, str]], tuple[list[str], dict[str, str]]]
 
 LEASE_NAMESPACE = "kueue-tas-system"
 # Plain HTTP without token reviews for /metrics and the map: the settings' local-dev switch
@@ -65,6 +72,7 @@ class ControllerProcess:
     log_offset: int = 0  # where this run's output starts in the (appended) log file
     map_port: int | None = None  # the topology map's port, when the group serves it
     args: tuple[str, ...] = ()  # after `run`, e.g. ("--config", path) as the chart's Deployment runs it
+    launcher: Launcher | None = None  # how to start it; default: this venv's ``kueue-tas run``
 
     @property
     def map_url(self) -> str:
@@ -84,9 +92,14 @@ class ControllerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         out = self.log_path.open("ab")
+        argv, env = (
+            self.launcher(self.env)
+            if self.launcher is not None
+            else ([sys.executable, "-m", "kueue_tas.cli.main", "run", *self.args], self.env)
+        )
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kueue_tas.cli.main", "run", *self.args],
-            env=self.env,
+            argv,
+            env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=REPO_ROOT,
@@ -149,6 +162,7 @@ class ControllerGroup:
     leader_election: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)
     map_server: bool = False  # serve the topology map, each replica on a port of its own
+    image: ImageRuntime | None = None  # run the replicas from the image (e2e/image_controller.py)
     group_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     processes: list[ControllerProcess] = field(default_factory=list)
 
@@ -210,6 +224,7 @@ class ControllerGroup:
             health,
             metrics,
             map_port=map_port,
+            launcher=self.image.launch if self.image is not None else None,
         )
         self.processes.append(p)
         return p

@@ -68,6 +68,19 @@ def gates_help() -> str:
     return "feature gates (Kueue v0.19.2 names and defaults):\n" + "\n".join(lines)
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the version is read only when asked for (a package metadata scan)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from kueue_tas.version import version
+
+        print(f"kueue-tas {version()}")
+        parser.exit()
+
+
 def program_name(argv0: str | None = None) -> str:
     name = os.path.basename(argv0 if argv0 is not None else sys.argv[0])
     return "kubectl kueue_tas" if name.startswith(KUBECTL_PLUGIN) else "kueue-tas"
@@ -77,6 +90,7 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="Topology Aware Scheduling for Kueue, as an AdmissionCheck controller."
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser(
         "plan",
@@ -172,6 +186,15 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
     )
     _cluster_access(cap)
     cap.set_defaults(func=Command("capacity"))
+
+    v = sub.add_parser(
+        "version",
+        help="print the version (the git tag it was built from; in the image, its label's)",
+        description="Print the version of kueue-tas: a release tag (0.2.0) or, between tags, a development "
+        "release of the next one with its commit (0.2.1.dev3+g1a2b3c4).",
+    )
+    v.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    v.set_defaults(func=Command("version"))
     return parser
 
 

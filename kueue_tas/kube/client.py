@@ -30,6 +30,7 @@ from yarl import URL
 
 from kueue_tas.api.constants import FIELD_MANAGER
 from kueue_tas.kube.errors import ApiError, TransportError, error_from_response
+from kueue_tas.version import version
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
@@ -230,7 +231,7 @@ async def make_api_client(
         raise ClientConfigError(f"cannot load Kubernetes client configuration: {e}") from e
     cfg.connection_pool_maxsize = pool
     api = RateLimitedApiClient(cfg, qps=qps, burst=burst)
-    api.user_agent = "kueue-tas/0.1"
+    api.user_agent = f"kueue-tas/{version()}"
     return api, source
 
 

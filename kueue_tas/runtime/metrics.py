@@ -6,6 +6,7 @@ their own. ``render()`` gives the text exposition for ``/metrics``.
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Callable, Iterable, Mapping
 from typing import Final, Generic, Literal, TypeVar
 
@@ -19,6 +20,8 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+
+from kueue_tas.version import version
 
 log = structlog.get_logger(__name__)
 
@@ -175,6 +178,14 @@ class Metrics:
             ["server", "result"],
             registry=r,
         )
+        self.build_info = Gauge(
+            "kueue_tas_build_info",
+            "Always 1; its labels name the version of kueue-tas (the git tag it was built from) and of "
+            "the Python running it, so a dashboard shows which replicas run what during a rollout.",
+            ["version", "python_version"],
+            registry=r,
+        )
+        self.build_info.labels(version(), platform.python_version()).set(1)
         self._domain_free: TopologySeries[tuple[str, str, str]] = TopologySeries(self.domain_free)
         self._domain_slots: TopologySeries[tuple[str, str, str]] = TopologySeries(self.domain_free_slots)
         self._free_domains: TopologySeries[tuple[str, str]] = TopologySeries(self.free_domains)
