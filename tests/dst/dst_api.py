@@ -100,8 +100,8 @@ class PendingWrite:
     owner: int  # which controller incarnation (leader term) sent it
 
     def describe(self) -> str:
-        _, ns, name, sub = split_path(self.path)
-        coll = split_path(self.path)[0].rsplit("/", 1)[-1]
+        collection, _, name, sub = split_path(self.path)
+        coll = collection.rsplit("/", 1)[-1]
         return f"{self.method} {coll}/{name}{'/' + sub if sub else ''} ({self.content_type.rsplit('/', 1)[-1]})"
 
 
@@ -195,7 +195,7 @@ class SimApiServer:
 
     def expire(self, w: WatchStream) -> None:
         """410 Gone on an open watch: the reflector re-lists."""
-        self.compacted = max(self.compacted, w.cursor + 1)
+        self.compacted = max(self.compacted, w.cursor)
         w.push("ERROR", status_body(410, "too old resource version", "Expired"))
         w.end()
 
@@ -262,7 +262,9 @@ class SimApiServer:
         elif "merge-patch" in content_type:
             updated = merge_patch(current, body)
         elif "apply-patch" in content_type:
-            part = {"status": body.get("status")} if sub == "status" else {k: v for k, v in body.items() if k != "status"}
+            part = (
+                {"status": body.get("status")} if sub == "status" else {k: v for k, v in body.items() if k != "status"}
+            )
             part.pop("metadata", None)
             part.pop("apiVersion", None)
             part.pop("kind", None)
@@ -301,9 +303,7 @@ class SimSession:
         future: asyncio.Future[Any] = loop.create_future()
         self.server.next_id += 1
         self.server.pending.append(
-            PendingWrite(
-                self.server.next_id, method, path, headers.get("Content-Type", ""), body, future, self.owner
-            )
+            PendingWrite(self.server.next_id, method, path, headers.get("Content-Type", ""), body, future, self.owner)
         )
         return await future
 

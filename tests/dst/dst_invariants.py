@@ -110,7 +110,8 @@ class Monitor:
                 self.note_at[uid] = now
             if entry.get("state") == "Ready" and not has_quota(wl):
                 return Violation(
-                    UNDECIDED_READY, f"workload {wl['metadata']['name']}: our entry is Ready on a Workload without quota"
+                    UNDECIDED_READY,
+                    f"workload {wl['metadata']['name']}: our entry is Ready on a Workload without quota",
                 )
         return None
 
@@ -153,7 +154,9 @@ class Monitor:
         for name, used in host_use.items():
             cap = int(nodes[name]["status"]["allocatable"].get(GPU, "0"))
             if used > cap:
-                return Violation(CAPACITY, f"node {name}: {used} GPUs assigned to admitted workloads, {cap} allocatable")
+                return Violation(
+                    CAPACITY, f"node {name}: {used} GPUs assigned to admitted workloads, {cap} allocatable"
+                )
         for rack, used in rack_use.items():
             cap = sum(
                 int(o["status"]["allocatable"].get(GPU, "0"))
@@ -161,7 +164,9 @@ class Monitor:
                 if o["metadata"]["labels"].get(RACK) == rack
             )
             if used > cap:
-                return Violation(CAPACITY, f"rack {rack}: {used} GPUs assigned to admitted workloads, {cap} allocatable")
+                return Violation(
+                    CAPACITY, f"rack {rack}: {used} GPUs assigned to admitted workloads, {cap} allocatable"
+                )
         return None
 
     def _placement(self, now: float, nodes: dict[str, Obj], wls: list[Obj], pods: list[Obj]) -> Violation | None:
@@ -189,7 +194,11 @@ class Monitor:
                         continue
                     node = nodes.get(pod["spec"].get("nodeName") or "")
                     if node is not None:
-                        at = [i for i, d in enumerate(ta.domains) if self._matches(node["metadata"]["labels"], ta.levels, d.values)]
+                        at = [
+                            i
+                            for i, d in enumerate(ta.domains)
+                            if self._matches(node["metadata"]["labels"], ta.levels, d.values)
+                        ]
                         if not at:
                             if now - self.unhealthy_at.get(node["metadata"]["name"], -1e9) < self.grace:
                                 continue
@@ -236,10 +245,13 @@ class Monitor:
             if now - since < self.held_bound:
                 continue
             names = {pod["metadata"]["name"], wl["metadata"]["name"]}
-            explained = any(
-                (e.get("regarding") or {}).get("name") in names and e.get("sim_time", 0.0) >= since
-                for e in self.server.events
-            ) or self.note_at.get(wl["metadata"]["uid"], -1.0) >= since
+            explained = (
+                any(
+                    (e.get("regarding") or {}).get("name") in names and e.get("sim_time", 0.0) >= since
+                    for e in self.server.events
+                )
+                or self.note_at.get(wl["metadata"]["uid"], -1.0) >= since
+            )
             if not explained:
                 return Violation(
                     HELD,
@@ -269,9 +281,8 @@ class Monitor:
             for _, ta in old:
                 for d in ta.domains:
                     match = [n for n, o in nodes.items() if self._matches(o["metadata"]["labels"], ta.levels, d.values)]
-                    if HOST not in ta.levels or not match:
-                        justified = True
-                    elif any(now - self.unhealthy_at.get(n, -1e9) < self.healthy_window for n in match):
+                    recent = any(now - self.unhealthy_at.get(n, -1e9) < self.healthy_window for n in match)
+                    if HOST not in ta.levels or not match or recent:
                         justified = True
             if not justified:
                 return Violation(
@@ -287,7 +298,9 @@ class Monitor:
                 continue
             for (level, name, resource), free in domain_free(snap).items():
                 if resource == GPU and free < 0:
-                    return Violation(CAPACITY, f"flavor {flavor}: domain {level}={name} has {free} GPUs free in the model")
+                    return Violation(
+                        CAPACITY, f"flavor {flavor}: domain {level}={name} has {free} GPUs free in the model"
+                    )
         return None
 
     def leaks(self, capacity: LiveCapacity) -> Violation | None:
@@ -300,7 +313,9 @@ class Monitor:
             top = snap.tree.levels[0].key
             free = sum(v for (level, _, res), v in domain_free(snap).items() if level == top and res == GPU)
             if free != total:
-                return Violation(LEAK, f"flavor {flavor}: {free} GPUs free after every workload finished, cluster has {total}")
+                return Violation(
+                    LEAK, f"flavor {flavor}: {free} GPUs free after every workload finished, cluster has {total}"
+                )
         return None
 
 

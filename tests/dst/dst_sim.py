@@ -91,6 +91,7 @@ class Profile:
     hostname_differs: bool = False  # defect 1
     gate: str = c.SCHEDULING_GATE  # defect 5: a non-default scheduling_gate setting
     steps: int = 260
+    drain: int = 400  # steps without faults after the chaos, before every workload finishes
     # write outcomes: (land, refuse, lost, landed-lost)
     write_mix: tuple[float, float, float, float] = (0.88, 0.04, 0.04, 0.04)
     evict: float = 0.0  # Kueue evicts (waitForPodsReady timeout) / preempts / deactivates
@@ -116,7 +117,10 @@ PROFILES: dict[str, Profile] = {
     for p in (
         BASE,
         Profile("quiet", watch_faults=0.0, write_mix=(1.0, 0.0, 0.0, 0.0)),
-        Profile("faults", evict=0.03, node_flap=0.02, node_delete=0.01, relabel=0.005, kill_pod=0.02, watch_faults=0.04),
+        Profile("nodes", node_flap=0.02, node_delete=0.01, relabel=0.005, kill_pod=0.02, watch_faults=0.04),
+        Profile(
+            "faults", evict=0.03, node_flap=0.02, node_delete=0.01, relabel=0.005, kill_pod=0.02, watch_faults=0.04
+        ),
         Profile("eks-hostnames", hostname_differs=True, node_flap=0.01),  # 1
         Profile("evictions", evict=0.08, write_mix=(0.9, 0.0, 0.05, 0.05)),  # 2
         Profile("delete-during-repair", node_flap=0.03, node_delete=0.03, delete_workload=0.04),  # 3
@@ -127,6 +131,8 @@ PROFILES: dict[str, Profile] = {
         Profile("handover", handover=0.03, evict=0.04),  # 9
     )
 }
+# The smoke `make test` runs (tests/dst/test_dst.py): short schedules, write and watch faults only.
+SMOKE = Profile("smoke", steps=40, drain=60, watch_faults=0.03)
 # The campaign's default mix (``make dst`` without PROFILE): every profile in turn.
 CAMPAIGN = tuple(PROFILES)
 
@@ -198,7 +204,13 @@ def virtual_clocks() -> Iterator[None]:
 
 
 class SimLoop(asyncio.SelectorEventLoop):
-    """An event loop whose clock is :class:`_Clock`: only the simulation moves it."""
+    """An event loop whose clock is :class:`_Clock`: only the simulation moves it. A timer fires
+    once the clock has reached it, not a clock resolution early: the work queue re-arms a timer
+    it finds early, which on a frozen clock would spin forever."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._clock_resolution = 0.0
 
     def time(self) -> float:
         return _Clock.now
@@ -232,7 +244,9 @@ class Simulation:
         self.rng = random.Random(seed)
         self.server = SimApiServer()
         self.fleet = Fleet(hostname_differs=profile.hostname_differs)
-        self.kueue = KueueModel(self.server, profile.gate, quota=self.fleet.racks * self.fleet.hosts * self.fleet.gpus, now=self.stamp)
+        self.kueue = KueueModel(
+            self.server, profile.gate, quota=self.fleet.racks * self.fleet.hosts * self.fleet.gpus, now=self.stamp
+        )
         self.monitor = Monitor(self.server, profile.gate)
         self.history: list[str] = []
         self.faults: dict[str, int] = {}
@@ -264,7 +278,9 @@ class Simulation:
         s.create(TOPOLOGIES, mk.topology("topo", (RACK, HOST)))
         s.create(FLAVORS, mk.flavor("gpu", POOL))
         s.create(CHECKS, mk.admission_check(CHECK, "topo", c.CONTROLLER_NAME))
-        s.create(QUEUES, mk.cluster_queue("cq", ("gpu",), {CHECK: ["gpu"]}, covered=(GPU,), quota=str(self.kueue.quota)))
+        s.create(
+            QUEUES, mk.cluster_queue("cq", ("gpu",), {CHECK: ["gpu"]}, covered=(GPU,), quota=str(self.kueue.quota))
+        )
         for r, h in self.fleet.all():
             s.create(NODES, self.fleet.node(r, h, self.stamp()))
 
@@ -285,7 +301,7 @@ class Simulation:
         """Run every ready callback (and those they make ready) before the next step."""
         loop = asyncio.get_running_loop()
         ready = loop._ready  # type: ignore[attr-defined]
-        for _ in range(100000):
+        for _ in range(20000):
             await asyncio.sleep(0)
             if not ready:
                 return
@@ -348,11 +364,13 @@ class Simulation:
         options = self.candidates(draining)
         total = sum(w for w, _, _ in options)
         pick = self.rng.random() * total
+        chosen = options[-1][2]
         for weight, _, action in options:
             pick -= weight
             if pick <= 0:
+                chosen = action
                 break
-        result = action()
+        result = chosen()
         if asyncio.iscoroutine(result):
             await result
 
@@ -367,7 +385,15 @@ class Simulation:
     def complete_write(self, write: PendingWrite, draining: bool) -> None:
         land, refuse, lost, _ = self.profile.write_mix
         roll = self.rng.random()
-        outcome = "land" if draining or roll < land else "refuse" if roll < land + refuse else "lost" if roll < land + refuse + lost else "landed-lost"
+        outcome = (
+            "land"
+            if draining or roll < land
+            else "refuse"
+            if roll < land + refuse
+            else "lost"
+            if roll < land + refuse + lost
+            else "landed-lost"
+        )
         if outcome != "land":
             self.faults[f"write-{outcome}"] = self.faults.get(f"write-{outcome}", 0) + 1
         before = self._entry_state(write)
@@ -582,7 +608,10 @@ class Simulation:
             return
         self.manager_task.cancel()
         await self.settle()
-        self.fault("handover", f"term {self.term} deposed, {sum(w.owner == self.term for w in self.server.pending)} writes in flight")
+        self.fault(
+            "handover",
+            f"term {self.term} deposed, {sum(w.owner == self.term for w in self.server.pending)} writes in flight",
+        )
         await self.start_controller()
 
     def watch_fault(self) -> None:
@@ -614,7 +643,7 @@ class Simulation:
         await self.start_controller()
         steps = 0
         violation: Violation | None = None
-        for phase, count in (("chaos", self.profile.steps), ("drain", 400)):
+        for phase, count in (("chaos", self.profile.steps), ("drain", self.profile.drain)):
             if phase == "drain":
                 self.note("drain: no more faults; nodes back")
                 self.restore_nodes()
@@ -635,7 +664,7 @@ class Simulation:
         return Result(self.seed, self.profile.name, violation, self.history, steps, _Clock.now, self.faults)
 
     def restore_nodes(self) -> None:
-        for name, obj in sorted(self.down.items()):
+        for _, obj in sorted(self.down.items()):
             obj["metadata"].pop("resourceVersion", None)
             obj["metadata"].pop("uid", None)
             self.server.create(NODES, obj)
@@ -702,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile", default="", help=f"one of {', '.join(PROFILES)} (default: all in turn)")
-    ap.add_argument("--steps", type=int, default=0, help="chaos steps per schedule (default: the profile's)")
+    ap.add_argument("--steps", type=int, default=0, help="chaos and drain steps per schedule (default: the profile's)")
     ap.add_argument("--tail", type=int, default=25)
     ap.add_argument("--keep-going", action="store_true", help="do not stop at the first violation")
     args = ap.parse_args(argv)
@@ -721,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
         seed = args.seed + i
         profile = PROFILES[names[i % len(names)]]
         if args.steps:
-            profile = replace(profile, steps=args.steps)
+            profile = replace(profile, steps=args.steps, drain=args.steps)
         result = simulate(seed, profile)
         steps += result.steps
         for k, v in result.faults.items():

@@ -133,9 +133,7 @@ class KueueModel:
         self.originals[name] = copy.deepcopy(job["spec"]["template"])
 
     def reserved_gpus(self) -> int:
-        return sum(
-            ps["count"] for wl in self.server.items(WORKLOADS) if has_quota(wl) for ps in wl["spec"]["podSets"]
-        )
+        return sum(ps["count"] for wl in self.server.items(WORKLOADS) if has_quota(wl) for ps in wl["spec"]["podSets"])
 
     def reserve(self, wl: Obj) -> bool:
         need = sum(ps["count"] for ps in wl["spec"]["podSets"])
@@ -190,7 +188,12 @@ class KueueModel:
         conds.append(mk.condition("Evicted", True, reason=reason, message=reason, time=self.now()))
         st["conditions"] = conds
         st["admissionChecks"] = [
-            {"name": e["name"], "state": "Pending", "message": "Reset to Pending after eviction", "lastTransitionTime": self.now()}
+            {
+                "name": e["name"],
+                "state": "Pending",
+                "message": "Reset to Pending after eviction",
+                "lastTransitionTime": self.now(),
+            }
             for e in st.get("admissionChecks") or []
         ]
         if deactivate:

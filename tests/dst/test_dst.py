@@ -1,0 +1,84 @@
+"""Deterministic simulation testing of ``kueue-tas run`` (issue 27): the smoke that runs in
+``make test``, the replay guarantee, and the regression seeds of the defects it found.
+
+``make dst RUNS=N SEED=S [PROFILE=P]`` runs a campaign; ``dst_sim`` says how a run works."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import dst_sim
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SEEDS = tomllib.loads((HERE / "seeds.toml").read_text())
+
+# The defects of seeds.toml whose fix is merged: their seeds must now run clean. The lead moves a
+# defect here ("defect-2", ...) when its fix lands; on the unfixed code each of them fails.
+FIXED: list[str] = []
+
+SMOKE_SCHEDULES = 100
+
+
+@pytest.fixture(autouse=True)
+def _quiet() -> None:
+    dst_sim.quiet_logs()
+
+
+def test_smoke_schedules_keep_every_invariant() -> None:
+    """A hundred short schedules with write and watch faults: no invariant broken."""
+    for seed in range(1, SMOKE_SCHEDULES + 1):
+        result = dst_sim.simulate(seed, dst_sim.SMOKE)
+        assert result.violation is None, (seed, result.violation, result.history[-15:])
+        assert any("admitted" in line for line in result.history), f"seed {seed}: nothing was ever admitted"
+
+
+def test_a_seed_replays_exactly() -> None:
+    first = dst_sim.simulate(7, "base")
+    second = dst_sim.simulate(7, "base")
+    assert len(first.history) > 50
+    assert first.history == second.history
+    assert first.digest == second.digest
+    assert dst_sim.simulate(8, "base").digest != first.digest
+
+
+def test_the_monitor_sees_a_ready_entry_on_an_evicted_workload() -> None:
+    """The monitor itself: a Ready entry put on a quota-less Workload is a violation."""
+    sim = dst_sim.Simulation(1, dst_sim.PROFILES["quiet"])
+    sim.setup()
+    sim.kueue.submit("w0", 2, dst_sim.RACK, "required")
+    wl = sim.server.items(dst_sim.WORKLOADS)[0]
+    wl = {**wl, "status": {"admissionChecks": [{"name": dst_sim.CHECK, "state": "Ready", "message": ""}]}}
+    sim.server.replace(dst_sim.WORKLOADS, wl)
+    found = sim.monitor.check(0.0, None)
+    assert found is not None and found.invariant == "ready-not-decided"
+
+
+@pytest.mark.parametrize("defect", sorted(SEEDS))
+def test_regression_seed(defect: str) -> None:
+    """Each defect's finding seed, replayed in a fresh process with a fixed hash seed (as
+    ``make dst`` runs it): clean once the defect is fixed."""
+    if defect not in FIXED:
+        pytest.skip(f"{defect} not fixed on this branch yet (tests/dst/test_dst.py FIXED)")
+    row = SEEDS[defect]
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "dst_sim.py"),
+            "--runs",
+            "1",
+            "--seed",
+            str(row["seed"]),
+            "--profile",
+            row["profile"],
+        ],
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-3000:]
