@@ -63,6 +63,8 @@ class Monitor:
     note_at: dict[str, float] = field(default_factory=dict)  # workload uid -> last entry message change
     unhealthy_at: dict[str, float] = field(default_factory=dict)  # node name -> last time not serving
     epochs: dict[str, tuple[int, float]] = field(default_factory=dict)  # uid -> (reservation epoch, began)
+    outside_since: dict[str, float] = field(default_factory=dict)  # pod uid -> first seen outside
+    overfull_since: dict[tuple[str, str, int], float] = field(default_factory=dict)  # (wl uid, podset, domain)
 
     # --- what the simulation tells the monitor ---------------------------------------------------
 
@@ -72,13 +74,15 @@ class Monitor:
     def reserved(self, uid: str, epoch: int, now: float) -> None:
         self.epochs[uid] = (epoch, now)
 
-    def ready_landed(self, uid: str, sent_at: float, now: float) -> Violation | None:
-        """A write setting our entry Ready landed; it was sent at ``sent_at``."""
+    def ready_landed(self, uid: str, sent_at: float, now: float, term: int, leader: int) -> Violation | None:
+        """A write setting our entry Ready, sent at ``sent_at`` by controller term ``term``,
+        landed while term ``leader`` leads."""
         epoch = self.epochs.get(uid)
         if epoch is not None and sent_at < epoch[1]:
+            who = f"term {term}, deposed (term {leader} leads)" if term != leader else f"term {term}, the leader"
             return Violation(
                 UNDECIDED_READY,
-                f"workload uid {uid}: a Ready entry sent at t={sent_at:.1f}s landed at t={now:.1f}s on "
+                f"workload uid {uid}: a Ready entry sent at t={sent_at:.1f}s by {who} landed at t={now:.1f}s on "
                 f"reservation #{epoch[0]} begun at t={epoch[1]:.1f}s (decided on an older Workload)",
             )
         return None
@@ -127,7 +131,8 @@ class Monitor:
 
     @staticmethod
     def _holding(wl: Obj) -> bool:
-        return has_quota(wl) and (entry_of(wl) or {}).get("state") == "Ready"
+        """Holds quota and our Ready entry, not finished (a replaced elastic slice is)."""
+        return has_quota(wl) and (entry_of(wl) or {}).get("state") == "Ready" and not condition_true(wl, "Finished")
 
     @staticmethod
     def _matches(labels: dict[str, str], levels: tuple[str, ...], values: tuple[str, ...]) -> bool:
@@ -137,8 +142,15 @@ class Monitor:
         """Assignments of the Workloads holding quota and a Ready entry, per host and per rack."""
         host_use: dict[str, int] = {}
         rack_use: dict[str, int] = {}
+        # A new elastic slice's assignment holds the pods it keeps: the slice it replaces is
+        # counted through it until Kueue finishes that one (never both).
+        replaced = {
+            (wl["metadata"].get("annotations") or {}).get(c.KUEUE_SLICE_REPLACEMENT_ANNOTATION, "").split("/")[-1]
+            for wl in wls
+            if self._holding(wl)
+        }
         for wl in wls:
-            if not self._holding(wl):
+            if not self._holding(wl) or wl["metadata"]["name"] in replaced:
                 continue
             per_pod = {ps["name"]: _template_gpus(ps) for ps in wl["spec"]["podSets"]}
             for ps_name, ta in self._assignments(wl):
@@ -171,6 +183,25 @@ class Monitor:
 
     def _placement(self, now: float, nodes: dict[str, Obj], wls: list[Obj], pods: list[Obj]) -> Violation | None:
         by_job: dict[str, list[Obj]] = {}
+        outside: set[str] = set()
+        overfull: set[tuple[str, str, int]] = set()
+        found = self._placement_of(now, nodes, wls, pods, by_job, outside, overfull)
+        for pod_uid in set(self.outside_since) - outside:
+            del self.outside_since[pod_uid]
+        for key in set(self.overfull_since) - overfull:
+            del self.overfull_since[key]
+        return found
+
+    def _placement_of(
+        self,
+        now: float,
+        nodes: dict[str, Obj],
+        wls: list[Obj],
+        pods: list[Obj],
+        by_job: dict[str, list[Obj]],
+        outside: set[str],
+        overfull: set[tuple[str, str, int]],
+    ) -> Violation | None:
         for pod in pods:
             by_job.setdefault((pod["metadata"].get("labels") or {}).get("sim/job", ""), []).append(pod)
         for wl in wls:
@@ -200,12 +231,15 @@ class Monitor:
                             if self._matches(node["metadata"]["labels"], ta.levels, d.values)
                         ]
                         if not at:
-                            if now - self.unhealthy_at.get(node["metadata"]["name"], -1e9) < self.grace:
+                            pod_uid = pod["metadata"]["uid"]
+                            outside.add(pod_uid)
+                            since = self.outside_since.setdefault(pod_uid, now)
+                            if now - since < self.grace:
                                 continue
                             return Violation(
                                 OUTSIDE,
                                 f"workload {name}: pod {pod['metadata']['name']} runs on node "
-                                f"{node['metadata']['name']}, outside its assignment for {now - seen[1]:.0f}s",
+                                f"{node['metadata']['name']}, outside its assignment for {now - since:.0f}s",
                             )
                         counts[at[0]] += 1
                         continue
@@ -218,12 +252,17 @@ class Monitor:
                     ]
                     if at:
                         counts[at[0]] += 1
-                for d, n in zip(ta.domains, counts, strict=True):
-                    if n > d.count:
+                for i, (d, n) in enumerate(zip(ta.domains, counts, strict=True)):
+                    if n <= d.count:
+                        continue
+                    key = (uid, ps_name, i)
+                    overfull.add(key)
+                    since = self.overfull_since.setdefault(key, now)
+                    if now - since >= self.grace:
                         return Violation(
                             EXACT_COUNTS,
                             f"workload {name} podset {ps_name}: {n} ungated pods in domain {'/'.join(d.values)}, "
-                            f"assigned {d.count}",
+                            f"assigned {d.count}, for {now - since:.0f}s",
                         )
         return None
 
@@ -271,7 +310,7 @@ class Monitor:
             text = (wl["metadata"].get("annotations") or {}).get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION, "")
             seen = self.assignment_seen.get(uid)
             epoch = str(self.epochs.get(uid, (0, 0.0))[0])
-            if seen is None or seen[2] != epoch or not seen[0] or seen[0] == text or not has_quota(wl):
+            if seen is None or seen[2] != epoch or not seen[0] or seen[0] == text or not self._holding(wl):
                 continue
             try:
                 old = decode_assignment_annotation(seen[0])

@@ -99,12 +99,16 @@ class Profile:
     node_delete: float = 0.0
     relabel: float = 0.0
     cordon: float = 0.0
+    uncordon: float = 0.5  # of the cordon draws, the share that uncordons a node
     kill_pod: float = 0.0  # a running pod fails; the Job makes a replacement
     huge: float = 0.0  # defect 8: a node's extended resource grows to 10Ei
     topology_recreate: float = 0.0  # defect 7
     delete_workload: float = 0.0  # defect 3: a user deletes an admitted workload
     handover: float = 0.0  # defect 9: the leader is deposed; its in-flight writes may land late
     watch_faults: float = 0.02  # a watch ends, or answers 410 Gone
+    elastic: float = 0.0  # an admitted elastic Job grows: a new slice replaces the admitted one
+    delete_replaced: float = 0.0  # defect 4: a replaced (finished) slice is deleted
+    feature_gates: tuple[tuple[str, bool], ...] = ()
 
     def describe(self) -> str:
         knobs = [f"{k}={v}" for k, v in vars(self).items() if k not in ("name", "steps") and v]
@@ -123,12 +127,20 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile("eks-hostnames", hostname_differs=True, node_flap=0.01),  # 1
         Profile("evictions", evict=0.08, write_mix=(0.9, 0.0, 0.05, 0.05)),  # 2
-        Profile("delete-during-repair", node_flap=0.03, node_delete=0.03, delete_workload=0.04),  # 3
+        Profile("delete-during-repair", node_flap=0.03, node_delete=0.02, delete_workload=0.03, steps=500),  # 3
         Profile("custom-gate", gate="example.com/hold"),  # 5
-        Profile("cordon", cordon=0.03, kill_pod=0.04),  # 6
+        Profile("cordon", cordon=0.02, uncordon=0.1, kill_pod=0.04, steps=500),  # 6
         Profile("topology-recreate", topology_recreate=0.02),  # 7
         Profile("huge-allocatable", huge=0.02),  # 8
         Profile("handover", handover=0.03, evict=0.04),  # 9
+        Profile(
+            "elastic-delete-replaced",
+            elastic=0.03,
+            delete_replaced=0.03,
+            feature_gates=(("ElasticJobsViaWorkloadSlicesWithTAS", True),),
+            steps=400,
+        ),  # 4
+        Profile("elastic", elastic=0.03, feature_gates=(("ElasticJobsViaWorkloadSlicesWithTAS", True),), steps=400),
     )
 }
 # The smoke `make test` runs (tests/dst/test_dst.py): short schedules, write and watch faults only.
@@ -288,7 +300,9 @@ class Simulation:
         self.term += 1
         self.server.term = self.term
         api = await sim_client(self.server, self.term)
-        settings = Settings(leader_election=False, scheduling_gate=self.profile.gate)
+        settings = Settings(
+            leader_election=False, scheduling_gate=self.profile.gate, feature_gates=dict(self.profile.feature_gates)
+        )
         manager = Manager(api, settings, Metrics())
         manager._events = EventRecorder(
             api, controller=settings.controller_name, instance=f"sim-{self.term}", now=_wall, timer=_SimTime.monotonic
@@ -340,7 +354,7 @@ class Simulation:
             return out
         if len(wls) < 5:
             out.append((0.25, "submit", self.submit))
-        finishing = [wl for wl in wls if condition_true(wl, "Admitted") and self.all_running(wl)]
+        finishing = [wl for wl in wls if self.running(wl) and self.all_running(wl)]
         if finishing:
             out.append((0.08, "finish", lambda: self.finish(self.rng.choice(finishing))))
         for weight, name, action in (
@@ -355,6 +369,8 @@ class Simulation:
             (p.delete_workload, "delete-workload", self.delete_workload),
             (p.handover, "handover", self.handover),
             (p.watch_faults, "watch", self.watch_fault),
+            (p.elastic, "scale-up", self.scale_up),
+            (p.delete_replaced, "delete-replaced", self.delete_replaced),
         ):
             if weight > 0:
                 out.append((weight * 10, name, action))
@@ -403,7 +419,9 @@ class Simulation:
             wl, was = before
             now = self.server.get(WORKLOADS, wl["metadata"].get("namespace", ""), wl["metadata"]["name"])
             if now is not None and (entry_of(now) or {}).get("state") == "Ready" and was != "Ready":
-                found = self.monitor.ready_landed(now["metadata"]["uid"], self.sent_at.get(write.rid, 0.0), _Clock.now)
+                found = self.monitor.ready_landed(
+                    now["metadata"]["uid"], self.sent_at.get(write.rid, 0.0), _Clock.now, write.owner, self.term
+                )
                 if found is not None and self.violation is None:
                     self.violation = found
 
@@ -419,7 +437,7 @@ class Simulation:
         if nxt is not None and self.rng.random() < 0.6:
             dt = max(nxt - _Clock.now, 0.0) + 0.001
         else:
-            dt = self.rng.choice((0.2, 0.5, 1.0, 2.0, 5.0))
+            dt = self.rng.choice((0.2, 0.5, 1.0, 2.0, 5.0, 30.0))
         self.advance(min(dt, 120.0))
         self.note(f"time +{dt:.3f}s")
 
@@ -442,6 +460,8 @@ class Simulation:
 
     def kueue_wants(self, wl: Any) -> bool:
         entry = entry_of(wl) or {}
+        if condition_true(wl, "Finished"):
+            return False
         if wl["spec"].get("active") is False:
             return True  # reactivation
         if not has_quota(wl):
@@ -488,6 +508,10 @@ class Simulation:
         node = self.kueue.bind(pod)
         self.note(f"scheduler: {pod['metadata']['name']} -> {node or 'unschedulable'}")
 
+    @staticmethod
+    def running(wl: Any) -> bool:
+        return condition_true(wl, "Admitted") and not condition_true(wl, "Finished")
+
     def all_running(self, wl: Any) -> bool:
         pods = self.kueue.pods_of(wl["metadata"]["labels"]["sim/job"])
         count = sum(ps["count"] for ps in wl["spec"]["podSets"])
@@ -500,7 +524,13 @@ class Simulation:
     # --- actions: faults -------------------------------------------------------------------------
 
     def evict(self) -> None:
-        wls = [wl for wl in self.server.items(WORKLOADS) if has_quota(wl)]
+        wls = [
+            wl
+            for wl in self.server.items(WORKLOADS)
+            if has_quota(wl)
+            and not condition_true(wl, "Finished")
+            and c.KUEUE_SLICE_REPLACEMENT_ANNOTATION not in (wl["metadata"].get("annotations") or {})
+        ]
         if not wls:
             return
         wl = self.rng.choice(wls)
@@ -559,14 +589,21 @@ class Simulation:
         self.fault("relabel", f"{node['metadata']['name']} -> {node['metadata']['labels'][RACK]}")
 
     def cordon(self) -> None:
-        node = self._node()
-        if node is None:
-            return
-        node = copy.deepcopy(node)
-        node["spec"]["unschedulable"] = not node["spec"].get("unschedulable", False)
-        self.server.replace(NODES, node)
-        if node["spec"]["unschedulable"]:
+        """Cordon a node that runs pods (a host under a running workload), or uncordon one."""
+        nodes = self.server.items(NODES)
+        cordoned = [n for n in nodes if n["spec"].get("unschedulable")]
+        busy = {p["spec"].get("nodeName") for p in self.server.items(PODS)}
+        if cordoned and self.rng.random() < self.profile.uncordon:
+            node = copy.deepcopy(self.rng.choice(cordoned))
+            node["spec"]["unschedulable"] = False
+        else:
+            pick = [n for n in nodes if n["metadata"]["name"] in busy and not n["spec"].get("unschedulable")]
+            if not pick:
+                return
+            node = copy.deepcopy(self.rng.choice(pick))
+            node["spec"]["unschedulable"] = True
             self.monitor.node_unhealthy(node["metadata"]["name"], _Clock.now)
+        self.server.replace(NODES, node)
         self.fault("cordon", f"{node['metadata']['name']} unschedulable={node['spec']['unschedulable']}")
 
     def kill_pod(self) -> None:
@@ -594,8 +631,31 @@ class Simulation:
         self.server.create(TOPOLOGIES, mk.topology("topo", other))
         self.fault("topology-recreate", f"topo re-created with levels {[x.rsplit('/', 1)[-1] for x in other]}")
 
+    def scale_up(self) -> None:
+        wls = self.server.items(WORKLOADS)
+        growing = {w["metadata"]["labels"]["sim/job"] for w in wls if not condition_true(w, "Admitted")}
+        pick = [
+            w
+            for w in wls
+            if self.running(w) and self.all_running(w) and w["metadata"]["labels"]["sim/job"] not in growing
+        ]
+        if not pick:
+            return
+        wl = self.rng.choice(pick)
+        self.names += 1
+        name = self.kueue.scale_up(wl, self.rng.choice((1, 2)), self.names)
+        self.fault("scale-up", f"{wl['metadata']['name']} grows: slice {name} replaces it")
+
+    def delete_replaced(self) -> None:
+        done = [w for w in self.server.items(WORKLOADS) if condition_true(w, "Finished")]
+        if not done:
+            return
+        wl = self.rng.choice(done)
+        self.server.delete(WORKLOADS, NS, wl["metadata"]["name"])
+        self.fault("delete-replaced", f"replaced slice {wl['metadata']['name']} deleted")
+
     def delete_workload(self) -> None:
-        wls = [wl for wl in self.server.items(WORKLOADS) if condition_true(wl, "Admitted")]
+        wls = [wl for wl in self.server.items(WORKLOADS) if self.running(wl)]
         if not wls:
             return
         wl = self.rng.choice(wls)

@@ -158,8 +158,33 @@ class KueueModel:
     def _pending_entry(self) -> Obj:
         return {"name": CHECK, "state": "Pending", "message": "", "lastTransitionTime": self.now()}
 
+    def scale_up(self, wl: Obj, extra: int, seq: int) -> str:
+        """An elastic Job grows: Kueue makes a new slice (the whole new count) naming ``wl`` as
+        the slice it replaces; the Job's pods keep running meanwhile."""
+        job = wl["metadata"]["labels"]["sim/job"]
+        name = f"{job}-s{seq}"
+        owner = self.server.get(JOBS, NS, job)
+        assert owner is not None
+        ps = copy.deepcopy(wl["spec"]["podSets"][0])
+        ps["count"] += extra
+        new = mk.workload(name, ps["count"], namespace=NS, owner=owner, queue="lq", podsets=[ps])
+        new["metadata"]["labels"] = {"sim/job": job}
+        new["metadata"]["annotations"] = {c.KUEUE_SLICE_REPLACEMENT_ANNOTATION: f"{NS}/{wl['metadata']['name']}"}
+        self.server.create(WORKLOADS, new)
+        return name
+
     def admit(self, wl: Obj) -> None:
-        """Every check Ready on a Workload holding quota: admitted, its Job started."""
+        """Every check Ready on a Workload holding quota: admitted, its Job started (a new
+        elastic slice: the slice it replaces finished, the Job's parallelism its count)."""
+        replaced = (wl["metadata"].get("annotations") or {}).get(c.KUEUE_SLICE_REPLACEMENT_ANNOTATION)
+        if replaced:
+            old = self.server.get(WORKLOADS, NS, replaced.split("/", 1)[1])
+            if old is not None and not condition_true(old, "Finished"):
+                old["status"]["conditions"] = [
+                    *old["status"].get("conditions", []),
+                    mk.condition("Finished", True, reason="WorkloadSliceReplaced", message="", time=self.now()),
+                ]
+                self.server.replace(WORKLOADS, old)
         new = copy.deepcopy(wl)
         st = new["status"]
         st["conditions"] = [x for x in st.get("conditions") or [] if x.get("type") != "Admitted"]
@@ -176,6 +201,7 @@ class KueueModel:
             if update.get("nodeSelector"):
                 spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **update["nodeSelector"]}
         job["spec"]["suspend"] = False
+        job["spec"]["parallelism"] = sum(ps["count"] for ps in wl["spec"]["podSets"])
         self.server.replace(JOBS, job)
 
     def evict(self, wl: Obj, reason: str, *, deactivate: bool = False) -> None:
@@ -210,7 +236,11 @@ class KueueModel:
         self.server.replace(JOBS, job)
 
     def finish(self, wl: Obj) -> None:
+        """The Job completed: its pods, every slice of it and the Job go."""
         name = wl["metadata"]["labels"]["sim/job"]
+        for other in self.server.items(WORKLOADS):
+            if other["metadata"]["labels"].get("sim/job") == name and other is not wl:
+                self.server.delete(WORKLOADS, NS, other["metadata"]["name"])
         for pod in self.pods_of(name):
             self.server.delete(PODS, NS, pod["metadata"]["name"])
         self.server.delete(WORKLOADS, NS, wl["metadata"]["name"])
