@@ -66,8 +66,9 @@ chaos-smoke: $(STAMP)
 # PROFILE names one. Prints schedules/minute, the fault mix and, for a violation, the seed, the
 # invariant, the history's tail and the command that replays it. Its smoke runs in `unit`.
 PROFILE ?=
+DST_ARGS ?=
 dst: $(STAMP)
-	PYTHONHASHSEED=0 $(PY) tests/dst/dst_sim.py --runs $(RUNS) --seed $(SEED) $(if $(PROFILE),--profile $(PROFILE))
+	PYTHONHASHSEED=0 $(PY) tests/dst/dst_sim.py --runs $(RUNS) --seed $(SEED) $(if $(PROFILE),--profile $(PROFILE)) $(DST_ARGS)
 
 test: lint unit e2e chaos-smoke
 

@@ -57,6 +57,7 @@ class Monitor:
     held_bound: float = 300.0  # seconds a gated pod of an admitted workload may wait unexplained
     grace: float = 60.0  # seconds pods may sit outside a changed assignment (stray grace, binds)
     healthy_window: float = 180.0  # a node unhealthy this recently may justify a repair
+    ignore: frozenset[str] = frozenset()  # invariants not reported (to hunt past a known defect)
     gated_since: dict[str, float] = field(default_factory=dict)  # pod uid -> first seen held
     assignment_seen: dict[str, tuple[str, float, str]] = field(default_factory=dict)  # uid -> (text, since, epoch)
     entry_seen: dict[str, tuple[str, str]] = field(default_factory=dict)  # uid -> (state, message)
@@ -98,10 +99,12 @@ class Monitor:
         pods = self.server.items(PODS)
         for check in (self._ready_entries, self._capacity, self._placement, self._held, self._moves):
             found = check(now, nodes, workloads, pods)
-            if found is not None:
+            if found is not None and found.invariant not in self.ignore:
                 return found
         if capacity is not None:
-            return self._model(capacity)
+            found = self._model(capacity)
+            if found is not None and found.invariant not in self.ignore:
+                return found
         return None
 
     def _ready_entries(self, now: float, nodes: dict[str, Obj], wls: list[Obj], pods: list[Obj]) -> Violation | None:
