@@ -129,7 +129,7 @@ PROFILES: dict[str, Profile] = {
         Profile("evictions", evict=0.08, write_mix=(0.9, 0.0, 0.05, 0.05)),  # 2
         Profile("delete-during-repair", node_flap=0.03, node_delete=0.02, delete_workload=0.03, steps=500),  # 3
         Profile("custom-gate", gate="example.com/hold"),  # 5
-        Profile("cordon", cordon=0.02, uncordon=0.05, kill_pod=0.03, steps=500),  # 6
+        Profile("cordon", cordon=0.02, uncordon=0.05, kill_pod=0.015, steps=600),  # 6
         Profile("topology-recreate", topology_recreate=0.02),  # 7
         Profile("huge-allocatable", huge=0.02),  # 8
         Profile("handover", handover=0.03, evict=0.04),  # 9
@@ -615,7 +615,7 @@ class Simulation:
             return
         cordoned = {n["metadata"]["name"] for n in self.server.items(NODES) if n["spec"].get("unschedulable")}
         drained = [p for p in running if p["spec"]["nodeName"] in cordoned]
-        pod = self.rng.choice(drained if drained and self.rng.random() < 0.7 else running)
+        pod = self.rng.choice(drained if drained and self.rng.random() < 0.5 else running)
         self.server.delete(PODS, NS, pod["metadata"]["name"])
         self.fault("kill-pod", f"{pod['metadata']['name']} on {pod['spec']['nodeName']} failed")
 
@@ -673,7 +673,10 @@ class Simulation:
                 p["spec"].get("nodeName") in failing for p in self.kueue.pods_of(wl["metadata"]["labels"]["sim/job"])
             )
         ]
-        wl = self.rng.choice(hit if hit and self.rng.random() < 0.7 else wls)
+        # Best of all, while a write to another workload is in flight (a repair pass awaiting it).
+        writing = {split_path(w.path)[2] for w in self.server.pending if split_path(w.path)[0] == WORKLOADS}
+        during = [wl for wl in hit if writing - {wl["metadata"]["name"]}]
+        wl = self.rng.choice(during or hit if (during or hit) and self.rng.random() < 0.8 else wls)
         self.kueue.finish(wl)
         self.fault("delete-workload", f"{wl['metadata']['name']} deleted")
 
@@ -855,6 +858,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{done / minutes if minutes else 0:.0f} schedules/minute ({minutes * 60:.1f}s)"
     )
     print("fault mix: " + ", ".join(f"{k}={v}" for k, v in sorted(faults.items())))
+    if done == 1:
+        print(f"history digest {result.digest} ({len(result.history)} steps, {result.virtual_seconds:.0f}s virtual)")
     return 1 if found else 0
 
 
