@@ -62,6 +62,7 @@ class Monitor:
     assignment_seen: dict[str, tuple[str, float, str]] = field(default_factory=dict)  # uid -> (text, since, epoch)
     entry_seen: dict[str, tuple[str, str]] = field(default_factory=dict)  # uid -> (state, message)
     note_at: dict[str, float] = field(default_factory=dict)  # workload uid -> last entry message change
+    decided_message: dict[str, str] = field(default_factory=dict)  # workload uid -> message it turned Ready with
     unhealthy_at: dict[str, float] = field(default_factory=dict)  # node name -> last time not serving
     epochs: dict[str, tuple[int, float]] = field(default_factory=dict)  # uid -> (reservation epoch, began)
     outside_since: dict[str, float] = field(default_factory=dict)  # pod uid -> first seen outside
@@ -113,6 +114,8 @@ class Monitor:
             entry = entry_of(wl) or {}
             seen = (entry.get("state", ""), entry.get("message", ""))
             if self.entry_seen.get(uid) != seen:
+                if seen[0] == "Ready" and (self.entry_seen.get(uid) or ("",))[0] != "Ready":
+                    self.decided_message[uid] = seen[1]
                 self.entry_seen[uid] = seen
                 self.note_at[uid] = now
             if entry.get("state") == "Ready" and not has_quota(wl):
@@ -287,12 +290,16 @@ class Monitor:
             if now - since < self.held_bound:
                 continue
             names = {pod["metadata"]["name"], wl["metadata"]["name"]}
+            wl_uid = wl["metadata"]["uid"]
+            # Explained: an Event on the pod or its Workload since it was held, or a note of ours
+            # standing on the entry (its message is no longer the one it turned Ready with).
             explained = (
                 any(
                     (e.get("regarding") or {}).get("name") in names and e.get("sim_time", 0.0) >= since
                     for e in self.server.events
                 )
-                or self.note_at.get(wl["metadata"]["uid"], -1.0) >= since
+                or self.note_at.get(wl_uid, -1.0) >= since
+                or (entry_of(wl) or {}).get("message") != self.decided_message.get(wl_uid)
             )
             if not explained:
                 return Violation(

@@ -101,6 +101,7 @@ class Profile:
     cordon: float = 0.0
     uncordon: float = 0.5  # of the cordon draws, the share that uncordons a node
     kill_pod: float = 0.0  # a running pod fails; the Job makes a replacement
+    kill_on_cordoned: float = 0.5  # of those, the share that strikes a pod on a cordoned node
     huge: float = 0.0  # defect 8: a node's extended resource grows to 10Ei
     topology_recreate: float = 0.0  # defect 7
     delete_workload: float = 0.0  # defect 3: a user deletes an admitted workload
@@ -129,7 +130,7 @@ PROFILES: dict[str, Profile] = {
         Profile("evictions", evict=0.08, write_mix=(0.9, 0.0, 0.05, 0.05)),  # 2
         Profile("delete-during-repair", node_flap=0.03, node_delete=0.02, delete_workload=0.03, steps=500),  # 3
         Profile("custom-gate", gate="example.com/hold"),  # 5
-        Profile("cordon", cordon=0.02, uncordon=0.05, kill_pod=0.015, steps=600),  # 6
+        Profile("cordon", cordon=0.02, uncordon=0.05, kill_pod=0.006, kill_on_cordoned=0.9, steps=600),  # 6
         Profile("topology-recreate", topology_recreate=0.02),  # 7
         Profile("huge-allocatable", huge=0.02),  # 8
         Profile("handover", handover=0.03, evict=0.04),  # 9
@@ -615,7 +616,7 @@ class Simulation:
             return
         cordoned = {n["metadata"]["name"] for n in self.server.items(NODES) if n["spec"].get("unschedulable")}
         drained = [p for p in running if p["spec"]["nodeName"] in cordoned]
-        pod = self.rng.choice(drained if drained and self.rng.random() < 0.5 else running)
+        pod = self.rng.choice(drained if drained and self.rng.random() < self.profile.kill_on_cordoned else running)
         self.server.delete(PODS, NS, pod["metadata"]["name"])
         self.fault("kill-pod", f"{pod['metadata']['name']} on {pod['spec']['nodeName']} failed")
 

@@ -133,7 +133,12 @@ class KueueModel:
         self.originals[name] = copy.deepcopy(job["spec"]["template"])
 
     def reserved_gpus(self) -> int:
-        return sum(ps["count"] for wl in self.server.items(WORKLOADS) if has_quota(wl) for ps in wl["spec"]["podSets"])
+        return sum(
+            ps["count"]
+            for wl in self.server.items(WORKLOADS)
+            if has_quota(wl) and not condition_true(wl, "Finished")  # a replaced slice's quota is the new one's
+            for ps in wl["spec"]["podSets"]
+        )
 
     def reserve(self, wl: Obj) -> bool:
         need = sum(ps["count"] for ps in wl["spec"]["podSets"])
