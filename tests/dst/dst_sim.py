@@ -76,6 +76,7 @@ from kueue_tas.kube.events import EventRecorder  # noqa: E402
 from kueue_tas.runtime.config import Settings  # noqa: E402
 from kueue_tas.runtime.manager import Manager  # noqa: E402
 from kueue_tas.runtime.metrics import Metrics  # noqa: E402
+from kueue_tas.topology.codec import decode_assignment_annotation  # noqa: E402
 
 EPOCH = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -110,6 +111,8 @@ class Profile:
     elastic: float = 0.0  # an admitted elastic Job grows: a new slice replaces the admitted one
     delete_replaced: float = 0.0  # defect 4: a replaced (finished) slice is deleted
     feature_gates: tuple[tuple[str, bool], ...] = ()
+    # what submitted workloads ask for: (level, "required" | "preferred"), drawn uniformly
+    requests: tuple[tuple[str, str], ...] = ((RACK, "required"), (RACK, "preferred"), (HOST, "required"))
 
     def describe(self) -> str:
         knobs = [f"{k}={v}" for k, v in vars(self).items() if k not in ("name", "steps") and v]
@@ -128,9 +131,17 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile("eks-hostnames", hostname_differs=True, node_flap=0.01),  # 1
         Profile("evictions", evict=0.08, write_mix=(0.9, 0.0, 0.05, 0.05)),  # 2
-        Profile("delete-during-repair", node_flap=0.03, node_delete=0.02, delete_workload=0.03, steps=500),  # 3
+        Profile("delete-during-repair", node_flap=0.03, node_delete=0.02, delete_workload=0.2, steps=500),  # 3
         Profile("custom-gate", gate="example.com/hold"),  # 5
-        Profile("cordon", cordon=0.02, uncordon=0.05, kill_pod=0.006, kill_on_cordoned=0.9, steps=600),  # 6
+        Profile(
+            "cordon",
+            cordon=0.02,
+            uncordon=0.05,
+            kill_pod=0.006,
+            kill_on_cordoned=0.9,
+            requests=((RACK, "preferred"),),
+            steps=600,
+        ),  # 6
         Profile("topology-recreate", topology_recreate=0.02),  # 7
         Profile("huge-allocatable", huge=0.02),  # 8
         Profile("handover", handover=0.03, evict=0.04),  # 9
@@ -455,7 +466,7 @@ class Simulation:
             return
         name = self.rng.choice(free)
         count = self.rng.choice((1, 2, 3, 4, 6))
-        level, mode = self.rng.choice(((RACK, "required"), (RACK, "preferred"), (HOST, "required")))
+        level, mode = self.rng.choice(self.profile.requests)
         if level == HOST:
             count = min(count, self.fleet.gpus)
         self.kueue.submit(name, count, level, mode)
@@ -661,25 +672,37 @@ class Simulation:
         self.fault("delete-replaced", f"replaced slice {wl['metadata']['name']} deleted")
 
     def delete_workload(self) -> None:
-        """A user deletes an admitted workload, most often one with a pod on a failing node (a
-        node repair of it may be under way)."""
+        """A user deletes an admitted workload whose assignment has a failing host (a node repair
+        of it is due) while a write to another workload is in flight (a repair pass awaiting
+        it); now and then any admitted workload."""
         wls = [wl for wl in self.server.items(WORKLOADS) if self.running(wl)]
         if not wls:
             return
-        failing = {n["metadata"]["name"] for n in self.server.items(NODES) if not ready_of(n)} | set(self.down)
-        hit = [
-            wl
-            for wl in wls
-            if any(
-                p["spec"].get("nodeName") in failing for p in self.kueue.pods_of(wl["metadata"]["labels"]["sim/job"])
-            )
-        ]
-        # Best of all, while a write to another workload is in flight (a repair pass awaiting it).
+        serving = {
+            n["metadata"]["labels"].get(HOST)
+            for n in self.server.items(NODES)
+            if ready_of(n) and not n["spec"].get("unschedulable")
+        }
+        hit = [wl for wl in wls if self._assigned_hosts(wl) - serving]
         writing = {split_path(w.path)[2] for w in self.server.pending if split_path(w.path)[0] == WORKLOADS}
         during = [wl for wl in hit if writing - {wl["metadata"]["name"]}]
-        wl = self.rng.choice(during or hit if (during or hit) and self.rng.random() < 0.8 else wls)
+        if during:
+            wl = self.rng.choice(during)
+        elif self.rng.random() < 0.1:
+            wl = self.rng.choice(wls)
+        else:
+            return
         self.kueue.finish(wl)
-        self.fault("delete-workload", f"{wl['metadata']['name']} deleted")
+        self.fault("delete-workload", f"{wl['metadata']['name']} deleted{' during a repair pass' if during else ''}")
+
+    @staticmethod
+    def _assigned_hosts(wl: Any) -> set[str]:
+        text = (wl["metadata"].get("annotations") or {}).get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
+        try:
+            pairs = decode_assignment_annotation(text) if text else []
+        except ValueError:
+            return set()
+        return {d.values[ta.levels.index(HOST)] for _, ta in pairs if HOST in ta.levels for d in ta.domains}
 
     async def handover(self) -> None:
         """The leader is deposed: its tasks are cancelled; its writes in flight may still land."""
