@@ -111,6 +111,7 @@ class Profile:
     elastic: float = 0.0  # an admitted elastic Job grows: a new slice replaces the admitted one
     delete_replaced: float = 0.0  # defect 4: a replaced (finished) slice is deleted
     feature_gates: tuple[tuple[str, bool], ...] = ()
+    unique_names: bool = False  # every workload a new name (a stale repair is not resolved by a namesake)
     # what submitted workloads ask for: (level, "required" | "preferred"), drawn uniformly
     requests: tuple[tuple[str, str], ...] = ((RACK, "required"), (RACK, "preferred"), (HOST, "required"))
 
@@ -131,7 +132,9 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile("eks-hostnames", hostname_differs=True, node_flap=0.01),  # 1
         Profile("evictions", evict=0.08, write_mix=(0.9, 0.0, 0.05, 0.05)),  # 2
-        Profile("delete-during-repair", node_flap=0.03, node_delete=0.02, delete_workload=0.2, steps=500),  # 3
+        Profile(
+            "delete-during-repair", node_flap=0.02, node_delete=0.03, delete_workload=0.2, unique_names=True, steps=500
+        ),  # 3
         Profile("custom-gate", gate="example.com/hold"),  # 5
         Profile(
             "cordon",
@@ -461,6 +464,9 @@ class Simulation:
         existing = {wl["metadata"]["name"] for wl in self.server.items(WORKLOADS)}
         existing |= {j["metadata"]["name"] for j in self.server.items(JOBS)}
         pool = [f"w{i}" for i in range(6)]  # names come back: a later Workload of the same name
+        if self.profile.unique_names:
+            self.names += 1
+            pool = [f"u{self.names}"]
         free = [n for n in pool if n not in existing]
         if not free:
             return
