@@ -317,7 +317,8 @@ def complete(server: SimApiServer, write: PendingWrite, outcome: str) -> str:
     A write whose caller has gone (cancelled: a deposed leader) still lands when told to."""
     server.pending.remove(write)
     applied = outcome in ("land", "landed-lost")
-    code, answer = (0, {})
+    code: int = 0
+    answer: Obj = {}
     if applied:
         code, answer = server.apply_write(write.method, write.path, write.content_type, write.body)
     if write.future.done():
@@ -336,5 +337,5 @@ async def sim_client(server: SimApiServer, owner: int) -> k8s.ApiClient:
     """A real ``kubernetes_asyncio`` ApiClient whose HTTP layer is ``server``."""
     api = k8s.ApiClient(k8s.Configuration(host="http://apiserver.invalid"))
     await api.rest_client.pool_manager.close()
-    api.rest_client.pool_manager = SimSession(server, owner)
+    api.rest_client.pool_manager = SimSession(server, owner)  # type: ignore[assignment]
     return api

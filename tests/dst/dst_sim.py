@@ -179,7 +179,7 @@ def _wall() -> datetime:
 
 class _SimDatetime(datetime):
     @classmethod
-    def now(cls, tz: Any = None) -> Any:  # type: ignore[override]
+    def now(cls, tz: Any = None) -> Any:
         return _wall()
 
 
@@ -199,14 +199,12 @@ class _SimTime:
 def virtual_clocks() -> Iterator[None]:
     """Point the controller's non-loop clocks at virtual time: the clock and wall defaults of
     DecisionContext and NodeRepair, ``now_rfc3339``'s datetime, the reflector's time."""
-    saved = (
-        DecisionContext.__init__,
-        NodeRepair.__init__,
-        admission_writes_module.datetime,
-        decision_context_module.datetime,
-        reflector_module.time,
-    )
-    ctx_init, repair_init = saved[0], saved[1]
+    patched: list[tuple[Any, str, Any]] = [
+        (admission_writes_module, "datetime", _SimDatetime),
+        (decision_context_module, "datetime", _SimDatetime),
+        (reflector_module, "time", _SimTime),
+    ]
+    ctx_init, repair_init = DecisionContext.__init__, NodeRepair.__init__
 
     def ctx(self: Any, *args: Any, **kw: Any) -> None:
         kw.setdefault("clock", _SimTime.monotonic)
@@ -217,19 +215,15 @@ def virtual_clocks() -> Iterator[None]:
         kw.setdefault("wall", _SimTime.time)
         repair_init(self, *args, **kw)
 
-    DecisionContext.__init__ = ctx  # type: ignore[method-assign]
-    NodeRepair.__init__ = repair  # type: ignore[method-assign]
-    admission_writes_module.datetime = _SimDatetime  # type: ignore[misc]
-    decision_context_module.datetime = _SimDatetime  # type: ignore[misc]
-    reflector_module.time = _SimTime  # type: ignore[assignment]
+    patched += [(DecisionContext, "__init__", ctx), (NodeRepair, "__init__", repair)]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patched]
+    for owner, name, value in patched:
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        DecisionContext.__init__ = saved[0]  # type: ignore[method-assign]
-        NodeRepair.__init__ = saved[1]  # type: ignore[method-assign]
-        admission_writes_module.datetime = saved[2]  # type: ignore[misc]
-        decision_context_module.datetime = saved[3]  # type: ignore[misc]
-        reflector_module.time = saved[4]  # type: ignore[assignment]
+        for owner, name, value in saved:
+            setattr(owner, name, value)
 
 
 class SimLoop(asyncio.SelectorEventLoop):
@@ -348,8 +342,9 @@ class Simulation:
 
     # --- the step ----------------------------------------------------------------------------------
 
-    def candidates(self, draining: bool) -> list[tuple[float, str, Callable[[], None]]]:
-        out: list[tuple[float, str, Callable[[], None]]] = []
+    def candidates(self, draining: bool) -> list[tuple[float, str, Callable[[], Any]]]:
+        """(weight, name, action) of every step possible now; an action may be a coroutine."""
+        out: list[tuple[float, str, Callable[[], Any]]] = []
         s, p = self.server, self.profile
         backlog = [w for w in s.open_watches() if s.backlog(w) is not None]
         if backlog:
@@ -517,7 +512,7 @@ class Simulation:
         pods = self.kueue.pods_of(job["metadata"]["name"])
         if job["spec"].get("suspend"):
             return bool(pods)
-        return len(pods) < job["spec"].get("parallelism", 1)
+        return len(pods) < int(job["spec"].get("parallelism", 1))
 
     def job_step(self, job: Any) -> None:
         text = self.kueue.job_step(job)

@@ -316,5 +316,5 @@ class KueueModel:
             bound["spec"]["nodeName"] = name
             bound["status"] = {"phase": "Running"}
             self.server.replace(PODS, bound)
-            return name
+            return str(name)
         return None

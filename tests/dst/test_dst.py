@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dst_sim
 import pytest
+from dst_world import CHECK, RACK, WORKLOADS
 
 HERE = Path(__file__).resolve().parent
 SEEDS = tomllib.loads((HERE / "seeds.toml").read_text())
@@ -53,10 +54,10 @@ def test_the_monitor_sees_a_ready_entry_on_an_evicted_workload() -> None:
     """The monitor itself: a Ready entry put on a quota-less Workload is a violation."""
     sim = dst_sim.Simulation(1, dst_sim.PROFILES["quiet"])
     sim.setup()
-    sim.kueue.submit("w0", 2, dst_sim.RACK, "required")
-    wl = sim.server.items(dst_sim.WORKLOADS)[0]
-    wl = {**wl, "status": {"admissionChecks": [{"name": dst_sim.CHECK, "state": "Ready", "message": ""}]}}
-    sim.server.replace(dst_sim.WORKLOADS, wl)
+    sim.kueue.submit("w0", 2, RACK, "required")
+    wl = sim.server.items(WORKLOADS)[0]
+    wl = {**wl, "status": {"admissionChecks": [{"name": CHECK, "state": "Ready", "message": ""}]}}
+    sim.server.replace(WORKLOADS, wl)
     found = sim.monitor.check(0.0, None)
     assert found is not None and found.invariant == "ready-not-decided"
 
