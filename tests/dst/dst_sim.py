@@ -872,7 +872,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  history digest {result.digest}; last {args.tail} of {len(result.history)} steps:")
             for line in result.history[-args.tail :]:
                 print(f"    {line}")
-            extra = "".join(f" --ignore {name}" for name in args.ignore)
+            extra = "".join(f" --ignore {name}" for name in args.ignore) + (
+                f" --steps {args.steps}" if args.steps else ""
+            )
             print(f"  replay: {result.replay()}{f' DST_ARGS={extra.strip()!r}' if extra else ''}")
             if not args.keep_going:
                 break
