@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import dst_sim
@@ -29,8 +31,12 @@ SMOKE_SCHEDULES = 300
 
 
 @pytest.fixture(autouse=True)
-def _quiet() -> None:
+def _quiet() -> Iterator[None]:
+    """No log lines from the controller while it runs thousands of steps; the stdlib's global
+    switch is turned back on for the tests after (conftest resets structlog)."""
     dst_sim.quiet_logs()
+    yield
+    logging.disable(logging.NOTSET)
 
 
 def test_smoke_schedules_keep_every_invariant() -> None:
