@@ -10,7 +10,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install lock lint docs test unit e2e image chaos chaos-smoke demo down bench bench-placement-vs-kueue bench-vs-kueue clean
+.PHONY: install lock lint docs test unit e2e image chaos chaos-smoke dst demo down bench bench-placement-vs-kueue bench-vs-kueue clean
 
 # The chaos campaign (e2e/chaos): RUNS runs from seed SEED on its own local cluster.
 RUNS ?= 100
@@ -77,6 +77,14 @@ chaos: $(STAMP)
 # Three short runs (25 s of faults each, ~3 min with the cluster's start and stop): part of `make test`.
 chaos-smoke: $(STAMP)
 	$(PY) -m e2e.chaos --runs 3 --seed $(SEED) --duration 25 $(CHAOS_ARGS)
+
+# Deterministic simulation (tests/dst): RUNS schedules from seed SEED, the profiles in turn unless
+# PROFILE names one. Prints schedules/minute, the fault mix and, for a violation, the seed, the
+# invariant, the history's tail and the command that replays it. Its smoke runs in `unit`.
+PROFILE ?=
+DST_ARGS ?=
+dst: $(STAMP)
+	PYTHONHASHSEED=0 $(PY) tests/dst/dst_sim.py --runs $(RUNS) --seed $(SEED) $(if $(PROFILE),--profile $(PROFILE)) $(DST_ARGS)
 
 test: lint unit e2e chaos-smoke
 
