@@ -113,16 +113,7 @@ async def test_ungater_releases_pods_onto_eks_named_nodes() -> None:
 
 async def test_ungater_lets_held_pods_go_when_an_eks_named_node_serves_again() -> None:
     usable = {"n1": False}
-    h = Harness()
-    h.ungater = uc.Ungater(
-        informers=h.ungater_informers,
-        checks=h.checks,
-        patcher=h.rec,
-        events=h.rec,
-        metrics=h.metrics,
-        settings=h.ungater.settings,
-        node_usable=lambda host: usable.get(host, False),
-    )
+    h = Harness(node_usable=lambda host: usable.get(host, False))
     h.workload(assignment(("n1", 1)))
     h.pod("a")
     await h.run_pass()

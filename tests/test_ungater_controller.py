@@ -91,9 +91,13 @@ class Harness:
         clock: Callable[[], float] | None = None,
         patcher: PodPatcher | None = None,
         repairing: Callable[[str], bool] | None = None,
+        *,
+        node_usable: Callable[[str], bool] | None = None,
+        node_problem: Callable[[str], str | None] | None = None,
     ) -> None:
         """``patcher``: where the pod patches go (default: the recorder); ``repairing``: the
-        workloads with a node repair in flight (none by default)."""
+        workloads with a node repair in flight (none by default); ``node_usable`` /
+        ``node_problem``: whether / why not a hostname's node takes pods (default: every one)."""
         self.rec = Recorder()
         settings = Settings(leader_election=False, ungate_batch_period_seconds=0)
         self.metrics = Metrics()
@@ -110,6 +114,8 @@ class Harness:
             metrics=self.metrics,
             settings=settings,
             clock=clock,
+            node_usable=node_usable,
+            node_problem=node_problem,
             **({"repairing": repairing} if repairing is not None else {}),
         )
 

@@ -21,17 +21,7 @@ from kueue_tas.controllers.informers import slim_node
 
 def harness_with(problems: dict[str, str | None]) -> Harness:
     """A harness whose ungater reads why a node cannot take a pod from ``problems``."""
-    h = Harness()
-    h.ungater = uc.Ungater(
-        informers=h.ungater_informers,
-        checks=h.checks,
-        patcher=h.rec,
-        events=h.rec,
-        metrics=h.metrics,
-        settings=h.ungater.settings,
-        node_problem=lambda name: problems.get(name, "does not exist"),
-    )
-    return h
+    return Harness(node_problem=lambda name: problems.get(name, "does not exist"))
 
 
 def held_events(h: Harness) -> list[str]:

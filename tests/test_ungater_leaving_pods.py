@@ -8,8 +8,6 @@ import builders as mk
 import pytest
 from test_ungater_controller import HOST, Harness, assignment
 
-from kueue_tas.controllers import ungater as uc
-
 
 @pytest.fixture
 def h() -> Harness:
@@ -55,17 +53,7 @@ async def test_a_terminating_pod_outside_the_assignment_holds_nothing(h: Harness
 
 def harness_with(usable: dict[str, bool]) -> Harness:
     """A harness whose ungater asks ``usable`` whether a node can take a pod now."""
-    h = Harness()
-    h.ungater = uc.Ungater(
-        informers=h.ungater_informers,
-        checks=h.checks,
-        patcher=h.rec,
-        events=h.rec,
-        metrics=h.metrics,
-        settings=h.ungater.settings,
-        node_usable=lambda name: usable.get(name, False),
-    )
-    return h
+    return Harness(node_usable=lambda name: usable.get(name, False))
 
 
 async def test_no_release_onto_a_node_that_cannot_take_the_pod() -> None:

@@ -325,15 +325,23 @@ async def workload_deactivate(rig: Rig, args: dict[str, Any]) -> str:
             **content_type(MERGE),
         )
 
+    if not await _for_a_while("deactivate workload", set_active, on=False, seconds=float(args.get("seconds", 1))):
+        return f"workload {name} is gone"
+    return f"workload {name} deactivated{' while deciding' if deciding else ''} for {args.get('seconds')}s"
+
+
+async def _for_a_while(what: str, set_state: Callable[[bool], Awaitable[None]], *, on: bool, seconds: float) -> bool:
+    """``set_state(on)``, ``seconds`` later ``set_state(not on)``, each retried through API faults;
+    False when the object is gone (404)."""
     try:
-        await _retry("deactivate workload", lambda: set_active(False))
-        await asyncio.sleep(float(args.get("seconds", 1)))
-        await _retry("reactivate workload", lambda: set_active(True))
+        await _retry(what, lambda: set_state(on))
+        await asyncio.sleep(seconds)
+        await _retry(f"undo {what}", lambda: set_state(not on))
     except ApiException as e:
         if e.status == 404:
-            return f"workload {name} is gone"
+            return False
         raise
-    return f"workload {name} deactivated{' while deciding' if deciding else ''} for {args.get('seconds')}s"
+    return True
 
 
 async def _bound_nodes(rig: Rig) -> list[str]:
@@ -358,14 +366,8 @@ async def host_cordon(rig: Rig, args: dict[str, Any]) -> str:
     async def set_unschedulable(value: bool) -> None:
         await rig.kube.core.patch_node(name, as_body({"spec": {"unschedulable": value}}), **content_type(MERGE))
 
-    try:
-        await _retry("cordon node", lambda: set_unschedulable(True))
-        await asyncio.sleep(float(args.get("seconds", 5)))
-        await _retry("uncordon node", lambda: set_unschedulable(False))
-    except ApiException as e:
-        if e.status == 404:
-            return f"node {name} is gone"
-        raise
+    if not await _for_a_while("cordon node", set_unschedulable, on=True, seconds=float(args.get("seconds", 5))):
+        return f"node {name} is gone"
     return f"node {name} cordoned{' under running pods' if busy else ''} for {args.get('seconds')}s"
 
 
