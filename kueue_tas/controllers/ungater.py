@@ -161,7 +161,9 @@ class Ungater:
         self._held: dict[str, set[str]] = {}  # hostname -> workloads with pods held back from it
         # workload -> pod UID -> (node, why) of the hold last explained for that pod
         self._explained: dict[str, dict[str, tuple[str, str]]] = {}
-        informers.nodes.add_handler(self._on_node, lambda _o, n: self._on_node(n), lambda _n: None)
+        # A hostname serves again through an event of another Node too: a Node that carried it as
+        # well was relabelled away (old labels) or deleted, so it names one Node once more.
+        informers.nodes.add_handler(self._on_node, self._on_node_changed, self._on_node)
 
     # --- events -------------------------------------------------------------------------------
 
@@ -203,9 +205,16 @@ class Ungater:
     def _node_usable(self, name: str) -> bool:
         return self._node_problem(name) is None
 
+    def _on_node_changed(self, old: SlimNode, new: SlimNode) -> None:
+        self._on_node(new)
+        if hostname_of(old) != hostname_of(new):
+            self._on_node(old)
+
     def _on_node(self, node: SlimNode) -> None:
-        """A node that serves again lets go the pods held back from it: no pod or workload event
-        would say so (chaos seed 451: a node NotReady for 7 s left a one-host Job gated)."""
+        """A hostname that serves again lets go the pods held back from it: no pod or workload
+        event would say so (chaos seed 451: a node NotReady for 7 s left a one-host Job gated).
+        ``node`` as it is now, or as it was before a relabel or its deletion: its hostname is
+        looked up afresh in the index either way."""
         host = hostname_of(node)
         if host is not None and host in self._held and self._node_usable(host):
             for key in self._held.pop(host):

@@ -1,0 +1,48 @@
+"""Adversarial review of issue 27's merged fixes: the seams between the hostname index, the
+ungater's held-pod explanation and the guarded writers. Each test failed on main 3c498ea."""
+
+from __future__ import annotations
+
+import builders as mk
+from test_hostname_index import eks_ungater
+from test_ungater_controller import Harness, assignment
+
+
+def shared_n1() -> tuple[Harness, list[str]]:
+    """Nodes old-n1 and new-n1 both labelled n1; ns/wl's pod a held back from n1 (shared); the
+    keys the ungater queues from then on."""
+    h = Harness()
+    eks_ungater(h)
+    nodes = h.ungater_informers.nodes
+    nodes.handle_event("ADDED", mk.node("old-n1", hostname="n1", resource_version="1"))
+    nodes.handle_event("ADDED", mk.node("new-n1", hostname="n1", resource_version="1"))
+    h.workload(assignment(("n1", 1)))
+    h.pod("a")
+    queued: list[str] = []
+    h.ungater.queue.add_after = lambda key, _delay: queued.append(key)  # type: ignore[method-assign]
+    return h, queued
+
+
+async def test_a_pod_held_on_a_shared_hostname_goes_when_the_other_node_is_relabelled() -> None:
+    """The stale Node's hostname is fixed (relabelled away): n1 names new-n1 alone and serves.
+    The node event carries the new label only; without looking at the old one the held pod
+    waits for an event of its own workload that may never come."""
+    h, queued = shared_n1()
+    await h.run_pass()
+    assert h.rec.patches == []
+    h.ungater_informers.nodes.handle_event("MODIFIED", mk.node("old-n1", hostname="n9", resource_version="2"))
+    assert h.ungater_informers.hosts.serves("n1")
+    assert queued == ["ns/wl"], "the pod held back from n1 is looked at again"
+    await h.run_pass()
+    assert h.rec.selectors() == {"a": "n1"}
+
+
+async def test_a_pod_held_on_a_shared_hostname_goes_when_the_other_node_is_deleted() -> None:
+    h, queued = shared_n1()
+    await h.run_pass()
+    assert h.rec.patches == []
+    h.ungater_informers.nodes.handle_event("DELETED", mk.node("old-n1", hostname="n1", resource_version="2"))
+    assert h.ungater_informers.hosts.serves("n1")
+    assert queued == ["ns/wl"], "the pod held back from n1 is looked at again"
+    await h.run_pass()
+    assert h.rec.selectors() == {"a": "n1"}
