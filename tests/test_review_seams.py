@@ -4,8 +4,12 @@ ungater's held-pod explanation and the guarded writers. Each test failed on main
 from __future__ import annotations
 
 import builders as mk
+from faults import Fault
 from test_hostname_index import eks_ungater
+from test_ready_guard import KEY, make_cluster
 from test_ungater_controller import Harness, assignment
+
+from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
 
 
 def shared_n1() -> tuple[Harness, list[str]]:
@@ -46,3 +50,24 @@ async def test_a_pod_held_on_a_shared_hostname_goes_when_the_other_node_is_delet
     assert queued == ["ns/wl"], "the pod held back from n1 is looked at again"
     await h.run_pass()
     assert h.rec.selectors() == {"a": "n1"}
+
+
+# --- node repair: the annotation write whose answer was lost -------------------------------------
+
+
+async def test_repair_final_entry_is_not_written_on_a_reread_copy_kueue_evicted() -> None:
+    """The repaired annotation lands but its answer is lost; Kueue evicts before the settle time
+    ends (the watch has not shown it yet). The re-read that decides whether the annotation
+    landed shows the eviction: the final Ready entry must not be written onto that copy (its
+    resourceVersion would let it land: a Ready entry on a Workload Kueue evicted)."""
+    cluster = await make_cluster()
+    await cluster.failed_host()
+    cluster.session.inject(Fault("PATCH", r"/workloads/wl$", "timeout", after_apply=True))
+    assert await cluster.scan() == UNKNOWN_WRITE_SETTLE_SECONDS
+    assert "[repairing" in cluster.entry()["message"]
+    cluster.evict()
+    cluster.h.now[0] += UNKNOWN_WRITE_SETTLE_SECONDS
+    await cluster.scan()
+    assert cluster.entry()["state"] == "Pending", "a Ready entry landed on a workload Kueue had evicted"
+    assert not cluster.h.capacity.holds_extra(KEY), "nothing stays held for an evicted workload"
+    assert not cluster.rewrites.writing(KEY)
