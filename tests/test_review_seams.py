@@ -6,10 +6,11 @@ from __future__ import annotations
 import builders as mk
 from faults import Fault
 from test_hostname_index import eks_ungater
+from admission_harness import T0
 from test_ready_guard import KEY, make_cluster
 from test_ungater_controller import Harness, assignment
 
-from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
+from kueue_tas.controllers.admission import STALE_READY_REASON, UNKNOWN_WRITE_SETTLE_SECONDS
 
 
 def shared_n1() -> tuple[Harness, list[str]]:
@@ -71,3 +72,30 @@ async def test_repair_final_entry_is_not_written_on_a_reread_copy_kueue_evicted(
     assert cluster.entry()["state"] == "Pending", "a Ready entry landed on a workload Kueue had evicted"
     assert not cluster.h.capacity.holds_extra(KEY), "nothing stays held for an evicted workload"
     assert not cluster.rewrites.writing(KEY)
+
+
+# --- admission: a Ready entry on a workload Kueue is still stopping -----------------------------
+
+
+async def test_an_eviction_kueue_is_still_carrying_out_resets_nothing() -> None:
+    """Kueue evicts in two steps: ``Evicted`` first (the quota still reserved, our entry Ready as
+    we decided it) while the job stops, then it withdraws the quota and resets our entry itself.
+    In between our Ready entry is the one we decided, on a state we decided: it is no stale
+    entry, and no "TopologyAdmissionReset" Warning (naming a state no decision of ours was made
+    on) may follow every ordinary preemption."""
+    cluster = await make_cluster()
+    await cluster.admitted()
+    writes = len(cluster.session.calls)
+    cluster.kueue(
+        lambda obj: obj["status"]["conditions"].append(
+            mk.condition("Evicted", reason="Preempted", message="Preempted to accommodate a workload", time=T0)
+        )
+    )
+    assert await cluster.decide() is None
+    assert cluster.entry()["state"] == "Ready"
+    assert len(cluster.session.calls) == writes, "nothing written while Kueue carries out its eviction"
+    assert not [r for _, _, r, _ in cluster.h.events.seen if r == STALE_READY_REASON]
+    cluster.evict()  # Kueue's second step: quota withdrawn, our entry reset by Kueue
+    assert await cluster.decide() is None
+    assert cluster.entry()["state"] == "Pending"
+    assert not cluster.h.capacity.holds(KEY)
