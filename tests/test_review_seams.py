@@ -8,7 +8,7 @@ from faults import Fault
 from test_hostname_index import eks_ungater
 from admission_harness import T0
 from test_ready_guard import KEY, make_cluster
-from test_ungater_controller import Harness, assignment
+from test_ungater_controller import Harness, assignment, workload
 
 from kueue_tas.controllers.admission import STALE_READY_REASON, UNKNOWN_WRITE_SETTLE_SECONDS
 
@@ -99,3 +99,22 @@ async def test_an_eviction_kueue_is_still_carrying_out_resets_nothing() -> None:
     assert await cluster.decide() is None
     assert cluster.entry()["state"] == "Pending"
     assert not cluster.h.capacity.holds(KEY)
+
+
+# --- the ungater's memory of held pods ------------------------------------------------------------
+
+
+async def test_the_ungater_forgets_the_hostnames_of_a_deleted_workloads_held_pods() -> None:
+    """Pods held back from hostnames that never serve again (their Nodes deleted: autoscaled
+    pools churn through names): once their workload is gone, nothing of it stays behind, not
+    even an empty entry per hostname (one per deleted hostname, for the process's lifetime)."""
+    h = Harness()
+    eks_ungater(h)  # no Node carries any hostname: every slot's node "does not exist"
+    h.workload(assignment(("gone-1", 1), ("gone-2", 1)))
+    h.pod("a")
+    h.pod("b")
+    await h.run_pass()
+    assert h.rec.patches == [] and set(h.ungater._held) == {"gone-1", "gone-2"}
+    h.workloads.handle_event("DELETED", workload(assignment=assignment(("gone-1", 1), ("gone-2", 1))))
+    assert h.ungater._held == {}
+    assert h.ungater._explained == {}

@@ -182,10 +182,14 @@ class Ungater:
             self._explained.pop(key, None)
 
     def _on_workload_deleted(self, wl: Workload) -> None:
-        self.expectations.forget(workload_key(wl))
-        self._explained.pop(workload_key(wl), None)
-        for keys in self._held.values():
-            keys.discard(workload_key(wl))
+        key = workload_key(wl)
+        self.expectations.forget(key)
+        self._explained.pop(key, None)
+        for host in list(self._held):
+            keys = self._held[host]
+            keys.discard(key)
+            if not keys:  # a hostname that never serves again (its Node deleted) leaves nothing
+                del self._held[host]
 
     def _on_pod(self, pod: SlimPod) -> None:
         for key in self._keys_of_pod(pod):
