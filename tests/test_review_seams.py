@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import builders as mk
 from faults import Fault
+from test_admission_elastic import ELASTIC_ON, HOST, add, cluster
+from test_elastic_replaced_deleted import replaced_then_deleted, with_annotations
 from test_hostname_index import eks_ungater
 from admission_harness import T0
 from test_ready_guard import KEY, make_cluster
 from test_ungater_controller import Harness, assignment, workload
 
+from kueue_tas.api import constants as c
 from kueue_tas.controllers.admission import STALE_READY_REASON, UNKNOWN_WRITE_SETTLE_SECONDS
+from kueue_tas.controllers.stray_pods import StrayPods
+from kueue_tas.runtime.config import Settings
 
 
 def shared_n1() -> tuple[Harness, list[str]]:
@@ -118,3 +123,52 @@ async def test_the_ungater_forgets_the_hostnames_of_a_deleted_workloads_held_pod
     h.workloads.handle_event("DELETED", workload(assignment=assignment(("gone-1", 1), ("gone-2", 1))))
     assert h.ungater._held == {}
     assert h.ungater._explained == {}
+
+
+# --- the kept-slices record names only earlier slices -------------------------------------------
+
+
+async def test_a_record_naming_another_admitted_workload_never_costs_that_workload_its_pods() -> None:
+    """``kept-slice-pods`` is a plain annotation on the Workload: anyone who may edit Workloads
+    in the namespace can add the label of another admitted workload to a slice's record (the
+    record is not part of the digest our entry holds). That workload's pods are its own, filling
+    its own slots; judged as the slice's, a released pod of it that is not bound yet is stray
+    and deleted."""
+    k = cluster(ELASTIC_ON)
+    clock = [0.0]
+    deleted: list[str] = []
+
+    class Deleter:
+        async def delete(self, namespace: str, name: str, uid: str) -> None:
+            deleted.append(name)
+
+    strays = StrayPods(
+        informers=k.informers,
+        checks=k.checks,
+        capacity=k.capacity,
+        deleter=Deleter(),
+        events=k.events,
+        metrics=k.metrics,
+        settings=Settings(leader_election=False, stray_pod_grace_seconds=5),
+        gates=ELASTIC_ON,
+        clock=lambda: clock[0],
+    )
+    new = await replaced_then_deleted(k, {"o0": "h1", "o1": "h1"})  # slice-2: h1 x2 (kept), h2 x2
+    # "other" (admitted on h1, 2 pods): one of its pods released onto h1, not bound yet.
+    released = mk.pod(
+        "other-0",
+        None,
+        namespace="ns",
+        uid="uid-other-0",
+        gpus=1,
+        labels={c.WORKLOAD_LABEL: "other", c.PODSET_LABEL: "main"},
+        selector={HOST: "h1"},
+    )
+    k.informers.pods.handle_event("ADDED", released)
+    edited = with_annotations(new, {c.KEPT_SLICES_ANNOTATION: "slice-1,other"})
+    edited["metadata"]["resourceVersion"] = "3"
+    add(k, edited, "MODIFIED")
+    await strays.reconcile("ns/slice-2")
+    clock[0] = 60.0
+    await strays.reconcile("ns/slice-2")
+    assert deleted == [], "another workload's pod was judged against the slice's assignment"
