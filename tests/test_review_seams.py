@@ -4,11 +4,11 @@ ungater's held-pod explanation and the guarded writers. Each test failed on main
 from __future__ import annotations
 
 import builders as mk
+from admission_harness import T0
 from faults import Fault
 from test_admission_elastic import ELASTIC_ON, HOST, add, cluster
 from test_elastic_replaced_deleted import replaced_then_deleted, with_annotations
 from test_hostname_index import eks_ungater
-from admission_harness import T0
 from test_ready_guard import KEY, make_cluster
 from test_ungater_controller import Harness, assignment, workload
 
