@@ -3,6 +3,8 @@ ungater's held-pod explanation and the guarded writers. Each test failed on main
 
 from __future__ import annotations
 
+from typing import Any
+
 import builders as mk
 from admission_harness import T0
 from faults import Fault
@@ -13,6 +15,7 @@ from test_ready_guard import KEY, make_cluster
 from test_ungater_controller import Harness, assignment, workload
 
 from kueue_tas.api import constants as c
+from kueue_tas.controllers import ungater as uc
 from kueue_tas.controllers.admission import STALE_READY_REASON, UNKNOWN_WRITE_SETTLE_SECONDS
 from kueue_tas.controllers.stray_pods import StrayPods
 from kueue_tas.runtime.config import Settings
@@ -172,3 +175,43 @@ async def test_a_record_naming_another_admitted_workload_never_costs_that_worklo
     clock[0] = 60.0
     await strays.reconcile("ns/slice-2")
     assert deleted == [], "another workload's pod was judged against the slice's assignment"
+
+
+# --- the ungater: the awaits between a plan and its patches ---------------------------------------
+
+
+async def test_no_pod_is_released_onto_a_node_cordoned_while_the_held_pods_were_explained() -> None:
+    """The plan is made without an await; the explanations of held pods are then sent, one
+    Event per pod and per Workload (each an API call, seconds under a slow apiserver), before the
+    releases. A node cordoned meanwhile must not receive a pod planned for it: pinned there it
+    would wait for the node, as a pod held back would, but with no slot the repair could move."""
+    problems: dict[str, str | None] = {"n1": None, "n2": "is cordoned (spec.unschedulable)"}
+    h = Harness()
+    rec = h.rec
+
+    class CordonsN1WhileExplaining:
+        async def emit_event(self, regarding: Any, *, reason: str, message: str, type: str = "Normal") -> bool:
+            problems["n1"] = "is cordoned (spec.unschedulable)"
+            return await rec.emit_event(regarding, reason=reason, message=message, type=type)
+
+    h.ungater = uc.Ungater(
+        informers=h.ungater_informers,
+        checks=h.checks,
+        patcher=rec,
+        events=CordonsN1WhileExplaining(),
+        metrics=h.metrics,
+        settings=h.ungater.settings,
+        node_problem=lambda host: problems.get(host, "does not exist"),
+    )
+    h.workload(assignment(("n1", 1), ("n2", 1)))
+    h.pod("a", index=0)
+    h.pod("b", index=1)
+    assert await h.run_pass() == uc.HELD_RECHECK_SECONDS, "looked at again soon, to explain the late hold"
+    assert [e for e in rec.events if e[1] == uc.HELD_REASON], "the pod held back from n2 was explained"
+    assert rec.patches == [], "a pod was released onto n1, cordoned while the explanations went out"
+    await h.run_pass()
+    assert any(kind == "Workload" and "node n1" in m for kind, r, m in rec.events if r == uc.HELD_REASON)
+    problems["n1"] = None
+    h.ungater_informers.nodes.handle_event("MODIFIED", mk.node("n1", hostname="n1", resource_version="2"))
+    await h.run_pass()
+    assert list(rec.selectors().values()) == ["n1"]

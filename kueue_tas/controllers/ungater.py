@@ -82,6 +82,9 @@ log = structlog.get_logger(__name__)
 
 # The Event that explains a pod we keep gated because its slot's node takes no pods now.
 HELD_REASON = "TopologyPodHeld"
+# A pod planned for a node that stopped taking pods while the pass awaited is looked at again
+# this soon (the next pass holds it back and explains it).
+HELD_RECHECK_SECONDS = 0.5
 
 
 def held_message(pods: list[str], node: str, why: str) -> str:
@@ -283,8 +286,11 @@ class Ungater:
         await self._explain_held(wl, key, explain)
         if releases and self._repairing(key):
             return None  # decided while the warnings went out; nothing of the plan was recorded
+        # The Events above are API calls: a node of the plan may have stopped taking pods since.
+        releases, late = self._still_serving(key, releases)
+        recheck = [HELD_RECHECK_SECONDS] if late else []
         if not releases:
-            return self._until_deadline(key)
+            return min([d for d in (self._until_deadline(key),) if d is not None] + recheck, default=None)
         started = time.perf_counter()
         outcomes = await asyncio.gather(*(self._releaser.release(wl, key, levels, r) for levels, r in releases))
         results = [r for r, _ in outcomes]
@@ -295,12 +301,26 @@ class Ungater:
             failed=sum(r != "ok" for r in results),
             seconds=round(time.perf_counter() - started, 3),
         )
-        delays = [d for d in (self._until_deadline(key),) if d is not None]
+        delays = [d for d in (self._until_deadline(key),) if d is not None] + recheck
         # A retry waits for its own cause; a refused pod sits out and frees its slot for another.
         waits = [wait for r, wait in outcomes if r in ("retry", "refused")]
         if waits:
             delays.append(max(waits))
         return min(delays) if delays else None
+
+    def _still_serving(
+        self, key: str, releases: list[tuple[tuple[str, ...], Release]]
+    ) -> tuple[list[tuple[tuple[str, ...], Release]], bool]:
+        """``releases`` without those whose hostname no longer takes pods (held back: the next
+        pass explains them), and whether any was left out."""
+        kept: list[tuple[tuple[str, ...], Release]] = []
+        for levels, release in releases:
+            host = release.node_selector.get(c.HOSTNAME_LABEL)
+            if host is not None and self._node_problem(host) is not None:
+                self._held.setdefault(host, set()).add(key)
+                continue
+            kept.append((levels, release))
+        return kept, len(kept) < len(releases)
 
     def repair_ended(self, key: str) -> None:
         """The node repair of ``key`` landed or was dropped: its pods may be released again."""
