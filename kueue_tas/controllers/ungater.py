@@ -42,7 +42,8 @@ Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
   a Warning says so, and the pass is tried again after ``WEBHOOK_RETRY_SECONDS``.
 * A pass reads the pods and plans without an await in between, so the plan sees the pods and
   the expectations of one moment; a pod that changed between the plan and its patch is left
-  to the next pass.
+  to the next pass, and so is a pod whose hostname stopped taking pods while the pass's Events
+  went out (asked again just before the patches).
 * A 429 drops the expectation (nothing was applied) and the pass is retried after the
   server's Retry-After, capped at ``MAX_RETRY_AFTER_SECONDS``.
 * A patch the apiserver refuses (e.g. the user set a conflicting nodeSelector) leaves a
