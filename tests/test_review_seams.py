@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import builders as mk
-from admission_harness import T0
+from admission_harness import RACK, T0
 from faults import Fault
 from test_admission_elastic import ELASTIC_ON, HOST, add, cluster
 from test_elastic_replaced_deleted import replaced_then_deleted, with_annotations
@@ -15,10 +15,17 @@ from test_ready_guard import KEY, make_cluster
 from test_ungater_controller import Harness, assignment, workload
 
 from kueue_tas.api import constants as c
+from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.controllers import ungater as uc
 from kueue_tas.controllers.admission import STALE_READY_REASON, UNKNOWN_WRITE_SETTLE_SECONDS
 from kueue_tas.controllers.stray_pods import StrayPods
+from kueue_tas.mapview.workloads import WorkloadInputs, workload_views
 from kueue_tas.runtime.config import Settings
+from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.model import NodeInfo
 
 
 def shared_n1() -> tuple[Harness, list[str]]:
@@ -215,3 +222,31 @@ async def test_no_pod_is_released_onto_a_node_cordoned_while_the_held_pods_were_
     h.ungater_informers.nodes.handle_event("MODIFIED", mk.node("n1", hostname="n1", resource_version="2"))
     await h.run_pass()
     assert list(rec.selectors().values()) == ["n1"]
+
+
+# --- the map ----------------------------------------------------------------------------------------
+
+
+def test_the_map_marks_no_node_named_like_a_hostname_no_node_carries() -> None:
+    """The Node whose hostname ``h1`` a workload was placed on is gone; Node ``h1`` is another
+    machine (labelled h9), healthy. The failure of hostname h1 is no failure of Node h1."""
+    live = LiveCapacity()
+    live.set_flavors({"gpu": FlavorSpec("gpu", "topo", (RACK, HOST), {}, ())})
+    live.upsert_node(NodeInfo("h1", {HOST: "h9", RACK: "r1"}, {"cpu": 1000}))
+    text = encode_assignment_annotation([("main", TopologyAssignment((HOST,), (DomainAssignment(("h1",), 1),)))])
+    wl = Workload.model_validate(
+        mk.workload(
+            "wl",
+            1,
+            namespace="ns",
+            uid="u1",
+            queue=None,
+            admitted_flavor="gpu",
+            check="tas",
+            check_state="Ready",
+            check_time="2026-01-01T00:00:00Z",
+            workload_annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text},
+        )
+    )
+    _, failed = workload_views(WorkloadInputs(live, {"tas": {"gpu"}}), [wl], [])
+    assert "h1" not in failed, "a healthy Node was marked failed for the hostname it happens to be named"
