@@ -18,8 +18,8 @@ informer is re-read the same way.
 No Ready entry of ours on a Workload state we did not decide: the entry write is guarded by
 the resourceVersion the decision saw (after our own annotation write), so an eviction that
 lands in between refuses it (``Conflict``: the workload is decided afresh). A Ready entry
-found on a Workload Kueue evicted or holds no quota for (an unguarded writer's: an older
-replica, a write that outlived its leader) is reset to Pending, never kept as "landed".
+found on a Workload Kueue holds no quota for (an unguarded writer's: an older replica, a
+write that outlived its leader) is reset to Pending, never kept as "landed".
 
 A new elastic slice (``kueue_tas.topology.slice_replacement``, the rule ``plan`` follows) is
 decided from the assignments of the slice it replaces, with that slice's usage hidden for
@@ -95,8 +95,8 @@ _OUTCOME_REASON: Final = {
 }
 STALE_READY_REASON: Final = "TopologyAdmissionReset"
 STALE_READY_MESSAGE: Final = (
-    "Reset to Pending by kueue-tas: the entry was Ready on a workload Kueue has evicted or holds no "
-    "quota for, a state no decision of kueue-tas was made on; its next admission is decided afresh"
+    "Reset to Pending by kueue-tas: the entry was Ready on a workload Kueue holds no quota for, a "
+    "state no decision of kueue-tas was made on; its next admission is decided afresh"
 )
 
 
@@ -144,11 +144,14 @@ class WorkloadAdmission:
         return any(st.name in ours and st.state != c.CHECK_STATE_PENDING for st in wl.status.admission_checks)
 
     def _stale_ready(self, wl: Workload) -> str | None:
-        """Our check whose Ready entry no decision of ours stands behind: Kueue evicted ``wl`` or
-        holds no quota for it (it resets our entry to Pending when it evicts), and it has not
-        finished. Such an entry was written after, onto a state its writer never saw; kept,
-        Kueue would admit the workload on that assignment as soon as it reserves quota again."""
-        if wl.is_finished or not not_admitting(wl):
+        """Our check whose Ready entry no decision of ours stands behind: Kueue holds no quota
+        for ``wl`` (it resets our entry to Pending when it withdraws the quota of an eviction),
+        and it has not finished. Such an entry was written after, onto a state its writer never
+        saw; kept, Kueue would admit the workload on that assignment as soon as it reserves quota
+        again. An eviction Kueue is still carrying out (``Evicted``, the quota still reserved
+        while the job stops) is not one: our entry there is the one we decided, and Kueue resets
+        it itself when it withdraws the quota."""
+        if wl.is_finished or (wl.has_quota_reservation and wl.status.admission is not None):
             return None
         ours = self._ctx.checks.names()
         return next(

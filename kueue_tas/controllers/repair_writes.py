@@ -13,7 +13,9 @@ Order (``node_repair`` holds the added slots with ``LiveCapacity.hold_extra`` be
    ``Conflict`` wrote nothing: the extra slots are released and the workload is decided again
    from a fresh copy. Another refusal (4xx) likewise. An unknown outcome (no answer, 5xx) keeps
    them; once the apiserver can no longer be applying it, the Workload is re-read: our text
-   there means it landed, anything else that it did not (released, decided again).
+   there under our announcement means it landed, anything else that it did not (released,
+   decided again); a re-read copy Kueue evicted drops the repair (step 2 would be guarded by
+   that copy's version, and land).
 2. Our Ready entry with the new record, same ``podSetUpdates``, guarded by the resourceVersion
    the annotation write left. Retried with backoff until it lands: the annotation already
    holds the new assignment, so the slots stay held.
@@ -188,8 +190,12 @@ class RepairWrites:
             fresh = await self._reread(key, w)
             if not isinstance(fresh, Workload):
                 return fresh
-            if fresh.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) != w.text:
-                self.drop(key, decided_again=True)
+            if fresh.is_evicted or fresh.is_finished:
+                # The final entry would be guarded by this copy's version and land Ready on it.
+                self.drop(key)
+                return CONFLICT_RETRY_SECONDS
+            if not self._still_stands(fresh, w, announcing=False):
+                self.drop(key, decided_again=True)  # not landed, or our announcement reset since
                 return CONFLICT_RETRY_SECONDS
             w.annotation, w.base = "written", fresh
         if w.annotation == "todo":

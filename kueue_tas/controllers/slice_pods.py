@@ -7,7 +7,8 @@ Workload at once. The ungater and the stray-pod rule both need them, by the same
 
 * the slices found by following ``workload-slice-replacement-for`` through the Workloads that
   still exist, and the slices the new one recorded keeping (``KEPT_SLICES_ANNOTATION``),
-  which still name them once their Workloads are gone;
+  which still name them once their Workloads are gone (a recorded label whose Workload exists,
+  off that chain and not finished, is no slice it replaced: ignored);
 * released pods always (they run in the new slice's domains); gated ones of the recorded
   slices only once their own slice no longer releases pods (finished, evicted or deleted): the
   newest slice then releases them, as Kueue releases a late pod that names the original slice.
@@ -65,10 +66,15 @@ def earlier_slice_pods(
     # record (``workloads_of_pod``), so its releases of them are observed.
     recorded: set[str] = set()
     for label in kept_slices(wl, own, gates):
-        recorded.add(label)
         if label not in owners:
             found = [w for w in workloads.by_index(WORKLOAD_UID_INDEX, label) if (w.namespace or "") == namespace]
+            if found and not found[0].is_finished:
+                # Not a slice ``wl`` replaced (those are on the chain, or finished by Kueue when
+                # replaced): the record is a plain annotation anyone editing Workloads can
+                # write, and that workload's pods are its own.
+                continue
             owners[label] = found[0] if found else None
+        recorded.add(label)
     out: list[SlimPod] = []
     for label, owner in owners.items():
         gated_too = label in recorded and (owner is None or not releases(owner))

@@ -42,7 +42,8 @@ Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
   a Warning says so, and the pass is tried again after ``WEBHOOK_RETRY_SECONDS``.
 * A pass reads the pods and plans without an await in between, so the plan sees the pods and
   the expectations of one moment; a pod that changed between the plan and its patch is left
-  to the next pass.
+  to the next pass, and so is a pod whose hostname stopped taking pods while the pass's Events
+  went out (asked again just before the patches).
 * A 429 drops the expectation (nothing was applied) and the pass is retried after the
   server's Retry-After, capped at ``MAX_RETRY_AFTER_SECONDS``.
 * A patch the apiserver refuses (e.g. the user set a conflicting nodeSelector) leaves a
@@ -82,6 +83,9 @@ log = structlog.get_logger(__name__)
 
 # The Event that explains a pod we keep gated because its slot's node takes no pods now.
 HELD_REASON = "TopologyPodHeld"
+# A pod planned for a node that stopped taking pods while the pass awaited is looked at again
+# this soon (the next pass holds it back and explains it).
+HELD_RECHECK_SECONDS = 0.5
 
 
 def held_message(pods: list[str], node: str, why: str) -> str:
@@ -161,7 +165,9 @@ class Ungater:
         self._held: dict[str, set[str]] = {}  # hostname -> workloads with pods held back from it
         # workload -> pod UID -> (node, why) of the hold last explained for that pod
         self._explained: dict[str, dict[str, tuple[str, str]]] = {}
-        informers.nodes.add_handler(self._on_node, lambda _o, n: self._on_node(n), lambda _n: None)
+        # A hostname serves again through an event of another Node too: a Node that carried it as
+        # well was relabelled away (old labels) or deleted, so it names one Node once more.
+        informers.nodes.add_handler(self._on_node, self._on_node_changed, self._on_node)
 
     # --- events -------------------------------------------------------------------------------
 
@@ -180,10 +186,14 @@ class Ungater:
             self._explained.pop(key, None)
 
     def _on_workload_deleted(self, wl: Workload) -> None:
-        self.expectations.forget(workload_key(wl))
-        self._explained.pop(workload_key(wl), None)
-        for keys in self._held.values():
-            keys.discard(workload_key(wl))
+        key = workload_key(wl)
+        self.expectations.forget(key)
+        self._explained.pop(key, None)
+        for host in list(self._held):
+            keys = self._held[host]
+            keys.discard(key)
+            if not keys:  # a hostname that never serves again (its Node deleted) leaves nothing
+                del self._held[host]
 
     def _on_pod(self, pod: SlimPod) -> None:
         for key in self._keys_of_pod(pod):
@@ -203,9 +213,16 @@ class Ungater:
     def _node_usable(self, name: str) -> bool:
         return self._node_problem(name) is None
 
+    def _on_node_changed(self, old: SlimNode, new: SlimNode) -> None:
+        self._on_node(new)
+        if hostname_of(old) != hostname_of(new):
+            self._on_node(old)
+
     def _on_node(self, node: SlimNode) -> None:
-        """A node that serves again lets go the pods held back from it: no pod or workload event
-        would say so (chaos seed 451: a node NotReady for 7 s left a one-host Job gated)."""
+        """A hostname that serves again lets go the pods held back from it: no pod or workload
+        event would say so (chaos seed 451: a node NotReady for 7 s left a one-host Job gated).
+        ``node`` as it is now, or as it was before a relabel or its deletion: its hostname is
+        looked up afresh in the index either way."""
         host = hostname_of(node)
         if host is not None and host in self._held and self._node_usable(host):
             for key in self._held.pop(host):
@@ -270,8 +287,11 @@ class Ungater:
         await self._explain_held(wl, key, explain)
         if releases and self._repairing(key):
             return None  # decided while the warnings went out; nothing of the plan was recorded
+        # The Events above are API calls: a node of the plan may have stopped taking pods since.
+        releases, late = self._still_serving(key, releases)
+        recheck = [HELD_RECHECK_SECONDS] if late else []
         if not releases:
-            return self._until_deadline(key)
+            return min([d for d in (self._until_deadline(key),) if d is not None] + recheck, default=None)
         started = time.perf_counter()
         outcomes = await asyncio.gather(*(self._releaser.release(wl, key, levels, r) for levels, r in releases))
         results = [r for r, _ in outcomes]
@@ -282,12 +302,26 @@ class Ungater:
             failed=sum(r != "ok" for r in results),
             seconds=round(time.perf_counter() - started, 3),
         )
-        delays = [d for d in (self._until_deadline(key),) if d is not None]
+        delays = [d for d in (self._until_deadline(key),) if d is not None] + recheck
         # A retry waits for its own cause; a refused pod sits out and frees its slot for another.
         waits = [wait for r, wait in outcomes if r in ("retry", "refused")]
         if waits:
             delays.append(max(waits))
         return min(delays) if delays else None
+
+    def _still_serving(
+        self, key: str, releases: list[tuple[tuple[str, ...], Release]]
+    ) -> tuple[list[tuple[tuple[str, ...], Release]], bool]:
+        """``releases`` without those whose hostname no longer takes pods (held back: the next
+        pass explains them), and whether any was left out."""
+        kept: list[tuple[tuple[str, ...], Release]] = []
+        for levels, release in releases:
+            host = release.node_selector.get(c.HOSTNAME_LABEL)
+            if host is not None and self._node_problem(host) is not None:
+                self._held.setdefault(host, set()).add(key)
+                continue
+            kept.append((levels, release))
+        return kept, len(kept) < len(releases)
 
     def repair_ended(self, key: str) -> None:
         """The node repair of ``key`` landed or was dropped: its pods may be released again."""

@@ -167,9 +167,9 @@ def _admitted(
         gates=gates,
     )
     for failure in failures.values():
-        # The map marks Nodes (by name): the one the hostname names, or every one sharing it.
-        carriers = [n.name for n in nodes.hosts.carriers(failure.node)] or [failure.node]
-        for name in carriers:
+        # The map marks Nodes (by name): the one the hostname names, or every one sharing it;
+        # none for a hostname no Node carries (a Node named like it is another machine).
+        for name in (n.name for n in nodes.hosts.carriers(failure.node)):
             failed.setdefault(name, []).append(f"failed for {wl.namespace}/{wl.name}: {failure.detail}")
     queue, cq = _queue(wl)
     return WorkloadView(wl.namespace or "", wl.name, State.ADMITTED, "Workload", queue, cq, tuple(views))
