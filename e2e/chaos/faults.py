@@ -55,6 +55,9 @@ class Rig:
     hold_until: dict[str, float] = field(default_factory=dict)  # replica -> no restart before (monotonic)
     restarts: Counter[str] = field(default_factory=Counter)  # replica restarts by why
     topology: str = ""  # the run's Topology, which ``topology_recreate`` replaces for a while
+    # One re-levelling at a time: two overlapping ones would each re-create what the other
+    # deleted (chaos seed 102: a restore left the other waiting on AlreadyExists for good).
+    topology_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 async def supervise(rig: Rig, backoff_s: float = 1.0) -> None:
@@ -386,8 +389,6 @@ async def topology_recreate(rig: Rig, args: dict[str, Any]) -> str:
     other = levels[:-1] if len(levels) > 1 else levels
 
     async def replace(with_levels: list[dict[str, Any]]) -> None:
-        with contextlib.suppress(ApiException):
-            await api.delete_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, rig.topology)
         body = {
             "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
             "kind": "Topology",
@@ -395,7 +396,9 @@ async def topology_recreate(rig: Rig, args: dict[str, Any]) -> str:
             "spec": {"levels": with_levels},
         }
         deadline = time.monotonic() + T_COMPONENT
-        while True:  # the delete may still be finishing (finalizers)
+        while True:  # delete (again) until the create finds the name free: finalizers take a while
+            with contextlib.suppress(ApiException):
+                await api.delete_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, rig.topology)
             try:
                 await api.create_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, as_body(body))
                 return
@@ -404,9 +407,10 @@ async def topology_recreate(rig: Rig, args: dict[str, Any]) -> str:
                     raise
                 await asyncio.sleep(0.3)
 
-    await _retry("re-create topology with other levels", lambda: replace(other))
-    await asyncio.sleep(float(args.get("seconds", 5)))
-    await _retry("restore topology", lambda: replace(levels))
+    async with rig.topology_lock:
+        await _retry("re-create topology with other levels", lambda: replace(other))
+        await asyncio.sleep(float(args.get("seconds", 5)))
+        await _retry("restore topology", lambda: replace(levels))
     return f"topology {rig.topology} re-created with {len(other)} levels for {args.get('seconds')}s, restored"
 
 
