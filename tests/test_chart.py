@@ -326,9 +326,18 @@ def test_documented_keys_follow_the_comment_convention() -> None:
 def test_version_is_one_value() -> None:
     chart_yaml = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
     assert chart_yaml["version"] == chart_yaml["appVersion"]
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    project = pyproject["project"]
     if "version" in project:  # a static package version: the chart's is the same
         assert chart_yaml["appVersion"] == project["version"]
+        return
+    # The version comes from git tags (setuptools-scm): the chart names the newest release, or
+    # the fallback before the first tag, so a release is a tag and a Chart.yaml bump together.
+    tags = subprocess.run(
+        ["git", "tag", "--list", "v[0-9]*", "--sort=-v:refname"], cwd=REPO, capture_output=True, text=True, check=False
+    ).stdout.split()
+    release = tags[0].removeprefix("v") if tags else pyproject["tool"]["setuptools_scm"]["fallback_version"]
+    assert chart_yaml["appVersion"] == release, f"Chart.yaml appVersion {chart_yaml['appVersion']}, release {release}"
 
 
 def test_the_dashboard_is_the_one_in_manifests_grafana() -> None:
