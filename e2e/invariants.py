@@ -79,6 +79,11 @@ class InvariantChecker:
     pods: dict[str, PodView] = field(default_factory=dict)  # by uid
     workloads: dict[str, WorkloadView] = field(default_factory=dict)  # by uid
     last_assignment: dict[str, Mapping[str, TopologyAssignment]] = field(default_factory=dict)
+    # (workload uid, PodSet, leaf domain) -> when a new assignment of the workload took slots
+    # from that domain (a node repair): the pods left there are the stray-pod reaper's to delete,
+    # within its grace (chaos seed 111: pods pinned to a host, bound just as it was cordoned and
+    # the repair moved their slots).
+    moved_from: dict[tuple[str, str, Domain], float] = field(default_factory=dict)
     checks: Counter[str] = field(default_factory=Counter)
     violations: list[Violation] = field(default_factory=list)
     _candidates: dict[tuple[str, str], _Candidate] = field(default_factory=dict)
@@ -140,6 +145,7 @@ class InvariantChecker:
         new = workload_view(obj, self.check_names)
         self.workloads[uid] = new
         if new.assignments:
+            self._note_moved(uid, self.last_assignment.get(uid) or {}, new.assignments, now)
             self.last_assignment[uid] = new.assignments
         self._dirty = True
         if new.trusted and (old is None or not old.trusted or old.annotation != new.annotation):
@@ -181,7 +187,10 @@ class InvariantChecker:
     def tick(self, now: float) -> None:
         """Re-evaluate the state-based invariants; call it every fraction of a second."""
         # A resurrection window that just closed changes the verdict with no event to say so.
-        closing = any(now < at + self.resurrection_window_s + self.confirm_s + 1 for at in self.recreated_at.values())
+        closing = any(
+            now < at + self.resurrection_window_s + self.confirm_s + 1
+            for at in (*self.recreated_at.values(), *self.moved_from.values())
+        )
         if self._dirty or self._candidates or closing:
             found = {**self._overfills(now), **self._overcommits()}
             self._dirty = False
@@ -229,6 +238,28 @@ class InvariantChecker:
         released = self._released_at.get(pod.key)
         return at is not None and released is not None and released < at and now < at + self.resurrection_window_s
 
+    def _note_moved(
+        self,
+        uid: str,
+        old: Mapping[str, TopologyAssignment],
+        new: Mapping[str, TopologyAssignment],
+        now: float,
+    ) -> None:
+        for podset, before in old.items():
+            after = new.get(podset)
+            if after is None or after.levels != before.levels:
+                continue
+            counts = {d.values: d.count for d in after.domains}
+            for d in before.domains:
+                if counts.get(d.values, 0) < d.count:
+                    self.moved_from[(uid, podset, d.values)] = now
+
+    def _left_behind(self, pod: PodView, levels: tuple[str, ...], now: float) -> bool:
+        """In a domain a newer assignment of its workload took slots from, within the reaper's window."""
+        dom = self._pod_domain(pod, levels)
+        at = self.moved_from.get((pod.workload or "", pod.podset or "", dom)) if dom is not None else None
+        return at is not None and now < at + self.resurrection_window_s
+
     def _overfills(self, now: float) -> dict[tuple[str, str], str]:
         by_podset: dict[tuple[str, str], list[PodView]] = {}
         for pod in self.pods.values():
@@ -246,7 +277,11 @@ class InvariantChecker:
                     allowed[d.values[:k]] += d.count
             have: Counter[Domain] = Counter()
             for pod in pods:
-                if self._released_node(pod) in self.deleted_nodes or self._resurrected(pod, now):
+                if (
+                    self._released_node(pod) in self.deleted_nodes
+                    or self._resurrected(pod, now)
+                    or self._left_behind(pod, a.levels, now)
+                ):
                     continue
                 dom = self._pod_domain(pod, a.levels)
                 for k in range(len(a.levels) + 1) if dom is not None else (0,):

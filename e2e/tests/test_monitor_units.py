@@ -455,3 +455,32 @@ def test_a_renamed_gate_is_the_one_that_counts_as_gated() -> None:
     assert c.pods["p0"].gated
     c.pod_event("MODIFIED", pod("p0", "w", host="h1"), 1)
     assert not c.pods["p0"].gated and c._ungates["p0"] == 1
+
+
+def test_pods_left_on_a_host_a_repair_took_their_slots_from_are_the_reapers_within_its_window() -> None:
+    """Chaos seed 111: pods pinned to h1 were bound just as h1 was cordoned and a node repair
+    moved their slots to h2. The stray-pod reaper deletes them within its grace; if it did not,
+    the overfill is recorded once the window has passed."""
+    c = checker("h1", "h2")
+    c.workload_event("ADDED", workload("w", {"h1": 2}), 0)
+    for i in range(2):
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="h1", node_name="h1", phase="Running"), 0)
+    c.workload_event("MODIFIED", workload("w", {"h2": 2}), 1)
+    for t in (1.0, 3.0, 6.0, c.resurrection_window_s - 1):
+        c.tick(t)
+    assert c.violations == [], [v.line() for v in c.violations]
+    past = 1 + c.resurrection_window_s  # the reaper's grace + 5 s after the repair
+    for t in (past + 0.5, past + 3):
+        c.tick(t)
+    assert set(kinds(c)) == {"domain-overfill"}
+
+
+def test_a_repair_excuses_no_pod_in_a_domain_it_did_not_take_slots_from() -> None:
+    c = checker("h1", "h2", "h3")
+    c.workload_event("ADDED", workload("w", {"h1": 2, "h3": 1}), 0)
+    c.workload_event("MODIFIED", workload("w", {"h2": 2, "h3": 1}), 1)
+    for i in range(2):  # h3 kept its one slot: two pods there overfill it at once
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="h3", node_name="h3", phase="Running"), 1)
+    for t in (1.5, 4.0):
+        c.tick(t)
+    assert set(kinds(c)) == {"domain-overfill"}
