@@ -122,7 +122,13 @@ class WorkloadAdmission:
 
     def _on_workload(self, wl: Workload) -> None:
         key = workload_key(wl)
-        if key in self._awaiting_write and self._entry_written(wl):
+        # A copy no newer than the one our held decision was made on (a lagging watch) shows
+        # nothing that decision does not supersede: not our write come back, no news to act on
+        # (only a wait for our write, under way, still ends with a re-read).
+        behind = self._ctx.capacity.behind(key, wl.metadata.resource_version)
+        if behind and key not in self._awaiting_write:
+            return
+        if key in self._awaiting_write and not behind and self._entry_written(wl):
             del self._awaiting_write[key]
         if self._pending_check(wl) is not None:
             self.queue.add(key)
@@ -171,6 +177,8 @@ class WorkloadAdmission:
         wl = self._workloads.get(key)
         if wl is None:
             return None
+        if key not in self._awaiting_write and self._ctx.capacity.behind(key, wl.metadata.resource_version):
+            return None  # older than the copy our held decision was made on; a newer one queues it
         check = self._pending_check(wl)
         if check is None:
             return await self._let_go(wl) if not_admitting(wl) else None
@@ -253,7 +261,7 @@ class WorkloadAdmission:
             )
         decision, text = with_annotation(wl, decision)
         if decision.outcome is Outcome.READY:
-            self._ctx.capacity.assume(key, decision.usage(), replaces=replaced)
+            self._ctx.capacity.assume(key, decision.usage(), replaces=replaced, decided_on=wl.metadata.resource_version)
         self._ctx.metrics.decision_seconds.observe(time.perf_counter() - started)
         self._decided()
         return decision, text, kept if text is not None else None
