@@ -14,12 +14,15 @@ GPUs assigned to admitted workloads, 4 allocatable).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 from typing import Any
 
 from admission_harness import Harness, Writes, drain, harness, workload
 from test_eviction_readmission import evicted, hosts_of, readmitted, ready
 
+from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.controllers.admission import WRITE_OBSERVE_TIMEOUT_SECONDS
 
@@ -91,3 +94,60 @@ async def test_late_older_copies_keep_a_written_decisions_capacity() -> None:
     h.modify_workload(decided)
     assert h.capacity.holds(KEY) and not h.capacity.assumes(KEY)
     assert h.free_gpus() == 32 - 16
+
+
+# --- a deposed leader's decision still in flight (simulator handover seed 1131) ------------------
+
+
+async def test_a_new_leader_holds_an_earlier_leaders_annotated_decision_until_its_version_changes() -> None:
+    """The earlier leader annotated ``wl`` and sent its Ready entry (guarded by the version the
+    annotation left) just before it was deposed; that write may land after this leader decided
+    ``other``. Fails before the fix: ``other`` was given the same hosts."""
+    earlier = harness()
+    earlier.add_workload(workload())
+    assert await earlier.admission.reconcile(KEY) is None
+    text = earlier.writes.annotations[-1]
+    annotated = workload(resource_version="6", workload_annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text})
+    old_hosts = hosts_of(annotated)
+
+    h = harness()
+    other = _other(h)
+    h.add_workload(other)  # listed first: decided first
+    h.add_workload(annotated)
+    runner = asyncio.create_task(h.admission.run())
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if len(h.writes.annotations) == 2:
+            break
+    runner.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await runner
+    decided = dict(zip(("other", "wl"), h.writes.annotations, strict=True))
+    other_hosts = hosts_of({"metadata": {"annotations": {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: decided["other"]}}})
+    assert not set(other_hosts) & set(old_hosts), "never onto hosts an earlier leader's Ready may still take"
+
+    # The earlier leader's entry lands: trusted from then on, the fence released (held once).
+    landed = copy.deepcopy(annotated)
+    landed["status"]["admissionChecks"] = [earlier.writes.checks[-1]]
+    landed["metadata"]["resourceVersion"] = "7"
+    h.modify_workload(landed)
+    assert h.capacity.fenced() == {}
+    assert h.capacity.holds(KEY)
+
+
+async def test_fences_end_when_an_earlier_leaders_write_can_no_longer_land() -> None:
+    earlier = harness()
+    earlier.add_workload(workload())
+    assert await earlier.admission.reconcile(KEY) is None
+    text = earlier.writes.annotations[-1]
+    h = harness()
+    h.add_workload(workload(resource_version="6", workload_annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}))
+    h.admission.fence_earlier_decisions()
+    assert h.free_gpus() == 32 - 8
+    h.admission.release_fences()
+    assert h.free_gpus() == 32 and h.capacity.fenced() == {}
+    # A newer version (Kueue evicted it, or anyone wrote) refuses the guarded write: released too.
+    h.admission.fence_earlier_decisions()
+    assert h.free_gpus() == 32 - 8
+    h.modify_workload(workload(resource_version="8", workload_annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}))
+    assert h.free_gpus() == 32 and h.capacity.fenced() == {}

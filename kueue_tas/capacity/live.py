@@ -62,6 +62,8 @@ class LiveCapacity:
         self._replaces: dict[str, str] = {}  # workload -> the slice it replaces, while it holds usage
         self._hidden: set[str] = set()  # workloads a decision in progress must not see
         self._decided_on: dict[str, str] = {}  # workload -> resourceVersion its assumption was decided on
+        self._fenced: dict[str, tuple[UsageEntry, ...]] = {}  # an earlier leader's decision maybe in flight
+        self._fenced_at: dict[str, str | None] = {}  # workload -> the resourceVersion its fence guards
         self._flavors: dict[str, FlavorSpec] = {}
         self._snapshots: dict[str, TopologySnapshot] = {}
         self._slots = PodSlots(self._node_labels, self._apply)
@@ -152,6 +154,25 @@ class LiveCapacity:
         self._decided_on.pop(key, None)
         self._set(self._assumed, key, (), self._replaces.get(key))
 
+    def fence(self, key: str, entries: tuple[UsageEntry, ...], resource_version: str | None) -> None:
+        """Hold ``entries`` for ``key`` while it stays at ``resource_version``: the assignment an
+        earlier leader annotated and whose Ready entry, guarded by exactly that version, may
+        still land (``unfence`` once any newer version is seen, or the write can no longer land)."""
+        self._fenced_at[key] = resource_version
+        self._set(self._fenced, key, entries, self._replaces.get(key))
+
+    def unfence(self, key: str) -> tuple[UsageEntry, ...]:
+        """Release ``key``'s fence; what it held (empty: none)."""
+        entries = self._fenced.get(key, ())
+        self._fenced_at.pop(key, None)
+        if key in self._fenced:
+            self._set(self._fenced, key, (), self._replaces.get(key))
+        return entries
+
+    def fenced(self) -> dict[str, str | None]:
+        """Workload -> the resourceVersion its fence guards."""
+        return dict(self._fenced_at)
+
     def behind(self, key: str, resource_version: str | None) -> bool:
         """A copy of ``key`` at ``resource_version`` is no newer than the Workload its assumption
         was decided on: what it shows (an earlier admission's Ready entry, its eviction, a
@@ -212,7 +233,12 @@ class LiveCapacity:
             self._slots.set_entries(other, self._effective(other))
 
     def _held(self, key: str) -> tuple[UsageEntry, ...]:
-        return self._committed.get(key, ()) + self._assumed.get(key, ()) + self._extra.get(key, ())
+        return (
+            self._committed.get(key, ())
+            + self._assumed.get(key, ())
+            + self._extra.get(key, ())
+            + self._fenced.get(key, ())
+        )
 
     def _effective(self, key: str) -> tuple[UsageEntry, ...]:
         """The slots ``key`` holds, before pods fill them."""

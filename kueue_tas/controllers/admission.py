@@ -40,7 +40,7 @@ import structlog
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.capacity.rules import assignment_trusted, workload_identity
+from kueue_tas.capacity.rules import annotated_usage, assignment_trusted, workload_identity
 from kueue_tas.controllers.admission_writes import (
     EntryWriteUnknown,
     check_entry,
@@ -236,6 +236,29 @@ class WorkloadAdmission:
         self._write_failures.pop(key, None)
         return None
 
+    def fence_earlier_decisions(self) -> None:
+        """Before the first decision: a decision of an earlier leader (or of this process before
+        a restart) may still be in flight. Its Ready entry write, guarded by the version its own
+        annotation write left, can land until the apiserver's request timeout has passed since
+        that leader stopped, whatever this one decides meanwhile. So each Workload holding
+        quota with our entry Pending under an assignment annotation holds that assignment while
+        it stays at the version listed (any newer version refuses that write), at most until
+        ``release_fences`` (issue 27, simulator handover seed 1131: another workload was given
+        the same host)."""
+        flavors = self._ctx.capacity.flavors()
+        for wl in self._workloads.values():
+            if self._pending_check(wl) is None:
+                continue
+            usage = annotated_usage(wl, flavors)
+            if usage:
+                self._ctx.capacity.fence(workload_key(wl), usage, wl.metadata.resource_version)
+
+    def release_fences(self) -> None:
+        """An earlier leader's writes can no longer land: its annotated decisions hold nothing."""
+        for key in self._ctx.capacity.fenced():
+            self._ctx.capacity.unfence(key)
+        self._decided()
+
     def _decide(self, wl: Workload, check: str, wide: Mapping[str, str]) -> tuple[Decision, str | None, str | None]:
         """The decision (with its annotation text and, for a new elastic slice, the record of the
         slices whose pods it keeps), and for Ready its capacity assumed; called under the lock,
@@ -246,6 +269,10 @@ class WorkloadAdmission:
         replaced, current, kept = self._replaced_slice(wl)
         started = time.perf_counter()
         governed = self._ctx.flavors_of(check)
+        # An earlier leader's decision for this workload, maybe still landing, is not in its own
+        # way; it stays held against every other decision until its version is gone.
+        fence_at = self._ctx.capacity.fenced().get(key, "")
+        fenced = self._ctx.capacity.unfence(key)
         with self._ctx.capacity.without(replaced):
             decision = decide(
                 wl,
@@ -259,6 +286,8 @@ class WorkloadAdmission:
                 now=None if current is not None else self._ctx.wall(),
                 wait_started=wait_started(wl),
             )
+        if fenced:
+            self._ctx.capacity.fence(key, fenced, fence_at)
         decision, text = with_annotation(wl, decision)
         if decision.outcome is Outcome.READY:
             self._ctx.capacity.assume(key, decision.usage(), replaces=replaced, decided_on=wl.metadata.resource_version)
@@ -440,9 +469,14 @@ class WorkloadAdmission:
     async def run(self) -> None:
         """Look at every Workload once (the caches have synced), then decide one at a time and
         write up to ``admission_workers`` decisions at once."""
+        self.fence_earlier_decisions()
+        release = asyncio.get_running_loop().call_later(UNKNOWN_WRITE_SETTLE_SECONDS, self.release_fences)
         self.enqueue_all()
         log.info("workload_admission_started", workers=self._ctx.settings.admission_workers)
-        await self.queue.run(self._ctx.settings.admission_workers, self.reconcile)
+        try:
+            await self.queue.run(self._ctx.settings.admission_workers, self.reconcile)
+        finally:
+            release.cancel()
 
 
 def with_annotation(wl: Workload, decision: Decision) -> tuple[Decision, str | None]:
