@@ -21,6 +21,20 @@ INT32_MAX = 2**31 - 1
 NonNegativeInt32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
 
 
+def resource_version_older_or_same(version: str | None, than: str | None) -> bool:
+    """``version`` is no newer than ``than`` (two resourceVersions of one object). Compared as
+    Kubernetes allows since v1.35 (KEP-5504, client-go's ``CompareResourceVersion``): positive
+    integers without leading zeros; anything else cannot be ordered, and gives False."""
+
+    def order(value: str | None) -> int | None:
+        if not value or not value.isdigit() or value.startswith("0") or not value.isascii():
+            return None
+        return int(value)
+
+    a, b = order(version), order(than)
+    return a is not None and b is not None and a <= b
+
+
 class KubeModel(BaseModel):
     model_config = ConfigDict(
         extra="ignore",

@@ -53,6 +53,11 @@ def feed_workload(capacity: LiveCapacity, wl: Workload, checks: Container[str], 
     An annotation that departs from our record (``assignment_tampering``) never lowers what is
     held: what the model already holds for the workload (our decision) stays; with nothing
     held (a restart), the edited assignment is charged as far as it decodes."""
+    if capacity.behind(workload_key(wl), wl.metadata.resource_version):
+        return  # a late copy older than the decision the model holds for it
+    fenced = capacity.fenced()
+    if workload_key(wl) in fenced and fenced[workload_key(wl)] != wl.metadata.resource_version:
+        capacity.unfence(workload_key(wl))  # changed since: the guarded write can no longer land
     identity = workload_identity(wl)
     capacity.identify(workload_key(wl), wl.namespace or "", identity, kept_slices(wl, identity, capacity.gates))
     if capacity.holds(workload_key(wl)) and assignment_tampering(wl, checks) is not None:

@@ -15,7 +15,10 @@ stay filled.
 
 "Assumed" usage is an assignment decided but not yet observed as Ready on the
 Workload: it holds capacity from the decision on, so two workloads can never be
-given the same capacity, and is replaced by the committed usage once observed.
+given the same capacity, and is replaced by the committed usage once observed. A decision
+may be made on a copy newer than the informer's (a re-read while the watch lags): copies no
+newer than the one decided on, delivered late, are superseded by the decision and change
+nothing it holds (``behind``; issue 27, simulator base seed 166).
 
 Elastic slices: a workload that replaces another (``replaces=``) keeps the other's pods
 where they are, so while both are held the replaced one holds only what the new one does
@@ -32,6 +35,7 @@ from contextlib import contextmanager
 from types import MappingProxyType
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
+from kueue_tas.api.object_base import resource_version_older_or_same
 from kueue_tas.capacity.daemonsets import DaemonSetReservations, DaemonSetSpec, Pair
 from kueue_tas.capacity.hostnames import unambiguous
 from kueue_tas.capacity.pod_slots import OpenSlots, PodSlots, SlotCharge
@@ -57,6 +61,9 @@ class LiveCapacity:
         self._extra: dict[str, tuple[UsageEntry, ...]] = {}
         self._replaces: dict[str, str] = {}  # workload -> the slice it replaces, while it holds usage
         self._hidden: set[str] = set()  # workloads a decision in progress must not see
+        self._decided_on: dict[str, str] = {}  # workload -> resourceVersion its assumption was decided on
+        self._fenced: dict[str, tuple[UsageEntry, ...]] = {}  # an earlier leader's decision maybe in flight
+        self._fenced_at: dict[str, str | None] = {}  # workload -> the resourceVersion its fence guards
         self._flavors: dict[str, FlavorSpec] = {}
         self._snapshots: dict[str, TopologySnapshot] = {}
         self._slots = PodSlots(self._node_labels, self._apply)
@@ -126,16 +133,51 @@ class LiveCapacity:
         """Usage of a workload our check admitted (observed Ready); replaces earlier usage and
         any assumption for the same workload. ``replaces``: the slice it replaces (elastic)."""
         self._assumed.pop(key, None)
+        self._decided_on.pop(key, None)
         self._set(self._committed, key, entries, replaces)
 
     def remove_workload_usage(self, key: str) -> None:
         self._set(self._committed, key, (), self._replaces.get(key))
 
-    def assume(self, key: str, entries: tuple[UsageEntry, ...], replaces: str | None = None) -> None:
+    def assume(
+        self, key: str, entries: tuple[UsageEntry, ...], replaces: str | None = None, decided_on: str | None = None
+    ) -> None:
+        """Hold ``entries`` for a decision not yet seen Ready; ``decided_on``: the resourceVersion
+        of the Workload it was decided on (copies no newer are then ``behind``)."""
         self._set(self._assumed, key, entries, replaces)
+        if decided_on:
+            self._decided_on[key] = decided_on
+        else:
+            self._decided_on.pop(key, None)
 
     def forget(self, key: str) -> None:
+        self._decided_on.pop(key, None)
         self._set(self._assumed, key, (), self._replaces.get(key))
+
+    def fence(self, key: str, entries: tuple[UsageEntry, ...], resource_version: str | None) -> None:
+        """Hold ``entries`` for ``key`` while it stays at ``resource_version``: the assignment an
+        earlier leader annotated and whose Ready entry, guarded by exactly that version, may
+        still land (``unfence`` once any newer version is seen, or the write can no longer land)."""
+        self._fenced_at[key] = resource_version
+        self._set(self._fenced, key, entries, self._replaces.get(key))
+
+    def unfence(self, key: str) -> tuple[UsageEntry, ...]:
+        """Release ``key``'s fence; what it held (empty: none)."""
+        entries = self._fenced.get(key, ())
+        self._fenced_at.pop(key, None)
+        if key in self._fenced:
+            self._set(self._fenced, key, (), self._replaces.get(key))
+        return entries
+
+    def fenced(self) -> dict[str, str | None]:
+        """Workload -> the resourceVersion its fence guards."""
+        return dict(self._fenced_at)
+
+    def behind(self, key: str, resource_version: str | None) -> bool:
+        """A copy of ``key`` at ``resource_version`` is no newer than the Workload its assumption
+        was decided on: what it shows (an earlier admission's Ready entry, its eviction, a
+        Pending entry) is superseded by that decision, so it neither frees nor replaces it."""
+        return key in self._assumed and resource_version_older_or_same(resource_version, self._decided_on.get(key))
 
     def hold_extra(self, key: str, entries: tuple[UsageEntry, ...]) -> None:
         """Hold ``entries`` for ``key`` besides what it holds otherwise, until ``release_extra``:
@@ -191,7 +233,12 @@ class LiveCapacity:
             self._slots.set_entries(other, self._effective(other))
 
     def _held(self, key: str) -> tuple[UsageEntry, ...]:
-        return self._committed.get(key, ()) + self._assumed.get(key, ()) + self._extra.get(key, ())
+        return (
+            self._committed.get(key, ())
+            + self._assumed.get(key, ())
+            + self._extra.get(key, ())
+            + self._fenced.get(key, ())
+        )
 
     def _effective(self, key: str) -> tuple[UsageEntry, ...]:
         """The slots ``key`` holds, before pods fill them."""

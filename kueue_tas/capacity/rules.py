@@ -220,6 +220,17 @@ def workload_usage(
     quantity in a template, which the controller charges as much as it can (``_saturated_requests``)."""
     if not assignment_trusted(wl, checks):
         return None
+    return annotated_usage(wl, tas_flavors, strict=strict)
+
+
+def annotated_usage(
+    wl: Workload, tas_flavors: Container[str], *, strict: bool = False
+) -> tuple[UsageEntry, ...] | None:
+    """What ``wl``'s assignment annotation holds once trusted (None: no annotation, or one that
+    does not decode); ``workload_usage`` without the trust rule, for a decision another leader
+    may still be writing."""
+    if c.TOPOLOGY_ASSIGNMENT_ANNOTATION not in wl.metadata.annotations:
+        return None
     field = f"metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]"
     try:
         decoded = decode_assignment_annotation(wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION])

@@ -40,7 +40,7 @@ import structlog
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.capacity.rules import assignment_trusted, workload_identity
+from kueue_tas.capacity.rules import annotated_usage, assignment_trusted, workload_identity
 from kueue_tas.controllers.admission_writes import (
     EntryWriteUnknown,
     check_entry,
@@ -122,7 +122,13 @@ class WorkloadAdmission:
 
     def _on_workload(self, wl: Workload) -> None:
         key = workload_key(wl)
-        if key in self._awaiting_write and self._entry_written(wl):
+        # A copy no newer than the one our held decision was made on (a lagging watch) shows
+        # nothing that decision does not supersede: not our write come back, no news to act on
+        # (only a wait for our write, under way, still ends with a re-read).
+        behind = self._ctx.capacity.behind(key, wl.metadata.resource_version)
+        if behind and key not in self._awaiting_write:
+            return
+        if key in self._awaiting_write and not behind and self._entry_written(wl):
             del self._awaiting_write[key]
         if self._pending_check(wl) is not None:
             self.queue.add(key)
@@ -174,6 +180,8 @@ class WorkloadAdmission:
         wl = self._workloads.get(key)
         if wl is None:
             return None
+        if key not in self._awaiting_write and self._ctx.capacity.behind(key, wl.metadata.resource_version):
+            return None  # older than the copy our held decision was made on; a newer one queues it
         check = self._pending_check(wl)
         if check is None:
             return await self._let_go(wl) if not_admitting(wl) else None
@@ -231,6 +239,29 @@ class WorkloadAdmission:
         self._write_failures.pop(key, None)
         return None
 
+    def fence_earlier_decisions(self) -> None:
+        """Before the first decision: a decision of an earlier leader (or of this process before
+        a restart) may still be in flight. Its Ready entry write, guarded by the version its own
+        annotation write left, can land until the apiserver's request timeout has passed since
+        that leader stopped, whatever this one decides meanwhile. So each Workload holding
+        quota with our entry Pending under an assignment annotation holds that assignment while
+        it stays at the version listed (any newer version refuses that write), at most until
+        ``release_fences`` (issue 27, simulator handover seed 1131: another workload was given
+        the same host)."""
+        flavors = self._ctx.capacity.flavors()
+        for wl in self._workloads.values():
+            if self._pending_check(wl) is None:
+                continue
+            usage = annotated_usage(wl, flavors)
+            if usage:
+                self._ctx.capacity.fence(workload_key(wl), usage, wl.metadata.resource_version)
+
+    def release_fences(self) -> None:
+        """An earlier leader's writes can no longer land: its annotated decisions hold nothing."""
+        for key in self._ctx.capacity.fenced():
+            self._ctx.capacity.unfence(key)
+        self._decided()
+
     def _decide(self, wl: Workload, check: str, wide: Mapping[str, str]) -> tuple[Decision, str | None, str | None]:
         """The decision (with its annotation text and, for a new elastic slice, the record of the
         slices whose pods it keeps), and for Ready its capacity assumed; called under the lock,
@@ -241,6 +272,10 @@ class WorkloadAdmission:
         replaced, current, kept = self._replaced_slice(wl)
         started = time.perf_counter()
         governed = self._ctx.flavors_of(check)
+        # An earlier leader's decision for this workload, maybe still landing, is not in its own
+        # way; it stays held against every other decision until its version is gone.
+        fence_at = self._ctx.capacity.fenced().get(key, "")
+        fenced = self._ctx.capacity.unfence(key)
         with self._ctx.capacity.without(replaced):
             decision = decide(
                 wl,
@@ -254,9 +289,11 @@ class WorkloadAdmission:
                 now=None if current is not None else self._ctx.wall(),
                 wait_started=wait_started(wl),
             )
+        if fenced:
+            self._ctx.capacity.fence(key, fenced, fence_at)
         decision, text = with_annotation(wl, decision)
         if decision.outcome is Outcome.READY:
-            self._ctx.capacity.assume(key, decision.usage(), replaces=replaced)
+            self._ctx.capacity.assume(key, decision.usage(), replaces=replaced, decided_on=wl.metadata.resource_version)
         self._ctx.metrics.decision_seconds.observe(time.perf_counter() - started)
         self._decided()
         return decision, text, kept if text is not None else None
@@ -435,9 +472,14 @@ class WorkloadAdmission:
     async def run(self) -> None:
         """Look at every Workload once (the caches have synced), then decide one at a time and
         write up to ``admission_workers`` decisions at once."""
+        self.fence_earlier_decisions()
+        release = asyncio.get_running_loop().call_later(UNKNOWN_WRITE_SETTLE_SECONDS, self.release_fences)
         self.enqueue_all()
         log.info("workload_admission_started", workers=self._ctx.settings.admission_workers)
-        await self.queue.run(self._ctx.settings.admission_workers, self.reconcile)
+        try:
+            await self.queue.run(self._ctx.settings.admission_workers, self.reconcile)
+        finally:
+            release.cancel()
 
 
 def with_annotation(wl: Workload, decision: Decision) -> tuple[Decision, str | None]:

@@ -106,4 +106,5 @@ class CapacityCache:
         key = workload_key(wl)
         self._capacity.remove_workload_usage(key)
         self._capacity.forget(key)
+        self._capacity.unfence(key)
         self._capacity.unidentify(key)

@@ -23,7 +23,10 @@ SEEDS = tomllib.loads((HERE / "seeds.toml").read_text())
 # The defects of seeds.toml whose fix is merged: their seeds must now run clean. The lead adds a
 # defect here ("defect-2", ...) when its fix lands; on the unfixed code each of them fails.
 # DST_FIXED=defect-1,defect-5 (or "all") adds to it for one run.
-FIXED: list[str] = [f"defect-{n}" for n in range(1, 10)]  # all of issue 27's fixes are merged
+FIXED: list[str] = [f"defect-{n}" for n in range(1, 10)] + [
+    "defect-stale-copies",
+    "defect-handover-fence",
+]  # all fixes merged
 _ASKED = os.environ.get("DST_FIXED", "")
 ENABLED = set(SEEDS) if _ASKED == "all" else set(FIXED) | {d for d in _ASKED.split(",") if d}
 
