@@ -6,25 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 import builders as mk
+import pytest
 from admission_harness import RACK, T0
 from faults import Fault
 from test_admission_elastic import ELASTIC_ON, HOST, add, cluster
 from test_elastic_replaced_deleted import replaced_then_deleted, with_annotations
-from test_hostname_index import eks_ungater
+from test_hostname_index import eks_ungater, map_failures
 from test_ready_guard import KEY, make_cluster
 from test_ungater_controller import Harness, assignment, workload
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.controllers import ungater as uc
 from kueue_tas.controllers.admission import STALE_READY_REASON, UNKNOWN_WRITE_SETTLE_SECONDS
 from kueue_tas.controllers.stray_pods import StrayPods
-from kueue_tas.mapview.workloads import WorkloadInputs, workload_views
 from kueue_tas.runtime.config import Settings
-from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo
 
 
@@ -43,25 +40,15 @@ def shared_n1() -> tuple[Harness, list[str]]:
     return h, queued
 
 
-async def test_a_pod_held_on_a_shared_hostname_goes_when_the_other_node_is_relabelled() -> None:
-    """The stale Node's hostname is fixed (relabelled away): n1 names new-n1 alone and serves.
-    The node event carries the new label only; without looking at the old one the held pod
-    waits for an event of its own workload that may never come."""
+@pytest.mark.parametrize(("kind", "hostname"), [("MODIFIED", "n9"), ("DELETED", "n1")], ids=["relabelled", "deleted"])
+async def test_a_pod_held_on_a_shared_hostname_goes_when_the_other_node_leaves_it(kind: str, hostname: str) -> None:
+    """The stale Node's hostname is fixed (relabelled away) or the Node deleted: n1 names new-n1
+    alone and serves. The node event may carry the new label only; without looking at the old
+    one the held pod waits for an event of its own workload that may never come."""
     h, queued = shared_n1()
     await h.run_pass()
     assert h.rec.patches == []
-    h.ungater_informers.nodes.handle_event("MODIFIED", mk.node("old-n1", hostname="n9", resource_version="2"))
-    assert h.ungater_informers.hosts.serves("n1")
-    assert queued == ["ns/wl"], "the pod held back from n1 is looked at again"
-    await h.run_pass()
-    assert h.rec.selectors() == {"a": "n1"}
-
-
-async def test_a_pod_held_on_a_shared_hostname_goes_when_the_other_node_is_deleted() -> None:
-    h, queued = shared_n1()
-    await h.run_pass()
-    assert h.rec.patches == []
-    h.ungater_informers.nodes.handle_event("DELETED", mk.node("old-n1", hostname="n1", resource_version="2"))
+    h.ungater_informers.nodes.handle_event(kind, mk.node("old-n1", hostname=hostname, resource_version="2"))
     assert h.ungater_informers.hosts.serves("n1")
     assert queued == ["ns/wl"], "the pod held back from n1 is looked at again"
     await h.run_pass()
@@ -233,20 +220,5 @@ def test_the_map_marks_no_node_named_like_a_hostname_no_node_carries() -> None:
     live = LiveCapacity()
     live.set_flavors({"gpu": FlavorSpec("gpu", "topo", (RACK, HOST), {}, ())})
     live.upsert_node(NodeInfo("h1", {HOST: "h9", RACK: "r1"}, {"cpu": 1000}))
-    text = encode_assignment_annotation([("main", TopologyAssignment((HOST,), (DomainAssignment(("h1",), 1),)))])
-    wl = Workload.model_validate(
-        mk.workload(
-            "wl",
-            1,
-            namespace="ns",
-            uid="u1",
-            queue=None,
-            admitted_flavor="gpu",
-            check="tas",
-            check_state="Ready",
-            check_time="2026-01-01T00:00:00Z",
-            workload_annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text},
-        )
-    )
-    _, failed = workload_views(WorkloadInputs(live, {"tas": {"gpu"}}), [wl], [])
+    failed = map_failures(live)
     assert "h1" not in failed, "a healthy Node was marked failed for the hostname it happens to be named"
