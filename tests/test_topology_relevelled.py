@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
+from kueue_tas.capacity.rules import FlavorSpec, PodClaim, UsageEntry
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo
@@ -182,3 +182,66 @@ def test_open_slots_are_charged_on_the_nodes_they_name_whatever_the_new_levels(
 
 def _in(node: NodeInfo, a: TopologyAssignment, d: DomainAssignment) -> bool:
     return all(node.labels[k] == v for k, v in zip(a.levels, d.values, strict=True))
+
+
+# --- open slots pinned inside a coarser leaf seal it until their pods are bound ----------------
+
+
+def sealed_leaves(cap: LiveCapacity) -> set[str]:
+    snap = cap.snapshot("gpu")
+    assert snap is not None
+    return {snap.tree.leaves.values[i][-1] for i in range(len(snap.tree.leaves.values)) if snap.capacity.sealed(i)}
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 15), st.integers(1, 3)), min_size=1, max_size=5),
+    st.lists(st.tuples(st.booleans(), st.integers(0, 60)), max_size=40),
+)
+def test_a_rack_holding_open_hostname_slots_offers_nothing_until_they_are_bound(
+    picks: list[tuple[int, int]], binds: list[tuple[bool, int]]
+) -> None:
+    """Decided per host, then the Topology keeps the rack only. A new placement on a rack is
+    pinned to the rack alone, so the kube-scheduler could bind it onto a host whose slots wait
+    for gated pods: while any slot of a host is open, its rack offers nothing. The rule holds
+    after any sequence of binds and deletions, whichever order LiveCapacity sees them in."""
+    nodes = cluster_nodes()
+    cap = LiveCapacity()
+    cap.set_flavors({"gpu": FlavorSpec("gpu", "topo", (RACK, HOST), {})})
+    for node in nodes:
+        cap.upsert_node(node)
+    first = cap.snapshot("gpu")
+    assert first is not None
+    a = assignment_on(first.tree, picks)
+    cap.identify("ns/a", "ns", "ua")
+    cap.set_workload_usage("ns/a", (UsageEntry("gpu", a, {GPU: 1}, "main"),))
+    cap.set_flavors({"gpu": FlavorSpec("gpu", "topo", (RACK,), {})})
+    node_of = {n.labels[HOST]: n for n in nodes}
+    # One pod key per slot; a bind puts it on its host (pinned by nodeSelector), a delete removes it.
+    slots = [(d.values[-1], k) for d in a.domains for k in range(d.count)]
+    bound: set[int] = set()
+    for bind, pick in binds:
+        i = pick % len(slots)
+        host, _ = slots[i]
+        if bind:
+            claim = PodClaim("ns", "ua", "main", ((HOST, host),))
+            cap.upsert_pod(f"ns/a-{i}", node_of[host].name, {GPU: 1, "pods": 1}, claim)
+            bound.add(i)
+        else:
+            cap.delete_pod(f"ns/a-{i}")
+            bound.discard(i)
+        open_hosts = {slots[j][0] for j in range(len(slots)) if j not in bound}
+        assert sealed_leaves(cap) == {node_of[h].labels[RACK] for h in open_hosts}
+    snap = cap.snapshot("gpu")
+    assert snap is not None
+    for i in range(len(snap.tree.leaves.values)):
+        if snap.capacity.sealed(i):
+            assert all(v <= 0 for v in snap.capacity.leaf_free(i).values()), "a sealed rack still offers capacity"
+    cap.remove_workload_usage("ns/a")
+    assert sealed_leaves(cap) == set(), "a seal outlived the workload"
+    # Rebuilt from scratch (a node changed): the same seals as kept incrementally.
+    cap.set_workload_usage("ns/a", (UsageEntry("gpu", a, {GPU: 1}, "main"),))
+    expected = {node_of[slots[j][0]].labels[RACK] for j in range(len(slots)) if j not in bound}
+    assert sealed_leaves(cap) == expected
+    cap.upsert_node(NodeInfo(nodes[0].name, {**nodes[0].labels, "x": "y"}, nodes[0].allocatable))
+    assert sealed_leaves(cap) == expected

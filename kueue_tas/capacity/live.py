@@ -259,7 +259,7 @@ class LiveCapacity:
             entry = charge.entry
             if charges_snapshot(name, snap, entry.flavor, entry.assignment, self.gates):
                 domain = TopologyAssignment(entry.assignment.levels, (DomainAssignment(charge.domain, charge.count),))
-                snap.add_tas_usage(domain, entry.per_pod, sign)
+                snap.add_tas_usage(domain, entry.per_pod, sign, seals=charge.opened)
         elif charge.entry is None:
             snap.add_non_tas_usage(charge.node, charge.usage, sign)
         elif charges_snapshot(name, snap, charge.entry.flavor, charge.entry.assignment, self.gates):

@@ -50,11 +50,14 @@ class PodCharge:
 
 @dataclass(frozen=True, slots=True)
 class OpenSlots:
-    """``count`` slots of ``entry`` at ``domain`` that no bound pod fills."""
+    """``count`` slots of ``entry`` at ``domain`` that no bound pod fills. ``opened``: +1 when
+    the domain had no open slot before this charge, -1 when it has none after it, else 0 (a
+    snapshot seals a leaf per open domain, not per slot: ``TopologySnapshot.add_tas_usage``)."""
 
     entry: UsageEntry
     domain: tuple[str, ...]
     count: int
+    opened: int = 0
 
 
 SlotCharge = PodCharge | OpenSlots
@@ -208,7 +211,7 @@ class PodSlots:
     def charges(self) -> Iterator[SlotCharge]:
         yield from self._charged.values()
         for (key, i, domain), count in self._open.items():
-            yield OpenSlots(self._entries[key][i], domain, count)
+            yield OpenSlots(self._entries[key][i], domain, count, opened=1)
 
     # --- the rules ----------------------------------------------------------------------------
 
@@ -297,7 +300,9 @@ class PodSlots:
             self._open[bucket] = count
         if count != before:
             key, i, domain = bucket
-            self._apply(OpenSlots(self._entries[key][i], domain, abs(count - before)), 1 if count > before else -1)
+            opened = 1 if not before else -1 if not count else 0
+            slots = OpenSlots(self._entries[key][i], domain, abs(count - before), opened)
+            self._apply(slots, 1 if count > before else -1)
 
     def _set_charge(self, pod_key: str, charge: PodCharge | None) -> None:
         before = self._charged.get(pod_key)

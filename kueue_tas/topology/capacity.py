@@ -15,7 +15,7 @@ far beyond any real amount (10^18 millicores, or bytes); a request beyond it nev
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -60,6 +60,8 @@ class CapacityMatrix:
         self.tas: Matrix = np.zeros((n, 0), dtype=np.int64)  # usage of admitted TAS workloads
         # (matrix, leaf, column) -> exact value of a saturated cell; empty in any real cluster.
         self._exact: dict[tuple[int, int, int], int] = {}
+        # leaf -> how many charges seal it (``seal``); empty unless a Topology was re-levelled.
+        self._sealed: dict[int, int] = {}
         names = sorted({r for nodes in tree.leaf_nodes for node in nodes for r in node.allocatable})
         self._ensure_columns(names)
         for leaf, nodes in enumerate(tree.leaf_nodes):
@@ -77,6 +79,7 @@ class CapacityMatrix:
         out.columns = dict(self.columns)
         out.alloc, out.free, out.tas = self.alloc.copy(), self.free.copy(), self.tas.copy()
         out._exact = dict(self._exact)
+        out._sealed = dict(self._sealed)
         out._left = self._left.copy()
         return out
 
@@ -84,11 +87,34 @@ class CapacityMatrix:
         # ``free - tas``, one row per resource, kept current by every change: a placement
         # then reads its resources' rows without subtracting (or copying) whole matrices.
         self._left: Matrix = np.ascontiguousarray((self.free - self.tas).T)
+        for leaf in self._sealed:
+            np.minimum(self._left[:, leaf], 0, out=self._left[:, leaf])
 
-    def _refresh_left(self, leaf: int, amounts: ResourceMap) -> None:
+    def _refresh_left(self, leaf: int, amounts: Iterable[str]) -> None:
+        sealed = leaf in self._sealed
         for name in amounts:
             col = self.columns[name]
-            self._left[col, leaf] = self.free.item(leaf, col) - self.tas.item(leaf, col)
+            left = self.free.item(leaf, col) - self.tas.item(leaf, col)
+            self._left[col, leaf] = min(left, 0) if sealed else left
+
+    def seal(self, leaf: int, sign: int = 1) -> None:
+        """Offer nothing of ``leaf`` to new placements while at least one charge seals it
+        (``sign=-1`` lifts one): slots pinned to some of its nodes are still to be filled, and a
+        placement on the leaf would let the kube-scheduler bind its pods there first. Usage and
+        allocatable stay as they are; only what is left for a placement reads as none."""
+        count = self._sealed.get(leaf, 0) + sign
+        if count > 0:
+            self._sealed[leaf] = count
+        else:
+            self._sealed.pop(leaf, None)
+        self._refresh_left(leaf, self.columns)
+
+    def sealed(self, leaf: int) -> bool:
+        return leaf in self._sealed
+
+    def left(self) -> Matrix:
+        """What each leaf has left for a new placement (never below zero), a matrix of its own."""
+        return np.maximum(self._left.T, 0)
 
     def _ensure_columns(self, names: list[str]) -> None:
         new = [n for n in names if n not in self.columns]
@@ -142,7 +168,7 @@ class CapacityMatrix:
     def remaining(self, *, simulate_empty: bool, assumed: Matrix | None, allocatable_only: bool = False) -> Matrix:
         """Capacity left for a new placement. ``simulate_empty`` ignores TAS usage (Kueue's
         preemption probe); ``allocatable_only`` ignores all usage (can it ever fit?)."""
-        rem = self.alloc.copy() if allocatable_only else self.free.copy() if simulate_empty else self.free - self.tas
+        rem = self.alloc.copy() if allocatable_only else self.free.copy() if simulate_empty else self._left.T.copy()
         if assumed is not None:
             # Columns added after the assumed usage was recorded hold no assumed usage.
             width = min(rem.shape[1], assumed.shape[1])
@@ -165,7 +191,7 @@ class CapacityMatrix:
 
     def leaf_free(self, leaf: int) -> dict[str, int]:
         """Remaining capacity of one leaf (for explanations and `plan -o text`)."""
-        row = self.free[leaf] - self.tas[leaf]
+        row = self._left[:, leaf]
         return {name: int(row[col]) for name, col in self.columns.items()}
 
     def totals(self) -> Mapping[str, int]:

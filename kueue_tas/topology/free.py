@@ -28,9 +28,8 @@ def domain_label(tree: TopologyTree, level: int, values: tuple[str, ...]) -> str
 def leaf_free(snap: TopologySnapshot) -> Matrix:
     """(leaves x resource columns) free capacity. An overcommitted leaf (usage above allocatable,
     e.g. a node that shrank) has nothing to give, but must not take from its siblings' free
-    capacity in the sums above it."""
-    free: Matrix = np.maximum(snap.capacity.free - snap.capacity.tas, 0)
-    return free
+    capacity in the sums above it; a sealed leaf (``CapacityMatrix.seal``) has nothing to give."""
+    return snap.capacity.left()
 
 
 def level_sums(tree: TopologyTree, per_leaf: Matrix) -> list[Matrix]:

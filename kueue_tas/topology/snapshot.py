@@ -89,7 +89,9 @@ class TopologySnapshot:
         (``sign=-1`` releases it)."""
         self.capacity.add_non_tas_usage(node_name, usage, sign)
 
-    def add_tas_usage(self, assignment: TopologyAssignment, per_pod: ResourceMap, sign: int = 1) -> None:
+    def add_tas_usage(
+        self, assignment: TopologyAssignment, per_pod: ResourceMap, sign: int = 1, *, seals: int | None = None
+    ) -> None:
         """Charge an existing assignment. Domains whose nodes are not in the tree now (gone or
         NotReady) are skipped, as Kueue skips them.
 
@@ -102,11 +104,21 @@ class TopologySnapshot:
         workload's note then says its placement is no longer enforced: ``placement_health``).
         A domain that spans several new leaves (written under a coarser level) is charged whole
         on each: its pods may land on any of them, and capacity given twice is the one outcome
-        we never allow; the over-charge lasts until they are bound and charged where they run."""
+        we never allow; the over-charge lasts until they are bound and charged where they run.
+        A domain that names only some nodes of a leaf (written under a finer level: the
+        hostname, before the Topology lost it) seals that leaf (``CapacityMatrix.seal``) until
+        its pods are bound: a new placement on the leaf is pinned to the leaf alone, and the
+        kube-scheduler, which does not see gated pods, could bind it onto those nodes first.
+        ``seals``: how the number of such domains changes with this charge (``LiveCapacity``
+        charges open slots by difference, and a domain seals once however many it has open);
+        by default ``sign``, for a caller charging whole domains."""
         levels = assignment.levels
         for values, usage in usage_of(assignment, per_pod):
             for leaf in self.tree.leaves_of(levels, values):
                 self.capacity.add_tas_usage(leaf, usage, sign)
+            if seals != 0:
+                for leaf in self.tree.partly_named_leaves(levels, values):
+                    self.capacity.seal(leaf, sign if seals is None else seals)
 
     def place(
         self,

@@ -94,7 +94,9 @@ class TopologyTree:
         self.tainted_leaves: list[int] = [i for i, nodes in enumerate(leaf_nodes) if nodes[0].taints]
         self._label_columns: dict[str, tuple[npt.NDArray[np.object_], npt.NDArray[np.bool_]]] = {}
         # levels -> values at those levels -> the leaves holding a node labelled so
-        self._by_labels: dict[tuple[str, ...], dict[tuple[str, ...], tuple[int, ...]]] = {}
+        # levels -> domain values -> (leaves holding a node of the domain, those of them holding
+        # nodes outside it too): built on first use by ``_relevelled``.
+        self._by_labels: dict[tuple[str, ...], dict[tuple[str, ...], tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
     def label_column(self, key: str) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.bool_]]:
         """Per leaf, the value of label ``key`` on its first node ("" when absent) and whether
@@ -175,19 +177,42 @@ class TopologyTree:
         ``levels`` (an assignment decided before its Topology was re-created with other levels:
         its pods are pinned to those nodes by nodeSelector, whatever the tree is now)."""
         levels = tuple(levels)
-        if levels == self.level_keys or (self.lowest_is_hostname and levels == (HOSTNAME_LABEL,)):
+        if self._native(levels):
             leaf = self.leaf_index_of(values)
             return () if leaf is None else (leaf,)
+        return self._relevelled(levels).get(tuple(values), ((), ()))[0]
+
+    def partly_named_leaves(self, levels: Sequence[str], values: Sequence[str]) -> tuple[int, ...]:
+        """The leaves of ``leaves_of`` that also hold nodes outside the domain: a domain written
+        under finer levels than this tree's (its Topology lost its hostname level). Pods still to
+        come for it are pinned to some nodes of such a leaf, while a placement on the leaf lets
+        the kube-scheduler use any of them."""
+        levels = tuple(levels)
+        if self._native(levels):
+            return ()
+        return self._relevelled(levels).get(tuple(values), ((), ()))[1]
+
+    def _native(self, levels: tuple[str, ...]) -> bool:
+        return levels == self.level_keys or (self.lowest_is_hostname and levels == (HOSTNAME_LABEL,))
+
+    def _relevelled(self, levels: tuple[str, ...]) -> dict[tuple[str, ...], tuple[tuple[int, ...], tuple[int, ...]]]:
         index = self._by_labels.get(levels)
         if index is None:
-            found: dict[tuple[str, ...], set[int]] = {}
+            found: dict[tuple[str, ...], dict[int, int]] = {}
             for leaf, nodes in enumerate(self.leaf_nodes):
                 for node in nodes:
                     if all(level in node.labels for level in levels):
-                        found.setdefault(tuple(node.labels[level] for level in levels), set()).add(leaf)
-            index = {key: tuple(sorted(leaves)) for key, leaves in found.items()}
+                        per_leaf = found.setdefault(tuple(node.labels[level] for level in levels), {})
+                        per_leaf[leaf] = per_leaf.get(leaf, 0) + 1
+            index = {
+                key: (
+                    tuple(sorted(per_leaf)),
+                    tuple(sorted(leaf for leaf, n in per_leaf.items() if n < len(self.leaf_nodes[leaf]))),
+                )
+                for key, per_leaf in found.items()
+            }
             self._by_labels[levels] = index
-        return index.get(tuple(values), ())
+        return index
 
     def level_index(self, key: str) -> int | None:
         try:

@@ -70,11 +70,18 @@ class Monitor:
 
     # --- what the simulation tells the monitor ---------------------------------------------------
 
+    # Speed only: (store rv, Events, time, what the simulation told) of the last check the store passed;
+    # the store's checks are a function of these, so the same key passes again.
+    told: int = 0
+    clean_at: tuple[int, int, float, int] | None = None
+
     def node_unhealthy(self, name: str, now: float) -> None:
         self.unhealthy_at[name] = now
+        self.told += 1
 
     def reserved(self, uid: str, epoch: int, now: float) -> None:
         self.epochs[uid] = (epoch, now)
+        self.told += 1
 
     def ready_landed(self, uid: str, sent_at: float, now: float, term: int, leader: int) -> Violation | None:
         """A write setting our entry Ready, sent at ``sent_at`` by controller term ``term``,
@@ -92,6 +99,19 @@ class Monitor:
     # --- the checks --------------------------------------------------------------------------------
 
     def check(self, now: float, capacity: LiveCapacity | None) -> Violation | None:
+        key = (self.server.rv, len(self.server.events), now, self.told)
+        if key != self.clean_at:
+            found = self._check_store(now)
+            if found is not None:
+                return found
+            self.clean_at = key
+        if capacity is not None:
+            found = self._model(capacity)
+            if found is not None and found.invariant not in self.ignore:
+                return found
+        return None
+
+    def _check_store(self, now: float) -> Violation | None:
         nodes = {n["metadata"]["name"]: n for n in self.server.items(NODES)}
         for name, node in nodes.items():
             if not ready_of(node) or node["spec"].get("unschedulable"):
@@ -100,10 +120,6 @@ class Monitor:
         pods = self.server.items(PODS)
         for check in (self._ready_entries, self._capacity, self._placement, self._held, self._moves):
             found = check(now, nodes, workloads, pods)
-            if found is not None and found.invariant not in self.ignore:
-                return found
-        if capacity is not None:
-            found = self._model(capacity)
             if found is not None and found.invariant not in self.ignore:
                 return found
         return None
@@ -155,13 +171,21 @@ class Monitor:
             for wl in wls
             if self._holding(wl)
         }
+        by_values: dict[tuple[str, ...], dict[tuple[str, ...], list[str]]] = {}  # levels -> values -> nodes
         for wl in wls:
             if not self._holding(wl) or wl["metadata"]["name"] in replaced:
                 continue
             per_pod = {ps["name"]: _template_gpus(ps) for ps in wl["spec"]["podSets"]}
             for ps_name, ta in self._assignments(wl):
+                index = by_values.get(ta.levels)
+                if index is None:
+                    index = by_values[ta.levels] = {}
+                    for n, o in nodes.items():
+                        labels = o["metadata"]["labels"]
+                        if all(level in labels for level in ta.levels):
+                            index.setdefault(tuple(labels[level] for level in ta.levels), []).append(n)
                 for d in ta.domains:
-                    match = [n for n, o in nodes.items() if self._matches(o["metadata"]["labels"], ta.levels, d.values)]
+                    match = index.get(tuple(d.values), [])
                     if not match:
                         continue
                     gpus = d.count * per_pod.get(ps_name, 1)
