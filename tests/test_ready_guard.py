@@ -31,6 +31,7 @@ from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
 from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
 from kueue_tas.controllers.node_repair import SCAN, NodeRepair
 from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
+from kueue_tas.kube.errors import Conflict
 from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.codec import decode_assignment_annotation
 
@@ -441,3 +442,15 @@ async def test_topology_health_note_is_refused_after_an_eviction(cluster: Cluste
     cluster.sync()
     assert await health.reconcile(KEY) is None
     assert cluster.entry()["state"] == "Pending"
+
+
+async def test_the_wait_start_write_is_refused_on_a_workload_changed_since_the_decision(cluster: Cluster) -> None:
+    """A preferred wait's start is written before its Retry entry, which is guarded by the
+    version the first write leaves: that first write must itself be guarded, or after Kueue's
+    eviction and new reservation the Retry lands on the new reservation."""
+    decided_on = Workload.model_validate(cluster.stored())
+    cluster.evict()
+    with pytest.raises(Conflict):
+        await KubeAdmissionWriter(cluster.session_api).write_wait_start(decided_on, "2030-01-01T00:00:00Z")
+    annotations = cluster.stored()["metadata"].get("annotations") or {}
+    assert c.PREFERRED_WAIT_STARTED_ANNOTATION not in annotations

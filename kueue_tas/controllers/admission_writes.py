@@ -204,9 +204,12 @@ class KubeAdmissionWriter:
         return await self._annotate(workload, values, workload.metadata.resource_version)
 
     async def write_wait_start(self, workload: Workload, stamp: str) -> Workload:
-        """Unguarded: the first hold's time; a second writer would write about the same time.
-        (The Retry entry that follows is guarded by the version this write returns.)"""
-        return await self._annotate(workload, {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp}, None)
+        """Guarded like every write a decision makes: the Retry entry that follows is guarded by
+        the version this write returns, so an unguarded write landing after Kueue evicted and
+        reserved again would carry that Retry onto the new reservation (and bounce it)."""
+        return await self._annotate(
+            workload, {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp}, workload.metadata.resource_version
+        )
 
     async def _annotate(self, workload: Workload, values: dict[str, str], resource_version: str | None) -> Workload:
         written = await merge_patch_custom(
