@@ -101,7 +101,7 @@ def test_publish_follows_the_model_and_drops_flavors_no_longer_governed() -> Non
 def test_gauges_publish_after_touch_and_periodically() -> None:
     async def go() -> None:
         cap, m = live(), Metrics()
-        gauges = CapacityGauges(m, cap, period=30.0, min_interval=0.01)
+        gauges = CapacityGauges(m, cap, period=30.0, min_interval=0.01, hostname_level=True)
         task = asyncio.create_task(gauges.run())
         await asyncio.sleep(0.05)
         key = (
@@ -145,6 +145,33 @@ def test_domain_free_can_leave_out_the_lower_levels() -> None:
     publish_domain_free(m, live(), max_levels=2)
     levels = {dict(k)["level"] for k in samples(m, "kueue_tas_domain_free")}
     assert levels == {BLOCK, RACK}
-    publish_domain_free(m, live())
+    publish_domain_free(m, live(), hostname_level=True)
     levels = {dict(k)["level"] for k in samples(m, "kueue_tas_domain_free")}
     assert levels == {BLOCK, RACK, HOSTNAME_LABEL}
+
+
+def test_hostname_level_series_are_opt_in() -> None:
+    """Issue 30: per-host series are most of a large cluster's /metrics (40,000 of them at
+    10,000 nodes) and what made its render slow; they are published only when asked for."""
+    m = Metrics()
+    publish_domain_free(m, live())
+    levels = {dict(k)["level"] for k in samples(m, "kueue_tas_domain_free")}
+    assert levels == {BLOCK, RACK}
+    publish_domain_free(m, live(), hostname_level=True)
+    levels = {dict(k)["level"] for k in samples(m, "kueue_tas_domain_free")}
+    assert levels == {BLOCK, RACK, HOSTNAME_LABEL}
+    publish_domain_free(m, live(), max_levels=1, hostname_level=True)
+    assert {dict(k)["level"] for k in samples(m, "kueue_tas_domain_free")} == {BLOCK}
+
+
+def test_the_settings_turn_hostname_level_series_on() -> None:
+    from kueue_tas.runtime.config import Settings
+
+    assert Settings.load().metrics_hostname_level is False
+    off = CapacityGauges.from_settings(Metrics(), live(), Settings.load())
+    on = CapacityGauges.from_settings(Metrics(), live(), Settings.load(metrics_hostname_level=True))
+    assert (off.hostname_level, on.hostname_level) == (False, True)
+    on.publish()
+    off.publish()
+    assert HOSTNAME_LABEL in {dict(k)["level"] for k in samples(on.metrics, "kueue_tas_domain_free")}
+    assert HOSTNAME_LABEL not in {dict(k)["level"] for k in samples(off.metrics, "kueue_tas_domain_free")}

@@ -9,8 +9,11 @@ pending (does not fit), ``ns/small`` would fit.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
+import hashlib
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +22,12 @@ import aiohttp
 import builders as mk
 import map_scene as scene
 import pytest
+import structlog
 from aiohttp.test_utils import TestClient, TestServer
 from map_scene import parse_page
 
 from kueue_tas.cli.cluster_read import ClusterReadError, ClusterState
-from kueue_tas.cli.map_server import SOURCE_HEADER, MapServer
+from kueue_tas.cli.map_server import FAILURE_MAX_AGE, SOURCE_HEADER, MapServer
 from kueue_tas.cli.map_sources import LIVE_MAX_AGE, READ_MAX_AGE, LiveSource, ReadSource
 from kueue_tas.cli.run import LiveState, map_server, register
 from kueue_tas.runtime.config import ConfigError, Settings
@@ -299,19 +303,77 @@ async def test_failures_answer_500_with_one_line_and_the_server_goes_on(
     read = CountingRead(fail=ClusterReadError("cannot list nodes: forbidden: nodes is forbidden"))
     clock = Clock()
     c = await clients(MapServer(s.map_bind, ReadSource(read, s), replica="r1", clock=clock))
-    r = await c.get("/")
-    text = await r.text()
+    with structlog.testing.capture_logs() as logs:
+        r = await c.get("/")
+        text = await r.text()
     assert r.status == 500
-    assert text == "error: the topology map could not be built: cannot list nodes: forbidden: nodes is forbidden\n"
+    request_id = failed_request_id(text)
+    # The page names no exception (issue 30): the log line with the same request id does.
+    assert "forbidden" not in text and "nodes" not in text
+    (line,) = [e for e in logs if e["event"] == "map_failed"]
+    assert line["request_id"] == request_id and line["error"] == "cannot list nodes: forbidden: nodes is forbidden"
     read.fail = RuntimeError("boom\n  in a second line")
-    r = await c.get("/topology.json")
-    text = await r.text()
-    assert r.status == 500 and text.count("\n") == 1 and "Traceback" not in text
-    assert text == "error: the topology map could not be built: RuntimeError: boom in a second line\n"
-    # A failure is not kept: the next request builds again, and succeeds.
+    clock.now += FAILURE_MAX_AGE
+    with structlog.testing.capture_logs() as logs:
+        r = await c.get("/topology.json")
+        text = await r.text()
+    assert r.status == 500 and "boom" not in text and "RuntimeError" not in text and "Traceback" not in text
+    (line,) = [e for e in logs if e["event"] == "map_failed"]
+    assert line["request_id"] == failed_request_id(text) != request_id
+    assert line["error"] == "RuntimeError: boom\n  in a second line"
+    # A failure is kept a short time only: then the next request builds again, and succeeds.
     read.fail = None
+    clock.now += FAILURE_MAX_AGE
     r, doc = await get_page(c)
     assert drawn(doc) == set(scene.DRAWN) and read.calls == 3
+
+
+def failed_request_id(text: str) -> str:
+    """The request id of a generic one-line 500."""
+    match = re.fullmatch(r"error: the topology map could not be built \(request id ([0-9a-f]{16})[^\n]*\)\n", text)
+    assert match is not None, text
+    return match.group(1)
+
+
+async def test_a_failed_read_is_remembered_so_a_slow_apiserver_gets_one_read_not_twenty(
+    clients: Callable[..., Awaitable[Client]],
+) -> None:
+    """Issue 30: during an apiserver slowdown every request started its own full LIST of nodes
+    and pods; now the requests of a read share it, and its failure answers the next ones."""
+    s = settings(map_bind="127.0.0.1:0")
+    read = CountingRead(
+        fail=ClusterReadError("cannot reach the Kubernetes API server: timeout"), release=asyncio.Event()
+    )
+    clock = Clock()
+    c = await clients(MapServer(s.map_bind, ReadSource(read, s), replica="r1", clock=clock))
+    first = [asyncio.create_task(c.get(path)) for path in ("/", "/topology", "/topology.json") * 3]
+    await read.started.wait()
+    read.release.set()  # type: ignore[union-attr]
+    answers = await asyncio.gather(*first)
+    later = [await c.get("/") for _ in range(11)]  # the slowdown goes on: remembered
+    assert {r.status for r in [*answers, *later]} == {500}
+    assert read.calls == 1
+    clock.now += FAILURE_MAX_AGE - 0.1
+    assert (await c.get("/")).status == 500 and read.calls == 1
+    clock.now += 0.1
+    read.fail = None
+    await get_page(c)
+    assert read.calls == 2
+
+
+async def test_a_request_that_gives_up_does_not_cancel_the_read_others_wait_for(
+    clients: Callable[..., Awaitable[Client]],
+) -> None:
+    s = settings(map_bind="127.0.0.1:0")
+    read = CountingRead(release=asyncio.Event())
+    server = MapServer(s.map_bind, ReadSource(read, s), replica="r1", clock=Clock())
+    impatient = asyncio.create_task(server.current())
+    patient = asyncio.create_task(server.current())
+    await read.started.wait()
+    impatient.cancel()
+    read.release.set()  # type: ignore[union-attr]
+    build = await patient
+    assert impatient.cancelled() and build.kind == "read" and read.calls == 1
 
 
 async def test_a_failing_live_build_is_a_500(clients: Callable[..., Awaitable[Client]]) -> None:
@@ -325,8 +387,12 @@ async def test_a_failing_live_build_is_a_500(clients: Callable[..., Awaitable[Cl
     source = live_source(s, live)
     source.check_flavors = broken
     c = await clients(MapServer(s.map_bind, ReadSource(never_read(), s), source, replica="r0"))
-    r = await c.get("/")
-    assert (r.status, await r.text()) == (500, "error: the topology map could not be built: KeyError: 'tas'\n")
+    with structlog.testing.capture_logs() as logs:
+        r = await c.get("/")
+        text = await r.text()
+    assert r.status == 500 and "KeyError" not in text and "tas" not in text
+    (line,) = [e for e in logs if e["event"] == "map_failed"]
+    assert line["request_id"] == failed_request_id(text) and line["error"] == "KeyError: 'tas'"
 
 
 async def test_read_only(clients: Callable[..., Awaitable[Client]]) -> None:
@@ -375,3 +441,33 @@ async def test_listens_on_map_bind_and_names_it_when_it_cannot() -> None:
             await taken.start()
     finally:
         await server.stop()
+
+
+async def test_the_content_security_policy_allows_only_the_pages_own_script_and_style(
+    clients: Callable[..., Awaitable[Client]],
+) -> None:
+    """Issue 30: no 'unsafe-inline'. The page's one script and one style sheet are constants, so
+    the policy names their sha256; anything else inline (an injected script, an event handler,
+    a style attribute) would not run."""
+    s = settings(map_bind="127.0.0.1:0")
+    c = await clients(MapServer(s.map_bind, ReadSource(CountingRead(), s), replica="r1", refresh_seconds=30))
+    for path in ("/", "/topology.json"):
+        r = await c.get(path)
+        assert r.status == 200
+        policy = dict(
+            (d.split()[0], d.split()[1:]) for d in r.headers["Content-Security-Policy"].split(";") if d.strip()
+        )
+        assert "'unsafe-inline'" not in r.headers["Content-Security-Policy"]
+        assert policy["default-src"] == ["'none'"] and policy["frame-ancestors"] == ["'none'"]
+    page = await (await c.get("/")).text()
+
+    def digest(text: str) -> str:
+        return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
+    styles = re.findall(r"<style>(.*?)</style>", page, re.S)
+    assert len(scripts) == 1 and len(styles) == 1
+    assert policy["script-src"] == [digest(scripts[0])] and policy["style-src"] == [digest(styles[0])]
+    # Everything else inline is data, never run: the JSON blob, no handlers, no style attributes.
+    assert re.findall(r"<script(?: [^>]*)?>", page) == ['<script type="application/json" id="map-data">', "<script>"]
+    assert not re.search(r"\s(on[a-z]+|style)=", page)

@@ -27,6 +27,7 @@ from kubernetes_asyncio import client
 from e2e.cluster_state import State
 from e2e.controller import LOCAL_DEV_OPEN, ControllerGroup, metric_value
 from kueue_tas.cli.map_server import PATHS
+from kueue_tas.runtime.exposition import MAX_AGE as EXPOSITION_MAX_AGE
 
 READER_ROLES = ("kueue-tas-metrics-reader", "kueue-tas-map-reader")
 SECURED = {key: "true" for key in LOCAL_DEV_OPEN}
@@ -125,11 +126,18 @@ async def test_a_token_without_the_reader_roles_gets_403_and_with_them_200(
             # The probes: plain HTTP, no token.
             async with session.get(f"http://127.0.0.1:{proc.health_port}/readyz") as resp:
                 assert resp.status == 200
-        # Counted without the token, the user or the path in a label.
+        # Counted without the token, the user or the path in a label. A scrape's body is served
+        # again for a few seconds (runtime/exposition.py), so the counts show up after that.
+        deadline = time.monotonic() + 2 * EXPOSITION_MAX_AGE + 5
         async with aiohttp.ClientSession() as session:
-            _, metrics = await _status(session, proc.metrics_url, reader_token)
-        assert (metric_value(metrics, "kueue_tas_http_auth_total", server="metrics", result="forbidden") or 0) >= 1
-        assert (metric_value(metrics, "kueue_tas_http_auth_total", server="map", result="allowed") or 0) >= 3
+            while True:
+                _, metrics = await _status(session, proc.metrics_url, reader_token)
+                forbidden = metric_value(metrics, "kueue_tas_http_auth_total", server="metrics", result="forbidden")
+                allowed = metric_value(metrics, "kueue_tas_http_auth_total", server="map", result="allowed")
+                if ((forbidden or 0) >= 1 and (allowed or 0) >= 3) or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.5)
+        assert (forbidden or 0) >= 1 and (allowed or 0) >= 3, metrics
         assert reader_token not in proc.log_text() and nobody_token not in proc.log_text()
     finally:
         for binding in bindings:

@@ -9,7 +9,10 @@ Every replica serves it: the leader from its live model, any other replica from 
 which, and when. A build is kept ``max_age`` seconds and shared by the requests that arrive
 while it runs, so however many browsers refresh, the leader builds at most one model per
 ``LIVE_MAX_AGE`` and a standby reads the cluster at most once per ``READ_MAX_AGE``. A failed
-build answers 500 with one line and is logged; it never ends the controller.
+build is remembered ``FAILURE_MAX_AGE`` seconds too (at most the source's ``max_age``), so
+requests during an API server slowdown do not each start a full read of nodes and pods. A
+failure answers 500 with one generic line naming a request id, the reason is in the log under
+that id (the page shows no exception text); it never ends the controller.
 
 Over TLS and behind a :class:`~kueue_tas.runtime.http_auth.RequestAuth` when they are given
 (``map_secure``, ``map_auth``): every route needs a token allowed to ``get`` its path.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import ssl
 import time
 from collections.abc import Callable
@@ -31,6 +35,7 @@ from aiohttp import web
 
 from kueue_tas.cli.cluster_read import ClusterReadError
 from kueue_tas.cli.map_sources import MapSource
+from kueue_tas.mapview.assets import CSS_HASH, JS_HASH
 from kueue_tas.mapview.model import MapModel, map_hosts
 from kueue_tas.mapview.render import render_map
 from kueue_tas.runtime.config import parse_bind
@@ -43,11 +48,29 @@ TITLE = "kueue-tas topology map"
 # Every route; the ClusterRole kueue-tas-map-reader grants `get` on exactly these.
 PATHS = ("/", "/topology", "/topology.json")
 SOURCE_HEADER = "X-Kueue-Tas-Map-Source"
+# Seconds a failed build answers the requests after it: an API server that is slow to answer
+# gets one read per this long from this replica, not one per request.
+FAILURE_MAX_AGE = 5.0
 # The page needs nothing from anywhere: its CSS and script are inline, its legend inline SVG.
+# Only our own constant script and style sheet may run, named by their sha256.
 CSP = (
-    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+    f"default-src 'none'; script-src {JS_HASH}; style-src {CSS_HASH}; img-src data:; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
+
+
+class BuildFailed(Exception):
+    """A build failed (now, or within ``FAILURE_MAX_AGE``); ``detail`` is for the log only."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class _Failure:
+    detail: str
+    at: float  # monotonic time it failed
 
 
 @dataclass
@@ -86,7 +109,8 @@ class MapServer:
         self._clock = clock
         self._wall = wall
         self._builds: dict[str, MapBuild] = {}
-        self._locks = {s.kind: asyncio.Lock() for s in self._sources}
+        self._failures: dict[str, _Failure] = {}
+        self._in_flight: dict[str, asyncio.Future[MapBuild]] = {}
         self._runner: web.AppRunner | None = None
 
     # --- building ---------------------------------------------------------------------------
@@ -96,19 +120,39 @@ class MapServer:
         return next(s for s in self._sources if s.usable())
 
     async def current(self) -> MapBuild:
-        """The newest build of the source in use, building it when it is older than allowed."""
+        """The newest build of the source in use, building it when it is older than allowed;
+        raises ``BuildFailed`` when it failed (now, or a short time ago)."""
         source = self.source()
-        async with self._locks[source.kind]:  # the requests that arrive meanwhile share one build
-            held = self._builds.get(source.kind)
-            if held is not None and self._clock() - held.built < source.max_age:
-                return held
-            started = self._clock()
+        held = self._builds.get(source.kind)
+        if held is not None and self._clock() - held.built < source.max_age:
+            return held
+        failed = self._failures.get(source.kind)
+        if failed is not None and self._clock() - failed.at < min(source.max_age, FAILURE_MAX_AGE):
+            raise BuildFailed(failed.detail)
+        flight = self._in_flight.get(source.kind)
+        if flight is None:  # the requests that arrive while it runs share this build
+            flight = self._in_flight[source.kind] = asyncio.ensure_future(self._build(source))
+        # A browser that goes away cancels its own wait, never the build the others wait for.
+        return await asyncio.shield(flight)
+
+    async def _build(self, source: MapSource) -> MapBuild:
+        started = self._clock()
+        try:
             at = self._wall()
             model = await source.build()
             text = source.describe(self._replica, at)
             page = await asyncio.to_thread(self._render, model, text)
-            build = MapBuild(source.kind, model, at, text, page, self._clock())
-            self._builds[source.kind] = build
+        except Exception as exc:
+            detail = str(exc) if isinstance(exc, ClusterReadError) else f"{type(exc).__name__}: {exc}"
+            self._failures[source.kind] = _Failure(detail, self._clock())
+            if not isinstance(exc, ClusterReadError):  # a defect of ours: its traceback, once
+                log.exception("map_build_failed", source=source.kind, error=detail)
+            raise BuildFailed(detail) from exc
+        finally:
+            del self._in_flight[source.kind]
+        build = MapBuild(source.kind, model, at, text, page, self._clock())
+        self._builds[source.kind] = build
+        self._failures.pop(source.kind, None)
         log.info(
             "map_built",
             source=source.kind,
@@ -150,13 +194,16 @@ class MapServer:
         return resp
 
     def _failed(self, exc: Exception) -> web.Response:
-        if isinstance(exc, ClusterReadError):
-            detail = str(exc)
-            log.error("map_failed", error=detail)
+        """A generic one-line 500: what failed (an API server's words, a traceback) is only in
+        the log, under the request id the page names."""
+        request_id = secrets.token_hex(8)
+        if isinstance(exc, BuildFailed):
+            log.error("map_failed", request_id=request_id, error=exc.detail)
         else:
-            detail = f"{type(exc).__name__}: {exc}"
-            log.exception("map_failed", error=detail)
-        line = " ".join(f"error: the topology map could not be built: {detail}".split())
+            log.exception("map_failed", request_id=request_id, error=f"{type(exc).__name__}: {exc}")
+        line = (
+            f"error: the topology map could not be built (request id {request_id}; the controller's log has the reason)"
+        )
         return web.Response(text=line + "\n", status=500, headers={"Cache-Control": "no-store"})
 
     def make_app(self) -> web.Application:

@@ -140,8 +140,11 @@ class Settings(BaseSettings):
     retry_period_seconds: float = Field(default=2, gt=0)
 
     # serving and logging
-    # kueue_tas_domain_free for the top N topology levels only (0: every level, hosts included).
+    # kueue_tas_domain_free for the top N topology levels only (0: every level).
     metrics_domain_levels: int = Field(default=0, ge=0)
+    # kueue_tas_domain_free of the kubernetes.io/hostname level too: one series per node and
+    # resource (~40,000 at 10,000 nodes, most of /metrics), so only when asked for.
+    metrics_hostname_level: bool = False
     # kueue_tas_domain_free_slots / kueue_tas_free_domains: how many pods of each shape still fit.
     # By default a whole 8-GPU node (the unit of multi-node training) and one GPU (how scattered
     # the free GPUs are); on a flavor without GPUs their series read 0. Environment: shapes

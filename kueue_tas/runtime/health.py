@@ -4,7 +4,9 @@
 - ``/readyz``: every readiness check passes: typically ``informers`` (caches synced) and
   ``leader-election`` (leading, or a healthy standby: a standby is ready so that rolling
   updates proceed). ``?verbose`` lists each check; failures give 503 with the reasons.
-- ``/metrics``: the :class:`~kueue_tas.runtime.metrics.Metrics` registry, text format.
+- ``/metrics``: the :class:`~kueue_tas.runtime.metrics.Metrics` registry, text format, rendered
+  in a worker thread and shared by the scrapes of a few seconds (``exposition``), so scrapes
+  never stall the event loop the elector and the reconcilers share.
 
 The probes are served on ``health_bind``, plain HTTP without authentication (the kubelet calls
 them); ``/metrics`` on ``metrics_bind``, over TLS and behind a
@@ -22,6 +24,7 @@ from typing import Protocol
 from aiohttp import web
 
 from kueue_tas.runtime.config import Settings, parse_bind
+from kueue_tas.runtime.exposition import SharedExposition
 from kueue_tas.runtime.http_auth import RequestAuth
 from kueue_tas.runtime.listen import listen, runner_addresses, stop_runner
 from kueue_tas.runtime.logging import get_logger
@@ -77,6 +80,7 @@ class HealthServer:
     ) -> None:
         s = settings or Settings(leader_election=False)
         self.metrics = metrics or Metrics()
+        self.exposition = SharedExposition(self.metrics.render)
         self._health_bind = health_bind or s.health_bind
         self._metrics_bind = metrics_bind or s.metrics_bind
         self._auth = auth
@@ -107,9 +111,14 @@ class HealthServer:
         return self._checks_response(request, self._readiness, "readyz")
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        body, content_type = self.metrics.render()
-        resp = web.Response(body=body)
-        resp.headers["Content-Type"] = content_type
+        exposition = await self.exposition.current()
+        if "gzip" in request.headers.get("Accept-Encoding", ""):
+            resp = web.Response(body=exposition.gzipped)
+            resp.headers["Content-Encoding"] = "gzip"
+        else:
+            resp = web.Response(body=exposition.body)
+        resp.headers["Vary"] = "Accept-Encoding"
+        resp.headers["Content-Type"] = exposition.content_type
         return resp
 
     def make_health_app(self) -> web.Application:
