@@ -41,17 +41,6 @@ class RenderSpy:
         metrics.set_collect_hook("spy", lambda: self.threads.append(threading.get_ident()))
 
 
-async def max_loop_gap(work: asyncio.Future[object], tick: float = 0.01) -> float:
-    """The longest time the event loop went without running a ticker coroutine while ``work`` ran."""
-    loop = asyncio.get_running_loop()
-    last, worst = loop.time(), 0.0
-    while not work.done():
-        await asyncio.sleep(tick)
-        now = loop.time()
-        worst, last = max(worst, now - last), now
-    return worst
-
-
 async def metrics_client(
     metrics: Metrics, *, auto_decompress: bool = True
 ) -> TestClient[aiohttp.web.Request, aiohttp.web.Application]:
@@ -73,14 +62,12 @@ async def test_48_concurrent_scrapes_at_10000_nodes_share_one_render_off_the_loo
             async with client.get("/metrics", headers={"Accept-Encoding": "gzip"}) as r:
                 return r.status, await r.read()
 
-        scrapes = asyncio.gather(*(scrape() for _ in range(48)))
-        worst = await max_loop_gap(scrapes)
-        answers = await scrapes
+        answers = await asyncio.gather(*(scrape() for _ in range(48)))
     finally:
         await client.close()
-    # Generous: the unfixed code stalled the loop for all 48 renders in a row (tens of seconds).
-    assert worst < 1.0, f"the event loop stalled {worst:.2f} s"
-    # One render served all 48, and it ran off the event loop's thread.
+    # One render served all 48, and it ran off the event loop's thread (the unfixed code made
+    # 48 renders on the loop: a 51 s stall here). How long the loop stalls is a figure, not a
+    # test: benchmarks/metrics_scrape.py measures it.
     assert len(spy.threads) == 1, f"{len(spy.threads)} renders for 48 concurrent scrapes"
     assert spy.threads[0] != threading.get_ident()
     assert {status for status, _ in answers} == {200}
