@@ -52,7 +52,9 @@ def test_cert_manager_overlay_takes_secrets_and_webhook_configurations_away_from
     (cluster_role,) = [o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "kueue-tas"]
     groups = {g for rule in cluster_role["rules"] for g in rule["apiGroups"]}
     assert "admissionregistration.k8s.io" not in groups, "cert-manager injects the CA; the controller writes none"
-    assert not any("secrets" in r.get("resources", []) for o in objects if o["kind"] in ("Role", "ClusterRole") for r in o["rules"])
+    assert not any(
+        "secrets" in r.get("resources", []) for o in objects if o["kind"] in ("Role", "ClusterRole") for r in o["rules"]
+    )
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         (config,) = [o for o in objects if o["kind"] == kind]
         assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/kueue-tas-webhook"

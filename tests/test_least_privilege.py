@@ -22,7 +22,11 @@ def base() -> list[dict[str, Any]]:
 def test_the_controller_may_not_create_secrets_the_manifests_ship_its_own_empty() -> None:
     docs = base()
     secret_rules = [
-        r for d in docs if d["kind"] in ("Role", "ClusterRole") for r in d["rules"] if "secrets" in r.get("resources", [])
+        r
+        for d in docs
+        if d["kind"] in ("Role", "ClusterRole")
+        for r in d["rules"]
+        if "secrets" in r.get("resources", [])
     ]
     assert secret_rules == [
         {
