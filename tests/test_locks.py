@@ -68,7 +68,7 @@ def test_floors_are_past_known_advisories() -> None:
             declared[canonicalize_name(req.name)] = req
     for name, fixed in ADVISORY_FLOORS.items():
         req = declared[canonicalize_name(name)]
-        below = Version(fixed).release[:-1] + (Version(fixed).release[-1] - 1,)
+        below = (*Version(fixed).release[:-1], Version(fixed).release[-1] - 1)
         assert not req.specifier.contains(".".join(map(str, below))), f"{req}: allows a version before {fixed}"
         assert req.specifier.contains(fixed), f"{req}: excludes the fixed {fixed}"
 

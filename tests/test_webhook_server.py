@@ -31,8 +31,8 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.kueue_objects import Topology
 from kueue_tas.capacity.creation_checks import TopologyView
-from kueue_tas.kube.errors import AlreadyExists, Conflict, Invalid, NotFound
-from kueue_tas.runtime.certs import RENEW_BEFORE, VALIDITY, ServingCert, issue, renewal_reason
+from kueue_tas.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
+from kueue_tas.runtime.certs import RENEW_BEFORE, VALIDITY, CertificateError, ServingCert, issue, renewal_reason
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import DEFAULT_GATES
@@ -456,3 +456,25 @@ async def test_a_renewal_publishes_the_old_and_the_new_ca_until_every_replica_se
         )
         is None
     )
+
+
+async def test_a_missing_secret_the_controller_may_not_create_says_how_to_get_it_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The manifests ship the Secret empty and the Role grants no create: one deleted by hand is
+    a one-line error naming the Secret and the fix, not a bare 403."""
+    fake = FakeApiServer()
+
+    async def forbid_create(api: Any, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        if method == "POST":
+            raise Forbidden(
+                'secrets is forbidden: User "system:serviceaccount:kueue-tas-system:kueue-tas" cannot create'
+            )
+        return await fake(api, method, path, **kw)
+
+    monkeypatch.setattr(cert_keeper, "request_json", forbid_create)
+    with pytest.raises(CertificateError) as missing:
+        await keeper().current()
+    message = str(missing.value)
+    assert "kueue-tas-system/cert" in message and "missing" in message and "re-apply" in message
+    assert "\n" not in message

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.kube.client import request_json
-from kueue_tas.kube.errors import Conflict, NotFound
+from kueue_tas.kube.errors import Conflict, Forbidden, NotFound
 from kueue_tas.runtime.certs import (
     CA_FILE,
     CERT_FILE,
@@ -139,6 +139,14 @@ class SecretCerts:
                     await request_json(self.api, "PUT", f"{self._secret_path}/{self.secret}", body=body)
             except Conflict:  # another replica wrote it first (AlreadyExists is a Conflict): use theirs
                 continue
+            except Forbidden as exc:
+                if secret is not None:
+                    raise
+                # The manifests and the chart ship it empty; the Role grants get/update only.
+                raise CertificateError(
+                    f"Secret {self.namespace}/{self.secret} is missing and the controller may not create it: "
+                    "re-apply manifests/base (or upgrade the chart), which ship it empty"
+                ) from exc
             log.info("webhook_certificate_issued", secret=f"{self.namespace}/{self.secret}", reason=reason)
             return fresh
         raise CertificateError(
