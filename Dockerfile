@@ -8,6 +8,11 @@
 # Behind a TLS-intercepting proxy, give pip its CA bundle as a build secret, mounted only for the
 # steps that download and never written to a layer:
 #   docker build --secret id=pip-ca,src=/etc/ssl/certs/ca-certificates.crt .
+# The base by tag: a release build pins it by digest with the tag beside it,
+#   --build-arg BASE_IMAGE=debian:bookworm-slim@sha256:<the digest the registry gives that day>
+# (no registry is reachable where this file is kept, so no digest is written here rather than a
+# guessed one). `make image` makes the base from Debian's packages instead (e2e/image.py): it is
+# fixed by the tarball cached at its first build, not by a digest or a snapshot date.
 ARG BASE_IMAGE=debian:bookworm-slim
 
 # Debian's python3 and nothing else: no pip, setuptools, compiler or headers.

@@ -43,8 +43,11 @@ lock:
 	$(UV) pip compile requirements/build.in $(LOCK_ARGS) -c requirements/dev.lock -o requirements/build.lock
 	sed -i 's/# via -c requirements\/dev.lock, /# via /' requirements/runtime.lock requirements/build.lock
 
-# The last step: charts/kueue-tas through `helm lint --strict` and Kubernetes' schemas (offline),
-# default values and every option on; helm is built on first use (e2e/build.py).
+# The last steps: charts/kueue-tas through `helm lint --strict` and Kubernetes' schemas (offline),
+# default values and every option on; helm is built on first use (e2e/build.py); every overlay
+# under manifests/ through `kustomize build`, with kubectl 1.32's kustomize (v5.5) and the newest
+# (built on first use too); the locks through pip-audit against PyPI's advisories (skipped with a
+# line saying so when PyPI's JSON API is unreachable, e2e/advisories.py); the docs site.
 lint: $(STAMP)
 	$(VENV)/bin/ruff format --check kueue_tas tests e2e benchmarks docs/hooks
 	$(VENV)/bin/ruff check kueue_tas tests e2e benchmarks docs/hooks
@@ -53,6 +56,8 @@ lint: $(STAMP)
 	$(VENV)/bin/deptry .
 	$(VENV)/bin/hadolint Dockerfile
 	$(PY) -m e2e.chart_lint
+	$(PY) -m e2e.kustomize
+	$(PY) -m e2e.advisories
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # The docs site (mkdocs.yml, docs/) into site/; --strict: a broken link or anchor, or a page

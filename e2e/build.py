@@ -178,6 +178,7 @@ def components() -> list[Component]:
             ldflags=f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={versions.KUEUE}",
         ),
         helm_component(),
+        *kustomize_components(),
     ]
 
 
@@ -195,6 +196,27 @@ def helm_component() -> Component:
         outputs=("helm",),
         ldflags=" ".join(flags),
     )
+
+
+def kustomize_components() -> list[Component]:
+    """kustomize twice: the version kubectl 1.32 vendors (``kustomize-v5.5.0``: what ``kubectl
+    apply -k`` of the oldest kubectl we support runs) and the newest (``kustomize``)."""
+    out = []
+    for name, version in (
+        (f"kustomize-{versions.KUSTOMIZE_KUBECTL_1_32}", versions.KUSTOMIZE_KUBECTL_1_32),
+        ("kustomize", versions.KUSTOMIZE),
+    ):
+        out.append(
+            Component(
+                name=name,
+                module="sigs.k8s.io/kustomize/kustomize/v5",
+                version=version,
+                packages=("sigs.k8s.io/kustomize/kustomize/v5",),
+                outputs=(name,),
+                ldflags=f"-s -w -X sigs.k8s.io/kustomize/api/provenance.version={version}",
+            )
+        )
+    return out
 
 
 def _stamp_path(c: Component) -> Path:

@@ -14,6 +14,7 @@ is all the base uses.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Iterable
@@ -24,6 +25,7 @@ import yaml
 from kubernetes_asyncio import client
 
 from kueue_tas.kube.client import APPLY_PATCH, request_json
+from kueue_tas.kube.errors import NotFound
 
 REPO_ROOT: Final = Path(__file__).resolve().parent.parent
 MANIFESTS_DIR: Final = REPO_ROOT / "manifests"
@@ -34,8 +36,20 @@ FIELD_MANAGER: Final = "kueue-tas-e2e"
 DEFAULT_TOKEN_SECONDS: Final = 6 * 3600
 RBAC_PROPAGATION_S: Final = 30.0
 
-# What service_account_kubeconfig installs, in this order (a binding's subject must exist first).
-IDENTITY_KINDS: Final = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+# What service_account_kubeconfig installs, in this order (a binding's subject must exist first):
+# the identity, its RBAC, the empty webhook-certificate Secret it may only fill (no create), and the
+# ValidatingAdmissionPolicy that narrows what it may change, so every e2e controller runs under it.
+IDENTITY_KINDS: Final = (
+    "Namespace",
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "Secret",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+)
 
 # kind -> (URL prefix of its group/version, plural, namespaced) for every kind in manifests/.
 _RESOURCES: Final[dict[str, tuple[str, str, bool]]] = {
@@ -58,6 +72,12 @@ _RESOURCES: Final[dict[str, tuple[str, str, bool]]] = {
     "MutatingWebhookConfiguration": (
         "/apis/admissionregistration.k8s.io/v1",
         "mutatingwebhookconfigurations",
+        False,
+    ),
+    "ValidatingAdmissionPolicy": ("/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False),
+    "ValidatingAdmissionPolicyBinding": (
+        "/apis/admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicybindings",
         False,
     ),
     "Job": ("/apis/batch/v1", "jobs", True),
@@ -160,6 +180,15 @@ async def apply_document(api: client.ApiClient, doc: dict[str, Any], *, dry_run:
     if dry_run:
         query.append(("dryRun", "All"))
     return await request_json(api, "PATCH", object_path(doc), query=query, body=doc, content_type=APPLY_PATCH)
+
+
+async def reset_webhook_secret(api: client.ApiClient) -> None:
+    """The webhook certificate's Secret back to the base's empty one (admin ``api``): a test that
+    wants a certificate issued by its own controllers starts from what an install ships."""
+    (secret,) = [d for d in base_documents() if d["kind"] == "Secret"]
+    with contextlib.suppress(NotFound):
+        await request_json(api, "DELETE", object_path(secret))
+    await apply_document(api, secret)
 
 
 def service_account_user(namespace: str, service_account: str) -> str:

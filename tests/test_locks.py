@@ -50,3 +50,44 @@ def test_the_build_lock_can_build_an_spdx_license() -> None:
     build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
     setuptools = next(Requirement(r) for r in build if r.startswith("setuptools"))
     assert setuptools.specifier.contains(_pins("build.lock")["setuptools"])
+
+
+# Advisories fixed in these releases: a floor below them lets a resolver (a user's own, not our
+# locks) pick a version with the hole. aiohttp 3.13.3: request decompression bomb and more;
+# cryptography 44.0.1: CVE-2024-12797 in its bundled OpenSSL; orjson 3.9.15: CVE-2024-27454
+# (unbounded recursion); setuptools 78.1.1: CVE-2025-47273 (path traversal in PackageIndex).
+ADVISORY_FLOORS = {"aiohttp": "3.13.3", "cryptography": "44.0.1", "orjson": "3.9.15", "setuptools": "78.1.1"}
+
+
+def test_floors_are_past_known_advisories() -> None:
+    declared = {canonicalize_name(r.name): r for extra in (None, "dev") for r in _declared(extra)}
+    for line in (ROOT / "requirements" / "build.in").read_text().splitlines():
+        spec = line.split("#")[0].strip()
+        if spec:
+            req = Requirement(spec)
+            declared[canonicalize_name(req.name)] = req
+    for name, fixed in ADVISORY_FLOORS.items():
+        req = declared[canonicalize_name(name)]
+        below = (*Version(fixed).release[:-1], Version(fixed).release[-1] - 1)
+        assert not req.specifier.contains(".".join(map(str, below))), f"{req}: allows a version before {fixed}"
+        assert req.specifier.contains(fixed), f"{req}: excludes the fixed {fixed}"
+
+
+def test_the_dockerfile_installs_only_from_the_hashed_locks() -> None:
+    """Every pip install in the image build either takes a lock with --require-hashes (wheels
+    only: nothing built from an unhashed sdist) or installs our own wheel with --no-index."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    installs = [
+        " ".join(step.split())
+        for line in text.splitlines()
+        if line.startswith("RUN ")
+        for step in line.split("&&")
+        if "pip" in step and " install " in f" {step} "
+    ]
+    assert len(installs) == 3, installs
+    for step in installs:
+        if "--no-index" in step:
+            assert "/dist/" in step and "-r " not in step, step
+            continue
+        assert "--require-hashes" in step and "--only-binary=:all:" in step, step
+        assert re.search(r"-r requirements/(build|runtime)\.lock\b", step), step

@@ -18,19 +18,27 @@ import pytest_asyncio
 from builders import REQUIRED, job
 from builders import topology as topology_obj
 from cryptography import x509
+from cryptography.x509.verification import (
+    Criticality,
+    DNSName,
+    ExtensionPolicy,
+    PolicyBuilder,
+    Store,
+    VerificationError,
+)
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.kueue_objects import Topology
 from kueue_tas.capacity.creation_checks import TopologyView
-from kueue_tas.kube.errors import AlreadyExists, Conflict, Invalid, NotFound
-from kueue_tas.runtime.certs import RENEW_BEFORE, VALIDITY, ServingCert, issue, renewal_reason
+from kueue_tas.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
+from kueue_tas.runtime.certs import RENEW_BEFORE, VALIDITY, CertificateError, ServingCert, issue, renewal_reason
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import DEFAULT_GATES
 from kueue_tas.webhook import cert_keeper
 from kueue_tas.webhook.cert_keeper import FileCerts, SecretCerts
-from kueue_tas.webhook.server import PATH, POD_GATE_PATH, WebhookServer
+from kueue_tas.webhook.server import PATH, POD_GATE_PATH, REFRESH_SECONDS, WebhookServer
 
 NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
 HOSTS = ["kueue-tas-webhook.kueue-tas-system.svc", "127.0.0.1"]
@@ -363,3 +371,110 @@ async def test_a_secret_the_helm_chart_created_empty_is_filled_keeping_its_type_
     assert helm_meta["labels"].items() <= fake.secret["metadata"]["labels"].items()
     assert fake.secret["metadata"]["annotations"] == helm_meta["annotations"]
     assert await keeper().current() == served  # another replica reads it back from the Secret
+
+
+# ---- renewal without a gap: the other replica serves its old leaf until its next refresh -----------
+
+
+def trusts(bundle_b64: str, leaf_pem: bytes, at: dt.datetime) -> bool:
+    """Whether a client trusting only ``bundle_b64`` (a caBundle) accepts ``leaf_pem`` for the
+    webhook Service's name at ``at``, as the apiserver would check it."""
+    ee = ExtensionPolicy.permit_all().require_present(x509.SubjectAlternativeName, Criticality.AGNOSTIC, None)
+    verifier = (
+        PolicyBuilder()
+        .store(Store(x509.load_pem_x509_certificates(base64.b64decode(bundle_b64))))
+        .time(at)
+        .extension_policies(ca_policy=ExtensionPolicy.webpki_defaults_ca(), ee_policy=ee)
+        .build_server_verifier(DNSName(HOSTS[0]))
+    )
+    try:
+        verifier.verify(x509.load_pem_x509_certificate(leaf_pem), [])
+    except VerificationError:
+        return False
+    return True
+
+
+async def test_a_renewal_publishes_the_old_and_the_new_ca_until_every_replica_serves_the_new_leaf(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each renewal makes a new CA. The replica that renews serves the new leaf at once; the
+    other serves its old one until its next refresh (server.REFRESH_SECONDS later). Gated pod
+    creations the apiserver sends there must still verify, so the caBundle keeps the previous
+    CA beside the new one for a while, then drops it."""
+    fake = FakeApiServer()
+    monkeypatch.setattr(cert_keeper, "request_json", fake)
+    clock = [NOW]
+
+    def replica() -> SecretCerts:
+        return SecretCerts(
+            None,
+            namespace="kueue-tas-system",
+            secret="cert",
+            configuration="kueue-tas",
+            hosts=HOSTS,
+            clock=lambda: clock[0],
+        )
+
+    other, renewing = replica(), replica()
+    old_leaf, _ = await other.current()
+    await other.publish()
+    renewed_at = NOW + VALIDITY - RENEW_BEFORE + dt.timedelta(days=1)
+    clock[0] = renewed_at
+    new_leaf, _ = await renewing.current()
+    assert new_leaf != old_leaf
+    await renewing.publish()
+    for config in (fake.vwc, fake.mwc):
+        assert config is not None
+        bundle = config["webhooks"][0]["clientConfig"]["caBundle"]
+        assert trusts(bundle, old_leaf, renewed_at), "the other replica's old leaf is refused"
+        assert trusts(bundle, new_leaf, renewed_at)
+    # The other replica's next refresh takes the new leaf and publishes the same two CAs.
+    clock[0] = renewed_at + dt.timedelta(seconds=REFRESH_SECONDS)
+    assert (await other.current())[0] == new_leaf
+    await other.publish()
+    bundle = fake.vwc["webhooks"][0]["clientConfig"]["caBundle"]
+    assert trusts(bundle, old_leaf, clock[0]) and trusts(bundle, new_leaf, clock[0])
+    # Kept at least two refresh periods (a refresh that failed once is retried a period later).
+    kept = cert_keeper.PREVIOUS_CA_KEPT
+    assert kept >= dt.timedelta(seconds=2 * REFRESH_SECONDS)
+    # Past that, the next refresh of either replica drops the old CA: only the new leaf is trusted.
+    clock[0] = renewed_at + kept + dt.timedelta(seconds=1)
+    await other.current()
+    await other.publish()
+    for config in (fake.vwc, fake.mwc):
+        assert config is not None
+        bundle = config["webhooks"][0]["clientConfig"]["caBundle"]
+        assert not trusts(bundle, old_leaf, clock[0])
+        assert trusts(bundle, new_leaf, clock[0])
+    # The Secret keeps cert-manager's layout: ca.crt is the one CA that signs tls.crt.
+    assert fake.secret is not None
+    assert (
+        renewal_reason(
+            ServingCert(*(base64.b64decode(fake.secret["data"][k]) for k in ("ca.crt", "tls.crt", "tls.key"))),
+            HOSTS,
+            clock[0],
+        )
+        is None
+    )
+
+
+async def test_a_missing_secret_the_controller_may_not_create_says_how_to_get_it_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The manifests ship the Secret empty and the Role grants no create: one deleted by hand is
+    a one-line error naming the Secret and the fix, not a bare 403."""
+    fake = FakeApiServer()
+
+    async def forbid_create(api: Any, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        if method == "POST":
+            raise Forbidden(
+                'secrets is forbidden: User "system:serviceaccount:kueue-tas-system:kueue-tas" cannot create'
+            )
+        return await fake(api, method, path, **kw)
+
+    monkeypatch.setattr(cert_keeper, "request_json", forbid_create)
+    with pytest.raises(CertificateError) as missing:
+        await keeper().current()
+    message = str(missing.value)
+    assert "kueue-tas-system/cert" in message and "missing" in message and "re-apply" in message
+    assert "\n" not in message

@@ -39,12 +39,11 @@ from e2e.kube import Kube, as_body, eventually
 from e2e.nodes import BLOCK_LABEL, RACK_LABEL, NodePool
 from e2e.oci import ImageConfig, OciArchive
 from e2e.paths import bin_dir, run_dir
-from e2e.rbac import _admin_cluster
+from e2e.rbac import _admin_cluster, reset_webhook_secret
 from e2e.tests.test_ungater import JOB_NAME, assert_exact, node_labels, wait_placed
 from e2e.webhooks import install_pod_gate, localized, remove_pod_gate, webhook_env
 from kueue_tas.api.constants import GATED_LABEL, GATED_LABEL_VALUE, SCHEDULING_GATE
 
-SECRET = "kueue-tas-webhook-cert"
 CONFIGURATION = "kueue-tas"
 VALIDATING_FILE = image.REPO_ROOT / "manifests" / "base" / "webhook.yaml"
 DENIED = 'admission webhook "validate.kueue-tas.io" denied the request: '
@@ -141,16 +140,13 @@ async def image_tas(
         LEASE_NAMESPACE,
     )
     runtime = ImageRuntime(root, config, sa_dir, cluster["server"])
-    core, reg = client.CoreV1Api(api_client), client.AdmissionregistrationV1Api(api_client)
-    for stale in (
-        core.delete_namespaced_secret(SECRET, LEASE_NAMESPACE),
-        reg.delete_validating_webhook_configuration(CONFIGURATION),
-    ):
-        try:
-            await stale
-        except ApiException as e:
-            if e.status != 404:
-                raise
+    reg = client.AdmissionregistrationV1Api(api_client)
+    await reset_webhook_secret(api_client)
+    try:
+        await reg.delete_validating_webhook_configuration(CONFIGURATION)
+    except ApiException as e:
+        if e.status != 404:
+            raise
     port = procs.free_port()
     await reg.create_validating_webhook_configuration(as_body(localized(VALIDATING_FILE, port)))
     await install_pod_gate(api_client, port)

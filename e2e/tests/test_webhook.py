@@ -32,6 +32,7 @@ from e2e.controller import REPO_ROOT, ControllerGroup
 from e2e.kube import KUEUE_GROUP, KUEUE_VERSION, Kube, as_body, content_type, eventually
 from e2e.nodes import BLOCK_LABEL, GPU, RACK_LABEL, NodePool, default_allocatable
 from e2e.paths import bin_dir
+from e2e.rbac import reset_webhook_secret
 from e2e.tests.admission_helpers import DECIDED
 from e2e.webhooks import install_pod_gate, localized, remove_pod_gate
 from kueue_tas.api.constants import GATED_LABEL, GATED_LABEL_VALUE, HOSTNAME_LABEL, SCHEDULING_GATE
@@ -72,8 +73,8 @@ async def _delete_quietly(request: Any) -> None:
 async def webhook(
     api_client: client.ApiClient, controller_kubeconfig: str, cluster_state: State
 ) -> AsyncIterator[Webhook]:
-    core, reg = client.CoreV1Api(api_client), client.AdmissionregistrationV1Api(api_client)
-    await _delete_quietly(core.delete_namespaced_secret(SECRET, NS))  # a certificate issued by this run
+    reg = client.AdmissionregistrationV1Api(api_client)
+    await reset_webhook_secret(api_client)  # a certificate issued by this run, in the shipped Secret
     await _delete_quietly(reg.delete_validating_webhook_configuration(CONFIGURATION))
     ports = [procs.free_port(), procs.free_port()]
     await reg.create_validating_webhook_configuration(as_body(localized(VALIDATING_FILE, ports[0])))
@@ -131,7 +132,7 @@ async def test_the_controller_issues_its_certificate_and_publishes_its_ca(
 ) -> None:
     core = client.CoreV1Api(api_client)
     secret = await core.read_namespaced_secret(SECRET, NS)
-    assert secret.type == "kubernetes.io/tls"
+    assert secret.type == "Opaque"  # the manifests ship it empty; the controller fills it keeping its type
     cert = ServingCert(*(base64.b64decode(secret.data[k]) for k in ("ca.crt", "tls.crt", "tls.key")))
     hosts = service_hosts("kueue-tas-webhook", NS, ["127.0.0.1"])
     assert renewal_reason(cert, hosts, dt.datetime.now(dt.UTC)) is None
@@ -264,7 +265,9 @@ async def test_the_cert_manager_overlay_renders_what_the_controller_reads(webhoo
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
-    cert, serving = sorted(by_kind["Certificate"], key=lambda d: d["metadata"]["name"] != "kueue-tas-webhook")
+    # Beside them the CA Certificate that signs both (tests/test_kustomize_build.py checks the chain).
+    certificates = {d["metadata"]["name"]: d for d in by_kind["Certificate"]}
+    cert, serving = certificates["kueue-tas-webhook"], certificates["kueue-tas-metrics"]
     assert cert["spec"]["dnsNames"] == service_hosts("kueue-tas-webhook", NS)
     assert serving["spec"]["dnsNames"] == service_hosts("kueue-tas-metrics", NS)
     (vwc,) = by_kind["ValidatingWebhookConfiguration"]

@@ -33,6 +33,9 @@ BACKDATE = dt.timedelta(hours=1)
 CERT_FILE = "tls.crt"
 KEY_FILE = "tls.key"
 CA_FILE = "ca.crt"
+# The CA a renewal replaced, kept beside ca.crt (which stays the one CA that signs tls.crt, as
+# cert-manager lays it out) so that both can be trusted while replicas move to the new leaf.
+PREVIOUS_CA_FILE = "ca-previous.crt"
 
 
 class CertificateError(ValueError):
@@ -41,11 +44,13 @@ class CertificateError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ServingCert:
-    """PEM bytes: the CA that signs (what the apiserver trusts), the serving certificate, its key."""
+    """PEM bytes: the CA that signs (what the apiserver trusts), the serving certificate, its key;
+    and the CA this one replaced at its renewal (empty for a first issue)."""
 
     ca_pem: bytes
     cert_pem: bytes
     key_pem: bytes
+    previous_ca_pem: bytes = b""
 
 
 def service_hosts(service: str, namespace: str, extra: Sequence[str] = ()) -> list[str]:
@@ -137,6 +142,21 @@ def renewal_reason(cert: ServingCert, hosts: Sequence[str], now: dt.datetime) ->
         return "names no host"
     missing = [h for h in hosts if not any(n == g for g in _subject_names([h]) for n in named)]
     return f"does not name {', '.join(missing)}" if missing else None
+
+
+def trust_bundle(cert: ServingCert, now: dt.datetime, keep_previous: dt.timedelta) -> bytes:
+    """The CAs a client must trust at ``now``: ``cert``'s, and for ``keep_previous`` after
+    ``cert`` was issued also the previous one (while it is valid), since a replica that has not
+    reloaded yet still serves a leaf that CA signed."""
+    try:
+        leaf = x509.load_pem_x509_certificate(cert.cert_pem)
+        previous = x509.load_pem_x509_certificate(cert.previous_ca_pem) if cert.previous_ca_pem else None
+    except ValueError:
+        return cert.ca_pem
+    issued = leaf.not_valid_before_utc + BACKDATE
+    if previous is None or now >= issued + keep_previous or now >= previous.not_valid_after_utc:
+        return cert.ca_pem
+    return cert.ca_pem.rstrip(b"\n") + b"\n" + cert.previous_ca_pem
 
 
 def read_files(directory: Path, setting: str = "webhook_cert_dir") -> tuple[bytes, bytes]:

@@ -5,20 +5,24 @@
   due for renewal writes a new one (create, or update at the read resourceVersion), and one
   that loses the race reads the winner's, so the replicas always agree. Then the CA goes
   into the ``caBundle`` of every webhook of the Validating- and MutatingWebhookConfiguration
-  ``webhook_configuration`` (a JSON patch that tests each webhook's name first).
+  ``webhook_configuration`` (a JSON patch that tests each webhook's name first). A renewal
+  makes a new CA while the other replica serves its old leaf until its next refresh, so the
+  bundle holds the previous CA too for ``PREVIOUS_CA_KEPT`` (the Secret keeps it beside
+  ``ca.crt``); the first refresh after that drops it.
 - ``FileCerts``: another issuer (cert-manager) keeps ``tls.crt``/``tls.key`` in a directory
   and injects the CA itself.
 
 A Secret that exists already (the Helm chart creates it empty, so that ``helm uninstall`` removes
 it) is filled in place, keeping its type, labels and annotations.
 
-RBAC: get/update of that one Secret and create of Secrets in the controller's namespace only,
+RBAC: get/update of that one Secret (the manifests and the chart ship it empty, so no create),
 get/patch of those two webhook configurations (manifests/base).
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,17 +31,19 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.kube.client import request_json
-from kueue_tas.kube.errors import Conflict, NotFound
+from kueue_tas.kube.errors import Conflict, Forbidden, NotFound
 from kueue_tas.runtime.certs import (
     CA_FILE,
     CERT_FILE,
     KEY_FILE,
+    PREVIOUS_CA_FILE,
     CertificateError,
     ServingCert,
     files_version,
     issue,
     read_files,
     renewal_reason,
+    trust_bundle,
 )
 from kueue_tas.runtime.logging import get_logger
 
@@ -48,6 +54,10 @@ MWC_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 # Replicas racing to write the Secret settle within a few rounds; more means something else
 # keeps changing it.
 MAX_ROUNDS = 5
+# How long a renewal's previous CA stays in the caBundle: the other replica reloads within one
+# refresh period (webhook/server.py REFRESH_SECONDS, 60 s) and retries a failed refresh a period
+# later; ten minutes covers that and a slow apiserver.
+PREVIOUS_CA_KEPT = dt.timedelta(minutes=10)
 
 
 class CertSource(Protocol):
@@ -118,6 +128,8 @@ class SecretCerts:
             if held is not None and reason is None:
                 return held
             fresh = issue(self.hosts, self.clock())
+            if held is not None:
+                fresh = dataclasses.replace(fresh, previous_ca_pem=held.ca_pem)
             body = _secret_body(self.namespace, self.secret, fresh)
             try:
                 if secret is None:
@@ -127,6 +139,14 @@ class SecretCerts:
                     await request_json(self.api, "PUT", f"{self._secret_path}/{self.secret}", body=body)
             except Conflict:  # another replica wrote it first (AlreadyExists is a Conflict): use theirs
                 continue
+            except Forbidden as exc:
+                if secret is not None:
+                    raise
+                # The manifests and the chart ship it empty; the Role grants get/update only.
+                raise CertificateError(
+                    f"Secret {self.namespace}/{self.secret} is missing and the controller may not create it: "
+                    "re-apply manifests/base (or upgrade the chart), which ship it empty"
+                ) from exc
             log.info("webhook_certificate_issued", secret=f"{self.namespace}/{self.secret}", reason=reason)
             return fresh
         raise CertificateError(
@@ -135,11 +155,12 @@ class SecretCerts:
         )
 
     async def publish(self) -> None:
-        """Write the CA into each webhook's caBundle where it differs, in the validating and the
+        """Write the CAs to trust (the current one, and the previous while replicas may still
+        serve its leaf) into each webhook's caBundle where it differs, in the validating and the
         mutating configuration of that name; one not installed yet is left for the next round."""
         if self._served is None:
             return
-        bundle = _b64(self._served.ca_pem)
+        bundle = _b64(trust_bundle(self._served, self.clock(), PREVIOUS_CA_KEPT))
         for path in (VWC_PATH, MWC_PATH):
             await self._publish_into(f"{path}/{self.configuration}", bundle)
 
@@ -184,6 +205,7 @@ def _from_secret(secret: dict[str, Any]) -> ServingCert | None:
             ca_pem=base64.b64decode(data[CA_FILE]),
             cert_pem=base64.b64decode(data[CERT_FILE]),
             key_pem=base64.b64decode(data[KEY_FILE]),
+            previous_ca_pem=base64.b64decode(data.get(PREVIOUS_CA_FILE) or ""),
         )
     except (KeyError, ValueError, TypeError):
         return None
@@ -213,5 +235,10 @@ def _secret_body(namespace: str, name: str, cert: ServingCert) -> dict[str, Any]
             "namespace": namespace,
             "labels": {"app.kubernetes.io/name": "kueue-tas", "app.kubernetes.io/part-of": "kueue-tas"},
         },
-        "data": {CA_FILE: _b64(cert.ca_pem), CERT_FILE: _b64(cert.cert_pem), KEY_FILE: _b64(cert.key_pem)},
+        "data": {
+            CA_FILE: _b64(cert.ca_pem),
+            CERT_FILE: _b64(cert.cert_pem),
+            KEY_FILE: _b64(cert.key_pem),
+            **({PREVIOUS_CA_FILE: _b64(cert.previous_ca_pem)} if cert.previous_ca_pem else {}),
+        },
     }

@@ -1,0 +1,156 @@
+"""The ValidatingAdmissionPolicy of manifests/base (issue 30 finding 8) on a real apiserver: with
+the controller's own credentials (the ServiceAccount kubeconfig of e2e/rbac.py, which installs
+the policy), a pod's image, labels or other gates cannot be changed, nor a suspended Job's
+template beyond our gate; the ungater's real patch and the gate injection's still go through,
+and the same image change by someone else is not the policy's business."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client
+
+from e2e.kube import as_body, content_type, eventually, new_api_client
+from e2e.rbac import base_documents
+from kueue_tas.api.constants import SCHEDULING_GATE
+from kueue_tas.controllers.ungate_writes import KubePodPatcher, ungate_patch
+from kueue_tas.kube.client import STRATEGIC_MERGE_PATCH, call_json, patch_pod, raw_kwargs
+from kueue_tas.kube.errors import ApiError
+
+POLICY = "kueue-tas-controller-writes"
+OTHER_GATE = "example.com/other"
+
+
+def _policy_message(kind: str) -> str:
+    (policy,) = [d for d in base_documents() if d["kind"] == "ValidatingAdmissionPolicy"]
+    (message,) = [v["message"] for v in policy["spec"]["validations"] if kind in v["message"]]
+    return str(message)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def sa_api(controller_kubeconfig: str) -> AsyncIterator[client.ApiClient]:
+    api = await new_api_client(controller_kubeconfig)
+    try:
+        yield api
+    finally:
+        await api.close()
+
+
+def _pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "policy-probe"}},
+        "spec": {
+            "schedulingGates": [{"name": SCHEDULING_GATE}, {"name": OTHER_GATE}],
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+        },
+    }
+
+
+async def _refused(request: Any, message: str) -> str:
+    with pytest.raises(ApiError) as refused:
+        await request
+    text = str(refused.value)
+    assert refused.value.status in (403, 422) and POLICY in text and message in text, text
+    return text
+
+
+async def _policy_in_force(api: client.ApiClient, sa_api: client.ApiClient, namespace: str) -> None:
+    """A new policy binding reaches the apiserver's admission through an informer: wait until a
+    probe change is refused before trusting an "allowed"."""
+    await client.CoreV1Api(api).create_namespaced_pod(namespace, as_body(_pod("probe")))
+
+    async def refused() -> bool:
+        try:
+            await patch_pod(sa_api, namespace=namespace, name="probe", patch={"metadata": {"labels": {"x": "y"}}})
+        except ApiError as exc:
+            return POLICY in str(exc)
+        # Allowed before the policy was in force: put it back (as the admin) and look again.
+        await patch_pod(api, namespace=namespace, name="probe", patch={"metadata": {"labels": {"x": None}}})
+        return False
+
+    await eventually("the admission policy refuses the controller's label change", refused, timeout_s=30)
+
+
+async def test_the_controller_can_ungate_a_pod_but_not_change_its_image(
+    api_client: client.ApiClient, sa_api: client.ApiClient, namespace: str
+) -> None:
+    await _policy_in_force(api_client, sa_api, namespace)
+    core = client.CoreV1Api(api_client)
+    created = await core.create_namespaced_pod(namespace, as_body(_pod("gated")))
+    pod_message = _policy_message("pod only")
+    image = {"spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]}}
+    await _refused(patch_pod(sa_api, namespace=namespace, name="gated", patch=image, strategy="strategic"), pod_message)
+    # Nor another controller's gate, nor the pod's labels.
+    other_gate = {"spec": {"schedulingGates": [{"$patch": "delete", "name": OTHER_GATE}]}}
+    await _refused(
+        patch_pod(sa_api, namespace=namespace, name="gated", patch=other_gate, strategy="strategic"), pod_message
+    )
+    labels = {"metadata": {"labels": {"app": "stolen"}}}
+    await _refused(patch_pod(sa_api, namespace=namespace, name="gated", patch=labels), "labels")
+    # The ungater's own patch, sent by its own code, is allowed.
+    selector = {"kubernetes.io/hostname": "policy-node"}
+    await KubePodPatcher(sa_api).patch(
+        namespace, "gated", ungate_patch(SCHEDULING_GATE, selector), created.metadata.resource_version
+    )
+    pod = await core.read_namespaced_pod("gated", namespace)
+    assert [g.name for g in pod.spec.scheduling_gates] == [OTHER_GATE]
+    assert pod.spec.node_selector == selector
+    assert pod.spec.containers[0].image == "registry.k8s.io/pause:3.10"
+    # The policy holds the controller only: an admin's image change is Kubernetes' own business.
+    await core.patch_namespaced_pod("gated", namespace, as_body(image), **content_type(STRATEGIC_MERGE_PATCH))
+    assert (await core.read_namespaced_pod("gated", namespace)).spec.containers[0].image.endswith(":3.9")
+    with contextlib.suppress(client.ApiException):
+        await core.delete_namespaced_pod("probe", namespace, grace_period_seconds=0)
+
+
+async def test_the_controller_can_gate_a_jobs_template_but_not_rewrite_it(
+    api_client: client.ApiClient, sa_api: client.ApiClient, namespace: str
+) -> None:
+    await _policy_in_force(api_client, sa_api, namespace)
+    job: dict[str, Any] = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "policy-job"},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+                }
+            },
+        },
+    }
+    await client.BatchV1Api(api_client).create_namespaced_job(namespace, as_body(job))
+    batch = client.BatchV1Api(sa_api)
+    job_message = _policy_message("Job only")
+    # Kubernetes itself lets a suspended Job's template change only in its scheduling directives
+    # (an image change is refused as immutable before any admission policy is asked): the policy
+    # keeps even those, bar our gate, from the controller.
+    for change in (
+        {"nodeSelector": {"kubernetes.io/hostname": "chosen-by-a-thief"}},
+        {"tolerations": [{"operator": "Exists"}]},
+        {"schedulingGates": [{"name": OTHER_GATE}]},
+    ):
+        body = {"spec": {"template": {"spec": change}}}
+        with pytest.raises(ApiError) as refused:
+            await call_json(
+                batch.patch_namespaced_job(
+                    "policy-job", namespace, body, **raw_kwargs(30, _content_type=STRATEGIC_MERGE_PATCH)
+                )
+            )
+        assert POLICY in str(refused.value) and job_message in str(refused.value), (change, str(refused.value))
+    # What controllers/admission_writes.py inject_gates sends for a Job.
+    gate = {"spec": {"template": {"spec": {"schedulingGates": [{"name": SCHEDULING_GATE}]}}}}
+    await call_json(
+        batch.patch_namespaced_job("policy-job", namespace, gate, **raw_kwargs(30, _content_type=STRATEGIC_MERGE_PATCH))
+    )
+    got = await client.BatchV1Api(api_client).read_namespaced_job("policy-job", namespace)
+    assert [g.name for g in got.spec.template.spec.scheduling_gates] == [SCHEDULING_GATE]
+    assert got.spec.template.spec.containers[0].image == "registry.k8s.io/pause:3.10"
