@@ -30,11 +30,12 @@ from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import DEFAULT_GATES
 from kueue_tas.webhook.cert_keeper import FileCerts
+from kueue_tas.webhook.intake import POD_GATE_MAX_BYTES, ByteBudget
 from kueue_tas.webhook.server import PATH, POD_GATE_PATH, WebhookServer
 
 MiB = 1024 * 1024
 REVIEWS = "kueue_tas_webhook_reviews_total"
-UNIQUE = 2_000
+UNIQUE = 1_000
 
 
 class RecordingExecutor(ThreadPoolExecutor):
@@ -112,7 +113,7 @@ def with_kind(body: dict[str, Any], group: str, kind: str, resource: str | None 
 async def test_unique_kinds_and_operations_from_anyone_leave_the_series_bounded(served: Served) -> None:
     """Anonymous reviews, each with a kind or an operation never seen before: before the fix each
     became a series of its own (the review's 20,000 made 20,001 series, an 82 MB /metrics).
-    2,000 here (a minute on a busy machine); benchmarks/webhook_hostile.py sends 20,000."""
+    1,000 here (seconds each 100 on a busy machine); benchmarks/webhook_hostile.py sends 20,000."""
     server, cert, _ = served
     job_body = review(job("train", 1))
     pod_body = pod_review({})
@@ -169,7 +170,13 @@ SERVED = "(batch/Job, jobset.x-k8s.io/JobSet, kueue.x-k8s.io/Workload)"
     [
         (PATH, "", "Pod", "pods", f'request.kind: "Pod" is not a kind /validate serves {SERVED}'),
         (PATH, "apps", "Job", "jobs", f'request.kind: "apps/Job" is not a kind /validate serves {SERVED}'),
-        (PATH, "batch", "Job", "cronjobs", 'request.resource: "batch/cronjobs" is not the resource of batch/Job (jobs)'),
+        (
+            PATH,
+            "batch",
+            "Job",
+            "cronjobs",
+            'request.resource: "batch/cronjobs" is not the resource of batch/Job (jobs)',
+        ),
         (POD_GATE_PATH, "batch", "Job", "jobs", 'request.kind: "batch/Job" is not a kind /mutate-pod serves (Pod)'),
         (POD_GATE_PATH, "", "", None, 'request.kind: "" is not a kind /mutate-pod serves (Pod)'),
         (POD_GATE_PATH, "", "P\nod" * 100, None, 'request.kind: "P\\nodP\\nod' + "P\\nod" * 18 + '..." is not'),
@@ -229,6 +236,39 @@ async def test_bodies_over_the_endpoint_limit_get_413(served: Served) -> None:
     status, _ = await send_one(server, cert.ca_pem, POD_GATE_PATH, chunks())
     assert status == 413
     assert review_series(server) == {("other", "other", "rejected"): 3}
+
+
+async def test_bodies_beyond_the_shared_budget_wait_for_none_and_get_503(tmp_path: Path) -> None:
+    """A body without a Content-Length holds its endpoint's whole limit of the budget while it
+    arrives; another request that would overdraw the budget is refused at once."""
+    cert = issue(HOSTS, dt.datetime.now(dt.UTC))
+    write_cert(tmp_path / "certs", cert)
+    settings = Settings(leader_election=False, webhook_bind="127.0.0.1:0", webhook_cert_dir=tmp_path / "certs")
+    budget = ByteBudget(POD_GATE_MAX_BYTES + 1000)
+    server = WebhookServer(
+        settings, FileCerts(tmp_path / "certs"), FakeCaches([]), Metrics(), DEFAULT_GATES, budget=budget
+    )  # type: ignore[arg-type]
+    await server.start()
+    try:
+        raw = json.dumps(pod_review({c.GATED_LABEL: "true"})).encode()
+        more = asyncio.Event()
+
+        async def slowly() -> Any:
+            yield raw[:10]
+            await more.wait()
+            yield raw[10:]
+
+        first = asyncio.create_task(send_one(server, cert.ca_pem, POD_GATE_PATH, slowly()))
+        while budget.held == 0:
+            await asyncio.sleep(0.01)
+        status, text = await send_one(server, cert.ca_pem, POD_GATE_PATH, raw + b" " * 2000)
+        assert (status, text.startswith("busy: ")) == (503, True)
+        more.set()
+        assert (await first)[0] == 200
+        assert budget.held == 0
+        assert (await send_one(server, cert.ca_pem, POD_GATE_PATH, raw))[0] == 200
+    finally:
+        await server.stop()
 
 
 # ---- off the event loop -----------------------------------------------------------------------------

@@ -170,9 +170,10 @@ class WebhookServer:
         metrics: Metrics,
         gates: FeatureGates,
         judges: Executor | None = None,
+        budget: ByteBudget | None = None,
     ) -> None:
         """``judges``: the threads that decode and judge (the caller's to shut down); by default
-        a pool of ``JUDGES`` the server owns."""
+        a pool of ``JUDGES`` the server owns. ``budget``: the bytes bodies may hold at once."""
         self.settings = settings
         self.certs = certs
         self.caches = caches
@@ -180,7 +181,7 @@ class WebhookServer:
         self.gates = gates
         self._judges = judges
         self._own_judges: ThreadPoolExecutor | None = None
-        self._budget = ByteBudget()
+        self._budget = budget if budget is not None else ByteBudget()
         self._context: ssl.SSLContext | None = None
         self._loaded: tuple[bytes, bytes] | None = None
         self._runner: web.AppRunner | None = None
