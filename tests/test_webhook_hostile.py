@@ -163,6 +163,32 @@ async def test_a_huge_kind_value_is_not_a_label(served: Served) -> None:
     assert all(len(v) < 20 for labels in review_series(server) for v in labels)
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            {"apiVersion": "v\n" * 100_000, "kind": "AdmissionReview", "request": {"uid": "u"}},
+            'expected admission.k8s.io/v1 AdmissionReview, got "v\\nv\\n',
+        ),
+        (
+            {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {"uid": "u", "kind": {"k\n" * 100_000: 1}},
+            },
+            'not an AdmissionReview: request.kind."k\\nk\\n',
+        ),
+    ],
+)
+async def test_what_a_body_holds_is_quoted_back_short_and_on_one_line(
+    served: Served, body: dict[str, Any], message: str
+) -> None:
+    server, cert, _ = served
+    for path in (PATH, POD_GATE_PATH):
+        status, text = await send_one(server, cert.ca_pem, path, body)
+        assert status == 400 and text.startswith(message) and text.count("\n") == 1 and len(text) < 300, text[:400]
+
+
 # ---- the kind must be the endpoint's --------------------------------------------------------------
 
 

@@ -128,9 +128,13 @@ def parse_review(body: Any) -> ReviewRequest:
         review = _Review.model_validate(body)
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
-        raise ReviewError(f"not an AdmissionReview: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from exc
+        # A key of the body can be part of the location: quoted short, like any value we echo.
+        where = ".".join(str(p) if isinstance(p, int) or p.isidentifier() else _quoted(p) for p in err["loc"])
+        raise ReviewError(f"not an AdmissionReview: {where}: {err['msg']}") from None
     if review.api_version != REVIEW_API_VERSION or review.kind != "AdmissionReview":
-        raise ReviewError(f"expected {REVIEW_API_VERSION} AdmissionReview, got {review.api_version} {review.kind}")
+        raise ReviewError(
+            f"expected {REVIEW_API_VERSION} AdmissionReview, got {_quoted(review.api_version)} {_quoted(review.kind)}"
+        )
     r = review.request
     resource = (r.resource.get("group", ""), r.resource.get("resource", "")) if r.resource is not None else None
     return ReviewRequest(
