@@ -58,6 +58,7 @@ from kueue_tas.webhook.intake import (
 )
 from kueue_tas.webhook.pod_gate import gate_patch
 from kueue_tas.webhook.review import (
+    MAX_MESSAGE,
     Endpoint,
     Objects,
     ReviewError,
@@ -199,9 +200,14 @@ class WebhookServer:
             return await self._in_thread(parse, raw)
 
     @staticmethod
-    def _to_judge(raw: bytes) -> tuple[ReviewRequest, Objects | None]:
+    def _to_judge(raw: bytes) -> tuple[ReviewRequest, Objects | None, bool]:
+        """The review, its objects to judge, and whether reading them failed (our bug)."""
         review = _checked(raw, VALIDATED)
-        return review, judged_objects(review)
+        try:
+            return review, judged_objects(review), False
+        except Exception:  # our bug must not refuse a user's object: the admitter judges later
+            log.exception("webhook_review_failed", kind=review.kind, operation=labels(review)[1])
+            return review, None, True
 
     def _to_gate(self, raw: bytes) -> tuple[ReviewRequest, list[dict[str, Any]]]:
         review = _checked(raw, POD_GATED)
@@ -215,7 +221,7 @@ class WebhookServer:
 
     async def _validate(self, request: web.Request) -> web.Response:
         try:
-            review, objects = await self._review(request, VALIDATE_MAX_BYTES, self._to_judge)
+            review, objects, failed = await self._review(request, VALIDATE_MAX_BYTES, self._to_judge)
         except Refused as exc:
             return self._rejected(exc.status, exc.reason, None)
         except _Rejected as exc:
@@ -225,7 +231,9 @@ class WebhookServer:
         kind, operation = labels(review)
         result = "error"
         verdict = Verdict()
-        if self.caches.synced():
+        if failed:  # logged where it failed; allowed and counted as an error
+            pass
+        elif self.caches.synced():
             try:
                 if objects is not None:
                     # The informers' stores change on the loop: they are read here, not in a thread.
@@ -241,7 +249,9 @@ class WebhookServer:
             log.warning("webhook_review_before_sync", kind=kind, operation=operation)
         self.metrics.webhook_reviews_total.labels(kind, operation, result).inc()
         if not verdict.allowed:
-            log.info("webhook_denied", kind=kind, operation=operation, message="; ".join(verdict.problems))
+            # Cut as the answer is: a problem may quote a value as long as the body.
+            message = "; ".join(verdict.problems)[:MAX_MESSAGE]
+            log.info("webhook_denied", kind=kind, operation=operation, message=message)
         return web.json_response(answer(review.uid, verdict))
 
     async def _gate_pod(self, request: web.Request) -> web.Response:
