@@ -64,6 +64,7 @@ _RESOURCES: Final[dict[str, tuple[str, str, bool]]] = {
     "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
     "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
     "Deployment": ("/apis/apps/v1", "deployments", True),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies", True),
     "ValidatingWebhookConfiguration": (
         "/apis/admissionregistration.k8s.io/v1",
         "validatingwebhookconfigurations",

@@ -470,23 +470,26 @@ def _ingress_by_port(policy: dict[str, Any]) -> dict[str, Any]:
     return {p["port"]: rule.get("from") for rule in policy["spec"]["ingress"] for p in rule["ports"]}
 
 
-def test_network_policy_opens_webhook_and_health_to_all_and_readers_ports_to_the_monitoring_namespace() -> None:
-    docs = template({"networkPolicy.enabled": True, "config.mapBind": ":8082"})
+def test_network_policy_opens_only_our_ports_and_the_map_to_the_monitoring_namespace() -> None:
+    docs = template({"config.mapBind": ":8082", "networkPolicy.egress.enabled": True})
     policy = one(docs, "NetworkPolicy")
     deployment = one(docs, "Deployment")
     assert policy["spec"]["podSelector"] == deployment["spec"]["selector"]
     by_port = _ingress_by_port(policy)
-    assert by_port == {"webhook": None, "health": None, "metrics": MONITORING, "map": MONITORING}
+    assert by_port == {"webhook": None, "health": None, "metrics": None, "map": MONITORING}
     ports = {p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
     assert set(by_port) <= ports, "every port the policy names is a named container port"
-    # Egress: the API server (anywhere by default) and DNS, nothing else.
+    # Egress when asked for: the API server (anywhere by default) and DNS, nothing else.
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
     assert policy["spec"]["egress"] == [
         {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]},
         {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}]},
     ]
-    assert "map" not in _ingress_by_port(one(template({"networkPolicy.enabled": True}), "NetworkPolicy"))
-    assert not [d for d in template() if d["kind"] == "NetworkPolicy"]
+    # By default: ingress only (as Kueue's), the map's port only when it is served.
+    default = one(template(), "NetworkPolicy")
+    assert default["spec"]["policyTypes"] == ["Ingress"] and "egress" not in default["spec"]
+    assert set(_ingress_by_port(default)) == {"webhook", "health", "metrics"}
+    assert not [d for d in template({"networkPolicy.enabled": False}) if d["kind"] == "NetworkPolicy"]
 
 
 def test_network_policy_values_narrow_its_peers() -> None:
@@ -495,7 +498,7 @@ def test_network_policy_values_narrow_its_peers() -> None:
     policy = one(
         template(
             {
-                "networkPolicy.enabled": True,
+                "networkPolicy.egress.enabled": True,
                 "networkPolicy.metricsFrom": peers,
                 "networkPolicy.webhookFrom": control_plane,
                 "networkPolicy.egress.apiServerCidrs": ["10.0.0.0/28"],
@@ -509,7 +512,7 @@ def test_network_policy_values_narrow_its_peers() -> None:
         "to": [{"ipBlock": {"cidr": "10.0.0.0/28"}}],
         "ports": [{"port": 6443, "protocol": "TCP"}],
     }
-    open_egress = one(template({"networkPolicy.enabled": True, "networkPolicy.egress.enabled": False}), "NetworkPolicy")
+    open_egress = one(template({"networkPolicy.egress.enabled": False}), "NetworkPolicy")
     assert open_egress["spec"]["policyTypes"] == ["Ingress"] and "egress" not in open_egress["spec"]
 
 

@@ -164,6 +164,7 @@ def test_base_kinds_and_namespace(base: list[dict[str, Any]]) -> None:
             "Secret",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
+            "NetworkPolicy",
         ]
     )
     assert one(base, "Namespace")["metadata"]["name"] == NAMESPACE
@@ -424,6 +425,21 @@ def test_metrics_service(base: list[dict[str, Any]], deployment: dict[str, Any])
     svc = one(base, "Service", "kueue-tas-metrics")
     assert svc["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
     assert svc["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
+
+
+def test_the_network_policy_opens_exactly_the_ports_the_controller_serves(
+    base: list[dict[str, Any]], deployment: dict[str, Any], manager: dict[str, Any]
+) -> None:
+    """Port-scoped, as Kueue's: with a CNI that enforces it every other port of our pods is
+    closed; no peer is named, since the API server and the kubelet call from their hosts."""
+    policy = one(base, "NetworkPolicy")
+    assert policy["spec"]["podSelector"] == deployment["spec"]["selector"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    opened = [(p["port"], p["protocol"]) for rule in policy["spec"]["ingress"] for p in rule["ports"]]
+    assert all(set(rule) == {"ports"} for rule in policy["spec"]["ingress"]), "scoped by port, not peer"
+    assert sorted(opened) == sorted((p["name"], p["protocol"]) for p in manager["ports"])
+    webhook = one(base, "Service", "kueue-tas-webhook")["spec"]["ports"][0]["targetPort"]
+    assert (webhook, "TCP") in opened
 
 
 def test_the_webhook_configuration_reaches_every_replica_and_never_blocks(

@@ -166,7 +166,8 @@ class Metrics:
         self.webhook_reviews_total = Counter(
             "kueue_tas_webhook_reviews_total",
             "Admission reviews answered by the webhooks, by object kind, operation and result "
-            "(allowed, denied, error: could not judge, so allowed; gated: the pod webhook added our gate).",
+            "(allowed, denied, error: could not judge, so allowed; gated: the pod webhook added our gate; "
+            "rejected: HTTP 400, 413 or 503). Kinds and operations we do not serve are counted as other.",
             ["kind", "operation", "result"],
             registry=r,
         )

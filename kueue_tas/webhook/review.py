@@ -3,16 +3,22 @@
 The request names the object, its old version on UPDATE and the operation; the answer allows
 or denies with one message (every problem, ``; ``-joined) and carries the warnings, which
 ``kubectl`` prints as ``Warning: ...`` lines.
+
+Anyone on the pod network can reach the webhook port, so a body is taken for what it claims only
+after checks: JSON of bounded depth (``decode_review``), an AdmissionReview (``parse_review``),
+of a kind the endpoint serves (``Endpoint.check``). Each failure is a ``ReviewError`` whose
+one-line message the server answers with 400.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
 import pydantic
 
 from kueue_tas.api.kinds import KubeObject, parse_object
@@ -24,6 +30,10 @@ REVIEW_API_VERSION: Final = "admission.k8s.io/v1"
 # 100 kB annotation value quoted back must not be.
 MAX_MESSAGE: Final = 4000
 MAX_WARNINGS: Final = 20
+# orjson's own depth limit: deeper JSON is refused while it is read, before any recursion of ours.
+MAX_DEPTH: Final = 1024
+# How much of a value we did not expect is quoted back in a 400 (a kind may be 400 kB long).
+MAX_QUOTED: Final = 80
 
 
 class ReviewError(ValueError):
@@ -37,12 +47,58 @@ class ReviewRequest:
     operation: str
     obj: dict[str, Any]
     old: dict[str, Any] | None
+    group: str = ""
+    # The resource ``(group, name)`` when the request names one (the apiserver always does).
+    resource: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Objects:
+    """A request's object and, on UPDATE, its old version, as models."""
+
+    obj: KubeObject
+    old: KubeObject | None
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """The kinds a webhook path is configured for: ``(group, kind) -> resource``, as its rules
+    in the manifests name them."""
+
+    path: str
+    kinds: Mapping[tuple[str, str], str]
+
+    def check(self, request: ReviewRequest) -> None:
+        """``ReviewError`` unless ``request`` is of a kind (and resource) this endpoint serves."""
+        resource = self.kinds.get((request.group, request.kind))
+        if resource is None:
+            served = ", ".join(_qualified(g, k) for g, k in self.kinds)
+            raise ReviewError(
+                f"request.kind: {_quoted(_qualified(request.group, request.kind))} is not a kind "
+                f"{self.path} serves ({served})"
+            )
+        if request.resource is not None and request.resource != (request.group, resource):
+            raise ReviewError(
+                f"request.resource: {_quoted(_qualified(*request.resource))} is not the resource of "
+                f"{_qualified(request.group, request.kind)} ({resource})"
+            )
+
+
+def _qualified(group: str, name: str) -> str:
+    return f"{group}/{name}" if group else name
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a JSON string (one line whatever it holds), cut to ``MAX_QUOTED``."""
+    shown = json.dumps(value[:MAX_QUOTED])
+    return shown if len(value) <= MAX_QUOTED else shown[:-1] + '..."'
 
 
 class _Request(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="ignore", populate_by_name=True)
     uid: str
     kind: dict[str, str] = pydantic.Field(default_factory=dict)
+    resource: dict[str, str] | None = None
     operation: str = ""
     object: dict[str, Any] | None = None
     old_object: dict[str, Any] | None = pydantic.Field(default=None, alias="oldObject")
@@ -55,39 +111,57 @@ class _Review(pydantic.BaseModel):
     request: _Request
 
 
+def decode_review(raw: bytes) -> ReviewRequest:
+    """The request of an AdmissionReview body as it came over the wire."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "depth" in str(exc):
+            raise ReviewError(f"request body: JSON nested more than {MAX_DEPTH} levels deep") from None
+        raise ReviewError(f"request body: not JSON: {exc}") from None
+    return parse_review(body)
+
+
 def parse_review(body: Any) -> ReviewRequest:
     """The request of an AdmissionReview body (already JSON-decoded)."""
     try:
         review = _Review.model_validate(body)
     except pydantic.ValidationError as exc:
         err = exc.errors()[0]
-        raise ReviewError(f"not an AdmissionReview: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from exc
+        # A key of the body can be part of the location: quoted short, like any value we echo.
+        where = ".".join(str(p) if isinstance(p, int) or p.isidentifier() else _quoted(p) for p in err["loc"])
+        raise ReviewError(f"not an AdmissionReview: {where}: {err['msg']}") from None
     if review.api_version != REVIEW_API_VERSION or review.kind != "AdmissionReview":
-        raise ReviewError(f"expected {REVIEW_API_VERSION} AdmissionReview, got {review.api_version} {review.kind}")
+        raise ReviewError(
+            f"expected {REVIEW_API_VERSION} AdmissionReview, got {_quoted(review.api_version)} {_quoted(review.kind)}"
+        )
     r = review.request
-    return ReviewRequest(r.uid, r.kind.get("kind", ""), r.operation, r.object or {}, r.old_object)
+    resource = (r.resource.get("group", ""), r.resource.get("resource", "")) if r.resource is not None else None
+    return ReviewRequest(
+        r.uid, r.kind.get("kind", ""), r.operation, r.object or {}, r.old_object, r.kind.get("group", ""), resource
+    )
 
 
-def judge(
-    request: ReviewRequest,
-    topologies_for: Callable[[KubeObject], Sequence[TopologyView]],
-    prefix: str,
-    gates: FeatureGates,
-) -> Verdict:
-    """The verdict on ``request``; kinds and operations we do not judge are allowed. An object
-    that does not parse is allowed too: the API server's own validation is the judge of shape."""
+def judged_objects(request: ReviewRequest) -> Objects | None:
+    """The objects of a request we judge; None for operations and kinds we do not, and for an
+    object that does not parse: the API server's own validation is the judge of shape."""
     if request.operation not in ("CREATE", "UPDATE"):
-        return Verdict()
+        return None
     try:
         obj = parse_object(request.obj)
         old = parse_object(request.old) if request.old is not None else None
     except pydantic.ValidationError:
-        return Verdict()
-    if obj is None:
-        return Verdict()
-    if request.operation == "UPDATE" and old is not None:
-        return review_update(old, obj, topologies_for(obj), prefix, gates)
-    return review_create(obj, topologies_for(obj), prefix, gates)
+        return None
+    return None if obj is None else Objects(obj, old)
+
+
+def judge(
+    request: ReviewRequest, objects: Objects, topologies: Sequence[TopologyView], prefix: str, gates: FeatureGates
+) -> Verdict:
+    """The verdict on ``request`` (its ``objects``), against the Topologies its queue leads to."""
+    if request.operation == "UPDATE" and objects.old is not None:
+        return review_update(objects.old, objects.obj, topologies, prefix, gates)
+    return review_create(objects.obj, topologies, prefix, gates)
 
 
 def answer(uid: str, verdict: Verdict, patch: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:

@@ -12,6 +12,13 @@ runs only while leading, and a standby answers reviews too.
 Its ``failurePolicy: Ignore``: the admitter refuses at decision time whatever the webhook missed,
 so a review that cannot be judged (caches not synced, an error) is allowed, counted as
 ``error`` and logged, never refused on a guess.
+
+The port answers anyone on the pod network, so a request is read within bounds first
+(``intake``: 413, 503), must be a review of a kind its path serves (400 otherwise, counted as
+``rejected``), and its metric labels come from a closed set. Decoding and judging run in a small
+thread pool (``JUDGES`` threads): a large body never holds the event loop that the leader
+elector and every reconciler share; only the Topologies a queue leads to are looked up on the
+loop, where the informers' stores change.
 """
 
 from __future__ import annotations
@@ -19,8 +26,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any, Final, TypeVar
 
 from aiohttp import web
 
@@ -41,8 +49,25 @@ from kueue_tas.runtime.logging import get_logger
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.webhook.cert_keeper import CertSource
+from kueue_tas.webhook.intake import (
+    POD_GATE_MAX_BYTES,
+    VALIDATE_MAX_BYTES,
+    ByteBudget,
+    Refused,
+    bounded_body,
+)
 from kueue_tas.webhook.pod_gate import gate_patch
-from kueue_tas.webhook.review import ReviewError, answer, judge, parse_review
+from kueue_tas.webhook.review import (
+    MAX_MESSAGE,
+    Endpoint,
+    Objects,
+    ReviewError,
+    ReviewRequest,
+    answer,
+    decode_review,
+    judge,
+    judged_objects,
+)
 
 log = get_logger(__name__)
 
@@ -52,6 +77,54 @@ POD_GATE_PATH = "/mutate-pod"
 # caBundle re-published (a re-applied manifest empties it).
 REFRESH_SECONDS = 60.0
 WATCHES = 4
+# The kinds each path is configured for (manifests/base/webhook.yaml, pod-gate-webhook.yaml).
+VALIDATED = Endpoint(
+    PATH,
+    {("batch", "Job"): "jobs", ("jobset.x-k8s.io", "JobSet"): "jobsets", ("kueue.x-k8s.io", "Workload"): "workloads"},
+)
+POD_GATED = Endpoint(POD_GATE_PATH, {("", "Pod"): "pods"})
+# Label values of kueue_tas_webhook_reviews_total: what we serve; anything else is OTHER, so
+# what a stranger writes into a review never becomes a series of its own.
+KIND_LABELS: Final = frozenset(k for e in (VALIDATED, POD_GATED) for _, k in e.kinds)
+OPERATION_LABELS: Final = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+OTHER: Final = "other"
+# Threads that decode and judge: two, so an ordinary review is not queued behind one large one;
+# more would only contend for the GIL with the event loop.
+JUDGES: Final = 2
+
+_T = TypeVar("_T")
+
+
+def labels(request: ReviewRequest | None) -> tuple[str, str]:
+    """The (kind, operation) label values of ``request``, from the closed sets."""
+    if request is None:
+        return OTHER, OTHER
+    kind = request.kind if request.kind in KIND_LABELS else OTHER
+    operation = request.operation if request.operation in OPERATION_LABELS else OTHER
+    return kind, operation
+
+
+class _Rejected(Exception):
+    """A review we do not answer: the reason, and the request when it parsed."""
+
+    def __init__(self, reason: str, request: ReviewRequest | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.request = request
+
+
+def _checked(raw: bytes, endpoint: Endpoint) -> ReviewRequest:
+    """The review in ``raw`` if it is one ``endpoint`` serves; ``ReviewError`` when the body is
+    not a review, ``_Rejected`` when it is one of another kind."""
+    try:
+        review = decode_review(raw)
+    except RecursionError:  # deep JSON that still got past the parser's own limit
+        raise ReviewError("request body: JSON nested too deeply") from None
+    try:
+        endpoint.check(review)
+    except ReviewError as exc:
+        raise _Rejected(str(exc), review) from None
+    return review
 
 
 class QueueCaches:
@@ -97,12 +170,19 @@ class WebhookServer:
         caches: QueueCaches,
         metrics: Metrics,
         gates: FeatureGates,
+        judges: Executor | None = None,
+        budget: ByteBudget | None = None,
     ) -> None:
+        """``judges``: the threads that decode and judge (the caller's to shut down); by default
+        a pool of ``JUDGES`` the server owns. ``budget``: the bytes bodies may hold at once."""
         self.settings = settings
         self.certs = certs
         self.caches = caches
         self.metrics = metrics
         self.gates = gates
+        self._judges = judges
+        self._own_judges: ThreadPoolExecutor | None = None
+        self._budget = budget if budget is not None else ByteBudget()
         self._context: ssl.SSLContext | None = None
         self._loaded: tuple[bytes, bytes] | None = None
         self._runner: web.AppRunner | None = None
@@ -110,17 +190,57 @@ class WebhookServer:
 
     # ---- serving -------------------------------------------------------------------------------
 
+    async def _in_thread(self, fn: Callable[..., _T], *args: Any) -> _T:
+        judges = self._judges if self._judges is not None else self._own_judges
+        return await asyncio.get_running_loop().run_in_executor(judges, fn, *args)
+
+    async def _review(self, request: web.Request, limit: int, parse: Callable[[bytes], _T]) -> _T:
+        """What ``parse`` (in a judge thread) makes of ``request``'s body, read within bounds."""
+        async with bounded_body(request, limit, self._budget) as raw:
+            return await self._in_thread(parse, raw)
+
+    @staticmethod
+    def _to_judge(raw: bytes) -> tuple[ReviewRequest, Objects | None, bool]:
+        """The review, its objects to judge, and whether reading them failed (our bug)."""
+        review = _checked(raw, VALIDATED)
+        try:
+            return review, judged_objects(review), False
+        except Exception:  # our bug must not refuse a user's object: the admitter judges later
+            log.exception("webhook_review_failed", kind=review.kind, operation=labels(review)[1])
+            return review, None, True
+
+    def _to_gate(self, raw: bytes) -> tuple[ReviewRequest, list[dict[str, Any]]]:
+        review = _checked(raw, POD_GATED)
+        patch = gate_patch(review.obj, self.settings.scheduling_gate) if review.operation == "CREATE" else []
+        return review, patch
+
+    def _rejected(self, status: int, reason: str, review: ReviewRequest | None) -> web.Response:
+        self.metrics.webhook_reviews_total.labels(*labels(review), "rejected").inc()
+        log.debug("webhook_request_rejected", status=status, reason=reason)
+        return web.Response(status=status, text=f"{reason}\n")
+
     async def _validate(self, request: web.Request) -> web.Response:
         try:
-            review = parse_review(await request.json())
-        except (ReviewError, ValueError) as exc:
-            return web.Response(status=400, text=f"{exc}\n")
-        kind, operation = review.kind or "unknown", review.operation or "unknown"
+            review, objects, failed = await self._review(request, VALIDATE_MAX_BYTES, self._to_judge)
+        except Refused as exc:
+            return self._rejected(exc.status, exc.reason, None)
+        except _Rejected as exc:
+            return self._rejected(400, exc.reason, exc.request)
+        except ReviewError as exc:
+            return self._rejected(400, str(exc), None)
+        kind, operation = labels(review)
         result = "error"
         verdict = Verdict()
-        if self.caches.synced():
+        if failed:  # logged where it failed; allowed and counted as an error
+            pass
+        elif self.caches.synced():
             try:
-                verdict = judge(review, self.caches.topologies_for, self.settings.annotation_prefix, self.gates)
+                if objects is not None:
+                    # The informers' stores change on the loop: they are read here, not in a thread.
+                    topologies = list(self.caches.topologies_for(objects.obj))
+                    verdict = await self._in_thread(
+                        judge, review, objects, topologies, self.settings.annotation_prefix, self.gates
+                    )
                 result = "allowed" if verdict.allowed else "denied"
             except Exception:  # our bug must not refuse a user's object: the admitter judges later
                 log.exception("webhook_review_failed", kind=kind, operation=operation)
@@ -129,7 +249,9 @@ class WebhookServer:
             log.warning("webhook_review_before_sync", kind=kind, operation=operation)
         self.metrics.webhook_reviews_total.labels(kind, operation, result).inc()
         if not verdict.allowed:
-            log.info("webhook_denied", kind=kind, operation=operation, message="; ".join(verdict.problems))
+            # Cut as the answer is: a problem may quote a value as long as the body.
+            message = "; ".join(verdict.problems)[:MAX_MESSAGE]
+            log.info("webhook_denied", kind=kind, operation=operation, message=message)
         return web.json_response(answer(review.uid, verdict))
 
     async def _gate_pod(self, request: web.Request) -> web.Response:
@@ -137,18 +259,14 @@ class WebhookServer:
         and cache-free, so it answers from the first moment the server listens (the
         configuration's ``failurePolicy: Fail`` makes those pods wait for an answer)."""
         try:
-            review = parse_review(await request.json())
-        except (ReviewError, ValueError) as exc:
-            return web.Response(status=400, text=f"{exc}\n")
-        operation = review.operation or "unknown"
-        patch = (
-            gate_patch(review.obj, self.settings.scheduling_gate)
-            if operation == "CREATE" and review.kind == "Pod"
-            else []
-        )
-        self.metrics.webhook_reviews_total.labels(
-            review.kind or "unknown", operation, "gated" if patch else "allowed"
-        ).inc()
+            review, patch = await self._review(request, POD_GATE_MAX_BYTES, self._to_gate)
+        except Refused as exc:
+            return self._rejected(exc.status, exc.reason, None)
+        except _Rejected as exc:
+            return self._rejected(400, exc.reason, exc.request)
+        except ReviewError as exc:
+            return self._rejected(400, str(exc), None)
+        self.metrics.webhook_reviews_total.labels(*labels(review), "gated" if patch else "allowed").inc()
         if patch:
             meta = review.obj.get("metadata") or {}
             log.info(
@@ -181,6 +299,8 @@ class WebhookServer:
             raise CertificateError(f"webhook certificate: {exc}") from exc
         self._context = ssl_context(cert, key)
         self._loaded = (cert, key)
+        if self._judges is None:
+            self._own_judges = ThreadPoolExecutor(max_workers=JUDGES, thread_name_prefix="webhook-judge")
         app = web.Application()
         app.router.add_post(PATH, self._validate)
         app.router.add_post(POD_GATE_PATH, self._gate_pod)
@@ -238,4 +358,7 @@ class WebhookServer:
                 await refresh
         runner, self._runner = self._runner, None
         await stop_runner(runner)
+        own, self._own_judges = self._own_judges, None
+        if own is not None:
+            own.shutdown(wait=False, cancel_futures=True)
         await self.caches.stop()

@@ -1,0 +1,78 @@
+"""Reading a webhook request's body within bounds, before anything looks at it.
+
+The webhook port answers anyone on the pod network (the API server's source address cannot be
+named in general), so what a body may cost is capped twice: each endpoint has a size no
+API server review of its kinds exceeds (413 beyond it), and all bodies held at once, read or
+waiting for a judge, share one byte budget (503 beyond it, and the API server retries or
+applies the webhook's failure policy). A body without a Content-Length is counted as it arrives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Final
+
+from aiohttp import web
+
+MiB: Final = 1024 * 1024
+# The API server takes request bodies of at most 3 MiB (its --max-request-bytes), so an object it
+# stores is below that; a review of an UPDATE carries the object and its old version, a
+# review of a CREATE the object alone, each with a few kB of review around them.
+VALIDATE_MAX_BYTES: Final = 8 * MiB
+POD_GATE_MAX_BYTES: Final = 4 * MiB
+# Every body held at once: tens of thousands of ordinary reviews (a few kB each), eight of the
+# largest; the JSON parsed from a body is a few times its size again, but only for the judges'
+# few bodies at a time.
+BUFFERED_MAX_BYTES: Final = 64 * MiB
+CHUNK: Final = 64 * 1024
+
+
+class Refused(Exception):
+    """A request we do not read: its HTTP status and a one-line reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class ByteBudget:
+    """Bytes that bodies being read or judged may hold together."""
+
+    def __init__(self, total: int = BUFFERED_MAX_BYTES) -> None:
+        self.total = total
+        self.held = 0
+
+    def take(self, size: int) -> bool:
+        if self.held + size > self.total:
+            return False
+        self.held += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.held -= size
+
+
+@asynccontextmanager
+async def bounded_body(request: web.Request, limit: int, budget: ByteBudget) -> AsyncIterator[bytes]:
+    """The body of ``request``, at most ``limit`` bytes, held against ``budget`` until the block
+    ends. ``Refused`` (413, 503) otherwise."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise Refused(413, f"request body of {declared} bytes: {request.path} takes at most {limit}")
+    # A compressed body (aiohttp inflates it) may hold up to ``limit`` whatever it declares.
+    reserved = declared if declared is not None and not request.headers.get("Content-Encoding") else limit
+    if not budget.take(reserved):
+        raise Refused(503, f"busy: {budget.held} bytes of requests in progress, try again")
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.content.iter_chunked(CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise Refused(413, f"request body over {limit} bytes: {request.path} takes at most {limit}")
+            chunks.append(chunk)
+        yield b"".join(chunks)
+    finally:
+        budget.give(reserved)
