@@ -157,6 +157,11 @@ def test_held_from_the_later_arrival_until_the_bound() -> None:
     r.set_daemonset(spec(created=None))
     r.set_node(node("old", created=None))
     assert set(r.reservations(T + 10**6)) == {(ds.uid, "old")}
+    # 0 s: reservations are off, even for those.
+    off = DaemonSetReservations(ReservationPolicy(seconds=0))
+    off.set_node(node("old", created=None))
+    off.set_daemonset(spec(created=None))
+    assert off.reservations(T) == {}
 
 
 def test_the_live_model_lets_reservations_lapse_on_its_clock() -> None:

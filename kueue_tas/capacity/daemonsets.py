@@ -321,6 +321,8 @@ class DaemonSetReservations:
         ds = self._sets.get(uid)
         if ds is None or name not in self._runs[uid] or self._covered[pair] > 0 or not self.policy.trusts(ds):
             return None
+        if self.policy.seconds <= 0:
+            return None  # reservations turned off
         node = self._nodes[name]
         if too_big(ds.usage, node) is not None:
             return None

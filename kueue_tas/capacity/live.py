@@ -303,9 +303,11 @@ class LiveCapacity:
     def forget_daemon_pod(self, key: str) -> None:
         self._reserve(self._daemonsets.delete_pod(key))
 
-    def _reserve(self, pairs: Iterable[Pair]) -> None:
+    def _reserve(self, pairs: set[Pair] | tuple[Pair, ...]) -> None:
         # A reservation is charged as a non-TAS pod under a key no pod has (pod keys are
         # namespace/name), so snapshots built later see it like any other charge.
+        if not pairs:
+            return
         now = self._clock()
         for pair in pairs:
             held = self._daemonsets.held(pair, now)

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:  # the DaemonSet reservation settings, as ``run`` reads them
         policy = ReservationPolicy.from_settings(Settings.load(args.config))
     except ConfigError as exc:
-        print(f"error: {exc}".replace("\n", "; "), file=sys.stderr)
+        print("error: " + str(exc).replace(":\n", ": ").replace("\n", "; "), file=sys.stderr)
         return 1
     options = None
     if args.output == "html":
