@@ -5,7 +5,12 @@ has the rest): on random clusters with DaemonSets and daemon pods,
   ``kueue-tas capacity`` end with the same free capacity per domain;
 * each node's non-TAS usage is what an independent count says: every bound, non-terminal pod
   that is not ours, plus, for every DaemonSet that runs on the node and has no such pod there,
-  its pod's requests (so a daemon is charged once, before and after its pod exists).
+  its pod's requests (so a daemon is charged once, before and after its pod exists), when the
+  reservation policy allows it (issue 30): a listed namespace or a system priority class, a pod
+  that fits on the empty node, and not lapsed.
+
+Creation times are drawn far in the past (lapsed whatever the day), far in the future (held) or
+absent (no bound), so the three readers, each reading the time of day, agree without a shared clock.
 """
 
 from __future__ import annotations
@@ -42,19 +47,29 @@ from kueue_tas.topology.snapshot import TopologySnapshot
 Obj = dict[str, Any]
 History = list[list[Obj | None]]
 DAEMONS = ["ds0", "ds1"]
+PAST, FUTURE = "2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z"
+TIMES = st.sampled_from([None, PAST, FUTURE])
+LISTED = {"kube-system", "gpu-operator"}  # the settings' defaults
+SYSTEM = {"system-node-critical", "system-cluster-critical"}
 
 
 @st.composite
 def daemonsets(draw: st.DrawFn, name: str) -> Obj:
-    return mk.daemonset(
+    ds = mk.daemonset(
         name,
-        namespace="ns",
-        requests={"cpu": f"{draw(st.integers(0, 2000))}m", GPU: str(draw(st.integers(0, 2)))},
+        namespace=draw(st.sampled_from(["kube-system", "kube-system", "gpu-operator", "team-a"])),
+        requests={"cpu": f"{draw(st.integers(0, 2000))}m", GPU: str(draw(st.sampled_from([0, 1, 2, 9])))},
         node_selector=draw(st.sampled_from([None, None, {POOL: "a"}, {POOL: "b"}])),
         # The random nodes' only taint is gpu=true:NoSchedule.
         tolerations=draw(st.sampled_from([None, [{"key": "gpu", "operator": "Exists"}], [{"operator": "Exists"}]])),
         deleting=draw(st.integers(0, 6)) == 0,
     )
+    priority = draw(st.sampled_from([None, None, "system-node-critical", "batch-low"]))
+    if priority is not None:
+        ds["spec"]["template"]["spec"]["priorityClassName"] = priority
+    if (created := draw(TIMES)) is not None:
+        ds["metadata"]["creationTimestamp"] = created
+    return ds
 
 
 @st.composite
@@ -66,6 +81,8 @@ def daemon_nodes(draw: st.DrawFn, name: str) -> Obj:
         node["metadata"]["labels"] |= {BLOCK: "b0", RACK: "b0-r0", HOST: hostname(name)}
         node["spec"]["unschedulable"] = False
         node["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    if (created := draw(TIMES)) is not None:
+        node["metadata"]["creationTimestamp"] = created
     return node
 
 
@@ -155,10 +172,28 @@ def expected_non_tas(objs: list[Obj], node: Obj) -> dict[str, int]:
         meta = ds["metadata"]
         if "deletionTimestamp" in meta or meta["uid"] in owners or not _daemon_runs_on(ds, node):
             continue
-        requests = ds["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
-        for r, v in _cpu_gpu(requests).items():
+        requests = _cpu_gpu(ds["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"])
+        if not (_trusted(ds) and _fits(requests, node) and not _lapsed(ds, node)):
+            continue
+        for r, v in requests.items():
             used[r] += v
     return used
+
+
+def _trusted(ds: Obj) -> bool:
+    return ds["metadata"]["namespace"] in LISTED or ds["spec"]["template"]["spec"].get("priorityClassName") in SYSTEM
+
+
+def _fits(requests: dict[str, int], node: Obj) -> bool:
+    alloc = node["status"]["allocatable"]
+    have = {"cpu": int(alloc["cpu"]) * 1000, GPU: int(alloc[GPU]), "pods": int(alloc["pods"])}
+    return all(v <= have[r] for r, v in {**requests, "pods": 1}.items())
+
+
+def _lapsed(ds: Obj, node: Obj) -> bool:
+    """Due since the later of the two creation times; only a past one is over."""
+    known = [t for t in (ds["metadata"].get("creationTimestamp"), node["metadata"].get("creationTimestamp")) if t]
+    return bool(known) and max(known) == PAST
 
 
 def non_tas_usage(snap: TopologySnapshot, node: str) -> dict[str, int]:

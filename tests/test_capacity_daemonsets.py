@@ -21,6 +21,7 @@ from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.model import NodeInfo, Taint
 
 Obj = dict[str, Any]
+NOW = 1.8e9  # these DaemonSets and nodes carry no creation time: no bound applies
 
 
 def spec(**kw: Any) -> DaemonSetSpec:
@@ -185,39 +186,39 @@ def test_reserved_until_the_daemon_pod_is_charged_on_the_node() -> None:
     r.set_node(node("n0"))
     r.set_node(node("n1"))
     assert r.set_daemonset(ds) == {(ds.uid, "n0"), (ds.uid, "n1")}
-    assert r.reservations() == {(ds.uid, "n0"): ds.usage, (ds.uid, "n1"): ds.usage}
+    assert r.reservations(NOW) == {(ds.uid, "n0"): ds.usage, (ds.uid, "n1"): ds.usage}
     # Created but not bound yet: it holds nothing, so the reservation stays.
     assert r.set_pod("kube-system/agent-a", ds.uid, None) == set()
-    assert r.reservation((ds.uid, "n0")) == ds.usage
+    assert r.reservation((ds.uid, "n0"), NOW) == ds.usage
     assert r.set_pod("kube-system/agent-a", ds.uid, "n0") == {(ds.uid, "n0")}
-    assert r.reservations() == {(ds.uid, "n1"): ds.usage}
+    assert r.reservations(NOW) == {(ds.uid, "n1"): ds.usage}
     # A pod of another DaemonSet or none covers nothing.
     r.set_pod("kube-system/other", "other-uid", "n1")
     r.set_pod("team-a/plain", None, "n1")
-    assert r.reservations() == {(ds.uid, "n1"): ds.usage}
+    assert r.reservations(NOW) == {(ds.uid, "n1"): ds.usage}
     # The daemon pod finished or deleted: the controller will create another.
     assert r.set_pod("kube-system/agent-a", ds.uid, None) == {(ds.uid, "n0")}
-    assert r.reservation((ds.uid, "n0")) == ds.usage
+    assert r.reservation((ds.uid, "n0"), NOW) == ds.usage
     r.set_pod("kube-system/agent-b", ds.uid, "n0")
     assert r.delete_pod("kube-system/agent-b") == {(ds.uid, "n0")}
-    assert r.reservation((ds.uid, "n0")) == ds.usage
+    assert r.reservation((ds.uid, "n0"), NOW) == ds.usage
     # The DaemonSet deleted: every reservation goes.
     assert r.delete_daemonset(ds.uid) == {(ds.uid, "n0"), (ds.uid, "n1")}
-    assert r.reservations() == {}
+    assert r.reservations(NOW) == {}
 
 
 def test_nodes_joining_leaving_and_changing() -> None:
     r = DaemonSetReservations()
     ds = spec(node_selector={"pool": "gpu"})
     r.set_daemonset(ds)
-    assert r.reservations() == {}
+    assert r.reservations(NOW) == {}
     assert r.set_node(node("n0", {"pool": "gpu"})) == {(ds.uid, "n0")}
-    assert set(r.reservations()) == {(ds.uid, "n0")}
+    assert set(r.reservations(NOW)) == {(ds.uid, "n0")}
     assert r.set_node(node("n0", {"pool": "gpu"}, Taint("maintenance", "", "NoExecute"))) == {(ds.uid, "n0")}
-    assert r.reservations() == {}
+    assert r.reservations(NOW) == {}
     r.set_node(node("n0", {"pool": "gpu"}))
     assert r.delete_node("n0") == {(ds.uid, "n0")}
-    assert r.reservations() == {}
+    assert r.reservations(NOW) == {}
 
 
 # --- the property: a DaemonSet is never charged twice on a node ---------------------------------
@@ -296,7 +297,7 @@ def test_reserved_and_existing_pods_never_charge_a_daemonset_twice_on_a_node(his
     state: dict[str, dict[str, Any]] = {"ds": {}, "node": {}, "pod": {}}
     for kind, arg in history:
         apply(r, state, kind, arg)
-        reserved = r.reservations()
+        reserved = r.reservations(NOW)
         for uid, ds in state["ds"].items():
             for name, n in state["node"].items():
                 pods = sum(1 for _k, owner, on in state["pod"].values() if owner == uid and on == name)
@@ -316,4 +317,4 @@ def test_reserved_and_existing_pods_never_charge_a_daemonset_twice_on_a_node(his
         fresh.set_daemonset(ds)
     for n in state["node"].values():
         fresh.set_node(n)
-    assert fresh.reservations() == r.reservations()
+    assert fresh.reservations(NOW) == r.reservations(NOW)

@@ -36,7 +36,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.kinds import parse_object
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.workload import Workload
-from kueue_tas.capacity.daemonsets import daemonset_spec
+from kueue_tas.capacity.daemonsets import DEFAULT_NAMESPACES, DEFAULT_SECONDS, SYSTEM_PRIORITY_CLASSES, daemonset_spec
 from kueue_tas.capacity.feed import feed_pod, feed_workload, remove_pod
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import flavor_specs, our_checks, workload_usage
@@ -390,7 +390,13 @@ def capacity_command(objs: list[Obj]) -> dict[str, dict[tuple[str, tuple[str, ..
         workloads=[Workload.model_validate(o) for o in objs if o["kind"] == "Workload"],
         daemonsets=[s for o in objs if o["kind"] == "DaemonSet" and (s := daemonset_spec(o)) is not None],
     )
-    fake_settings = argparse.Namespace(annotation_prefix=c.DEFAULT_ANNOTATION_PREFIX, controller_name=c.CONTROLLER_NAME)
+    fake_settings = argparse.Namespace(
+        annotation_prefix=c.DEFAULT_ANNOTATION_PREFIX,
+        controller_name=c.CONTROLLER_NAME,
+        daemonset_reservation_namespaces=DEFAULT_NAMESPACES,
+        daemonset_reservation_priority_classes=SYSTEM_PRIORITY_CLASSES,
+        daemonset_reservation_seconds=DEFAULT_SECONDS,
+    )
     args = argparse.Namespace(config=None, kubeconfig=None, topology=None, resource=None, output="json", depth=None)
     out = io.StringIO()
     with (

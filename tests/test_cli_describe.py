@@ -377,8 +377,10 @@ def test_json_keys_and_values() -> None:
         "podSets",
         "events",
         "placementNotEnforced",
+        "daemonSetReservations",
     }
     assert out["events"] == []
+    assert out["daemonSetReservations"] == []
     assert out["placementNotEnforced"] == []
     assert (out["namespace"], out["name"], out["uid"], out["queue"], out["clusterQueue"]) == (
         "ns",

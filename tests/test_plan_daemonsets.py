@@ -52,3 +52,29 @@ def test_a_malformed_daemonset_is_one_line_naming_the_field(tmp_path: Path, caps
     bad = mk.daemonset("gpu-agent", requests={"cpu": "lots"})
     res = plan(tmp_path, capsys, [*mk.cluster(), bad, RACK_JOB])
     assert_invalid(res, "DaemonSet/kube-system/gpu-agent", "spec.template.spec.containers[].resources", "cpu")
+
+
+# --- who may reserve (issue 30): plan reads the controller's settings ---------------------------
+
+TENANT_AGENT = mk.daemonset("gpu-agent", namespace="team-b", requests={mk.GPU: "2"}, node_selector={mk.RACK: "b0-r0"})
+
+
+def test_a_tenants_daemonset_holds_nothing_unless_its_namespace_is_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    res = plan(tmp_path, capsys, [*mk.cluster(), TENANT_AGENT, RACK_JOB])
+    assert res.code == 0, res.err
+    assert racks(res.ps("rack-job")) == {"b0-r0": 8}
+    config = tmp_path / "settings.yaml"
+    config.write_text("daemonsetReservationNamespaces: [kube-system, team-b]\n", encoding="utf-8")
+    res = plan(tmp_path, capsys, [*mk.cluster(), TENANT_AGENT, RACK_JOB], "--config", str(config))
+    assert res.code == 0, res.err
+    assert racks(res.ps("rack-job")) == {"b0-r1": 8}
+
+
+def test_a_bad_settings_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "settings.yaml"
+    config.write_text("daemonsetReservationSeconds: -1\n", encoding="utf-8")
+    res = plan(tmp_path, capsys, [*mk.cluster(), RACK_JOB], "--config", str(config))
+    assert res.code == 1
+    assert len(res.err.splitlines()) == 1 and "daemonset_reservation_seconds" in res.err

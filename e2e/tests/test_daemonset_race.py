@@ -10,11 +10,19 @@ Two arrivals: plain (the daemon pods exist within moments), and one where the da
 are held by a scheduling gate of the test until the Job is decided. The gate stretches the
 window in which a DaemonSet's pods exist but are bound nowhere (and before that, do not exist),
 which is where a model that counts only bound pods would give the daemons' GPUs to the Job.
+
+Only trusted DaemonSets reserve (issue 30: anyone with `edit` can create one): the plain race
+runs its DaemonSet in a namespace a controller of its own lists in
+``daemonset_reservation_namespaces``, the gated one with the system priority class
+``system-node-critical``. A tenant's DaemonSet in an unlisted namespace asking for more GPUs
+than any node has, tolerating everything (the security review's case), holds nothing: the
+full-rack Job beside it is admitted at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -33,7 +41,7 @@ FREE_RACK = "b1-r2"
 JOB_PODS = 16  # one GPU each: a whole rack
 
 
-def daemonset(name: str, pool: str, *, gated: bool) -> dict[str, Any]:
+def daemonset(name: str, pool: str, *, gated: bool, priority: str | None = None) -> dict[str, Any]:
     labels = {"app": name}
     spec: dict[str, Any] = {
         "nodeSelector": {POOL_LABEL: pool, RACK_LABEL: DAEMON_RACK},
@@ -41,6 +49,8 @@ def daemonset(name: str, pool: str, *, gated: bool) -> dict[str, Any]:
     }
     if gated:
         spec["schedulingGates"] = [{"name": HOLD_GATE}]
+    if priority is not None:
+        spec["priorityClassName"] = priority
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
@@ -75,14 +85,18 @@ def unschedulable(pods: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-async def race(kube: Kube, namespace: str, unique: str, tas: ControllerGroup, *, gated: bool) -> None:
+async def race(
+    kube: Kube, namespace: str, unique: str, tas: ControllerGroup, *, gated: bool, priority: str | None = None
+) -> None:
     s = await st.tas_stack(kube, namespace, tas.controller_name, small_pool(unique, "d"))
     racks = st.host_racks(s.pool)
     daemon_hosts = sorted(h for h, r in racks.items() if r == DAEMON_RACK)
     name = f"agent-{unique}"
     apps = client.AppsV1Api(kube.api)
     await asyncio.gather(
-        apps.create_namespaced_daemon_set(namespace, as_body(daemonset(name, s.pool.name, gated=gated))),
+        apps.create_namespaced_daemon_set(
+            namespace, as_body(daemonset(name, s.pool.name, gated=gated, priority=priority))
+        ),
         jobs.create_job(kube, namespace, jobs.job("full-rack", JOB_PODS, required=RACK_LABEL)),
     )
 
@@ -118,12 +132,59 @@ async def race(kube: Kube, namespace: str, unique: str, tas: ControllerGroup, *,
 
 
 async def test_a_daemonset_and_a_full_rack_job_arriving_together(
-    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
+    kube: Kube, namespace: str, unique: str, tas_factory: Callable[..., Awaitable[ControllerGroup]]
 ) -> None:
-    await race(kube, namespace, unique, tas, gated=False)
+    """The DaemonSet's namespace is listed (``daemonset_reservation_namespaces``)."""
+    group = await tas_factory(replicas=1, KUEUE_TAS_DAEMONSET_RESERVATION_NAMESPACES=f"kube-system,{namespace}")
+    await race(kube, namespace, unique, group, gated=False)
 
 
 async def test_daemon_pods_not_bound_yet_still_hold_their_nodes(
     kube: Kube, namespace: str, unique: str, tas: ControllerGroup
 ) -> None:
-    await race(kube, namespace, unique, tas, gated=True)
+    """An unlisted namespace, but the pods' priority class is a system one."""
+    await race(kube, namespace, unique, tas, gated=True, priority="system-node-critical")
+
+
+async def test_a_tenants_unschedulable_daemonset_holds_nothing(
+    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
+) -> None:
+    """The review's case: 9 GPUs on 8-GPU nodes, every taint tolerated, in a tenant's namespace
+    no setting lists. Before the fix it took every host's 8 free GPUs and the Job got Retry."""
+    s = await st.tas_stack(kube, namespace, tas.controller_name, small_pool(unique, "t"))
+    name = f"hog-{unique}"
+    labels = {"app": name}
+    hog = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    # Its own pool only, so the other tests' nodes are not touched.
+                    "nodeSelector": {POOL_LABEL: s.pool.name},
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [jobs.container(gpu=9)],
+                },
+            },
+        },
+    }
+    await client.AppsV1Api(kube.api).create_namespaced_daemon_set(namespace, as_body(hog))
+
+    async def created() -> list[dict[str, Any]] | None:
+        pods = await daemon_pods(kube, namespace, name)
+        return pods if len(pods) == len(st.host_racks(s.pool)) else None
+
+    await eventually(f"the pods of DaemonSet {name}", created, 30)
+    await jobs.create_job(kube, namespace, jobs.job("full-rack", JOB_PODS, required=RACK_LABEL))
+    wl = await workloads.wait_check(kube, s, "full-rack", DECIDED)
+    assert entry_of(wl, s)["state"] == "Ready", entry_of(wl, s)
+
+    async def job_running() -> bool:
+        return len(running(await pods_raw(kube, namespace, "job-name=full-rack"))) == JOB_PODS
+
+    await eventually("every Job pod Running", job_running, 90)
+    # The daemon never ran: no node has 9 GPUs.
+    assert not running(await daemon_pods(kube, namespace, name))

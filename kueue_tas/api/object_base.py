@@ -10,9 +10,10 @@ write them back, and they must round-trip unchanged.
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 INT32_MAX = 2**31 - 1
@@ -61,7 +62,16 @@ class ObjectMeta(KubeModel):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     owner_references: list[OwnerReference] = Field(default_factory=list)
+    creation_timestamp: str | None = None
     deletion_timestamp: str | None = None
+
+    @field_validator("creation_timestamp", "deletion_timestamp", mode="before")
+    @classmethod
+    def _rfc3339(cls, value: Any) -> Any:
+        """A YAML dump's unquoted time is read as a datetime: back to the API server's form."""
+        if isinstance(value, datetime) and value.tzinfo is not None:
+            return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return value
 
     def controller_owner(self) -> OwnerReference | None:
         """The owner reference marked ``controller: true``, if any."""

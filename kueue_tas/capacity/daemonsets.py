@@ -16,6 +16,22 @@ Which nodes a DaemonSet runs on follows the DaemonSet controller of Kubernetes
 * every NoSchedule and NoExecute taint of the node must be tolerated by the template's
   tolerations plus the controller's defaults (below).
 
+Who may reserve (issue 30: anyone with the built-in ``edit`` role can create a DaemonSet, so a
+reservation must not be a way for one tenant to take every node's capacity; Kueue's own TAS
+counts only bound pods and has no such exposure). A pair holds a reservation only while all of:
+
+* the DaemonSet is trusted by the ``ReservationPolicy``: in a namespace the admin lists
+  (``daemonset_reservation_namespaces``) or with a pod priority class the admin lists
+  (``daemonset_reservation_priority_classes``, by default Kubernetes' two system classes);
+* its pod fits on the empty node (no request above the node's allocatable): a pod that can never
+  run there is never about to take anything;
+* the pod has been due there for less than ``seconds`` (``daemonset_reservation_seconds``):
+  counted from the later of the DaemonSet's and the Node's ``creationTimestamp`` (the race this
+  closes is a DaemonSet or a node that has just arrived); a pod still unbound after that is kept
+  out by something else, and the reservation lapses. Without either timestamp (a hand-written
+  object in a ``plan`` dump) nothing bounds it. The rule is pure: callers pass ``now`` (epoch
+  seconds); the live model re-evaluates each pair at the time it lapses.
+
 Assumptions, stated because we work from our reading of Kubernetes rather than its code:
 a DaemonSet being deleted (``deletionTimestamp`` set) creates no pods, so it reserves
 nothing; a daemon pod that exists but is not yet bound (created with the node-name affinity
@@ -28,7 +44,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 import pydantic
 
@@ -53,6 +70,52 @@ DEFAULT_TOLERATIONS: tuple[Toleration, ...] = (
 # Added only for host-network daemons (they need no pod network to start).
 HOST_NETWORK_TOLERATION = Toleration("node.kubernetes.io/network-unavailable", "Exists", "", "NoSchedule")
 
+# The settings' defaults (``runtime/config.py`` repeats them; a test keeps the two equal):
+# kube-system holds the cluster's own daemons (CNI, kube-proxy, CSI node plugins, the device
+# plugins cloud providers install); gpu-operator is where NVIDIA's GPU operator installs its
+# driver, toolkit and device-plugin DaemonSets by default. Other system daemons (Calico, Cilium)
+# run with a system priority class. 300 s: daemon pods are bound within seconds of a DaemonSet
+# or a node arriving; one still unbound minutes later is not about to run.
+DEFAULT_NAMESPACES: tuple[str, ...] = ("kube-system", "gpu-operator")
+SYSTEM_PRIORITY_CLASSES: tuple[str, ...] = ("system-node-critical", "system-cluster-critical")
+DEFAULT_SECONDS = 300.0
+
+
+class ReservationSettings(Protocol):
+    """The settings ``ReservationPolicy.from_settings`` reads (``runtime.config.Settings``)."""
+
+    @property
+    def daemonset_reservation_namespaces(self) -> tuple[str, ...]: ...
+    @property
+    def daemonset_reservation_priority_classes(self) -> tuple[str, ...]: ...
+    @property
+    def daemonset_reservation_seconds(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationPolicy:
+    """Which DaemonSets may reserve, and for how long once their pod is due on a node."""
+
+    namespaces: frozenset[str] = frozenset(DEFAULT_NAMESPACES)
+    priority_classes: frozenset[str] = frozenset(SYSTEM_PRIORITY_CLASSES)
+    seconds: float = DEFAULT_SECONDS
+
+    @classmethod
+    def from_settings(cls, settings: ReservationSettings) -> ReservationPolicy:
+        return cls(
+            frozenset(settings.daemonset_reservation_namespaces),
+            frozenset(settings.daemonset_reservation_priority_classes),
+            settings.daemonset_reservation_seconds,
+        )
+
+    def trusts(self, ds: DaemonSetSpec) -> bool:
+        return ds.namespace in self.namespaces or (
+            bool(ds.priority_class) and ds.priority_class in self.priority_classes
+        )
+
+
+DEFAULT_POLICY = ReservationPolicy()
+
 
 class DaemonSetError(ValueError):
     """A DaemonSet whose pod template cannot be read: ``field`` names the field, ``problem`` says why."""
@@ -69,6 +132,9 @@ class DaemonSetSpec:
 
     key: str  # namespace/name, for messages
     uid: str  # what its pods' ownerReferences name; namespace/name for a hand-written one without a UID
+    namespace: str
+    priority_class: str  # the template's priorityClassName ("" when none)
+    created: float | None  # creationTimestamp, epoch seconds; None when the object has none
     node_name: str  # template spec.nodeName; "" for any node
     node_selector: Mapping[str, str]
     required_affinity: tuple[NodeSelectorTerm, ...] | None  # None: no required node affinity
@@ -104,9 +170,15 @@ def daemonset_spec(raw: Mapping[str, Any]) -> DaemonSetSpec | None:
         raise DaemonSetError("spec.template.spec.tolerations", exc.errors()[0]["msg"]) from exc
     defaults = DEFAULT_TOLERATIONS + ((HOST_NETWORK_TOLERATION,) if pod_spec.get("hostNetwork") is True else ())
     key = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+    created = meta.get("creationTimestamp")
+    if created is not None and parse_time(created) is None:
+        raise DaemonSetError("metadata.creationTimestamp", f"not an RFC 3339 time: {created!r}")
     return DaemonSetSpec(
         key=key,
         uid=str(meta.get("uid") or key),
+        namespace=str(meta.get("namespace") or ""),
+        priority_class=str(pod_spec.get("priorityClassName") or ""),
+        created=None if created is None else parse_time(created),
         node_name=str(pod_spec.get("nodeName") or ""),
         node_selector=selector,
         required_affinity=required,
@@ -120,6 +192,41 @@ def _mapping(parent: Mapping[str, Any], key: str, field: str) -> Mapping[str, An
     if not isinstance(value, Mapping):
         raise DaemonSetError(field, f"must be a mapping, got {type(value).__name__}")
     return value
+
+
+def parse_time(value: object) -> float | None:
+    """An RFC 3339 time (``2026-01-01T00:00:00Z``) in epoch seconds; None if it is not one."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if not isinstance(value, str):
+        return None
+    try:
+        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at.timestamp() if at.tzinfo is not None else None
+
+
+def too_big(usage: ResourceMap, node: NodeInfo) -> str | None:
+    """The first resource (by name) the pod requests beyond the empty node's allocatable; None
+    when it fits."""
+    for name in sorted(usage):
+        if usage[name] > node.allocatable.get(name, 0):
+            return name
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """What one DaemonSet holds on one node, and from when until when (epoch seconds; None:
+    unknown since / no end)."""
+
+    uid: str
+    daemonset: str  # namespace/name
+    node: str
+    usage: ResourceMap
+    since: float | None
+    until: float | None
 
 
 def runs_on(ds: DaemonSetSpec, node: NodeInfo) -> bool:
@@ -142,7 +249,8 @@ class DaemonSetReservations:
     feeding the final objects (the order the informers sync in does not matter).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, policy: ReservationPolicy = DEFAULT_POLICY) -> None:
+        self.policy = policy
         self._sets: dict[str, DaemonSetSpec] = {}  # uid -> spec
         self._nodes: dict[str, NodeInfo] = {}
         self._runs: dict[str, set[str]] = {}  # uid -> nodes it runs on
@@ -165,8 +273,11 @@ class DaemonSetReservations:
         changed = set()
         for uid, ds in self._sets.items():
             runs = self._runs[uid]
-            if runs_on(ds, node) != (node.name in runs):
+            ran = node.name in runs
+            if runs_on(ds, node) != ran:
                 runs.symmetric_difference_update((node.name,))
+            # Where it runs, the node's allocatable and creation time decide too (fits, bound).
+            if ran or node.name in runs:
                 changed.add((uid, node.name))
         return changed
 
@@ -202,21 +313,37 @@ class DaemonSetReservations:
             del self._covered[old]
         return {old}
 
-    def reservation(self, pair: Pair) -> ResourceMap | None:
-        """The usage ``pair`` reserves: its DaemonSet's pod, while the DaemonSet runs on the node
-        and none of its pods is charged there; None otherwise."""
-        uid, node = pair
+    def held(self, pair: Pair, now: float) -> Reservation | None:
+        """The reservation ``pair`` holds at ``now``: its DaemonSet's pod, while the DaemonSet runs
+        on the node, none of its pods is charged there, and the policy lets it (trusted, fits on
+        the empty node, not lapsed); None otherwise."""
+        uid, name = pair
         ds = self._sets.get(uid)
-        if ds is None or node not in self._runs[uid] or self._covered[pair] > 0:
+        if ds is None or name not in self._runs[uid] or self._covered[pair] > 0 or not self.policy.trusts(ds):
             return None
-        return ds.usage
+        if self.policy.seconds <= 0:
+            return None  # reservations turned off
+        node = self._nodes[name]
+        if too_big(ds.usage, node) is not None:
+            return None
+        known = [t for t in (ds.created, parse_time(node.created)) if t is not None]
+        since = max(known) if known else None
+        until = None if since is None else since + self.policy.seconds
+        if until is not None and now >= until:
+            return None
+        return Reservation(uid, ds.key, name, ds.usage, since, until)
 
-    def reservations(self) -> dict[Pair, ResourceMap]:
-        """Every pair that holds a reservation now."""
+    def reservation(self, pair: Pair, now: float) -> ResourceMap | None:
+        """The usage ``pair`` reserves at ``now`` (``held``); None when it holds none."""
+        held = self.held(pair, now)
+        return None if held is None else held.usage
+
+    def reservations(self, now: float) -> dict[Pair, ResourceMap]:
+        """Every pair that holds a reservation at ``now``."""
         out = {}
         for uid, nodes in self._runs.items():
             for node in nodes:
-                usage = self.reservation((uid, node))
+                usage = self.reservation((uid, node), now)
                 if usage is not None:
                     out[(uid, node)] = usage
         return out

@@ -8,11 +8,12 @@ controller would hold once its informers had synced the same objects.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+import time
+from collections.abc import Callable, Container, Iterable, Mapping
 
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
-from kueue_tas.capacity.daemonsets import DaemonSetSpec
+from kueue_tas.capacity.daemonsets import DEFAULT_POLICY, DaemonSetSpec, ReservationPolicy
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, pod_charge, pod_claim, workload_identity, workload_usage
 from kueue_tas.kube.slim import SlimPod
@@ -78,9 +79,17 @@ def capacity_from_lists(
     workloads: Iterable[Workload],
     daemonsets: Iterable[DaemonSetSpec] = (),
     gates: FeatureGates = DEFAULT_GATES,
+    *,
+    daemonset_policy: ReservationPolicy = DEFAULT_POLICY,
+    now: float | None = None,
 ) -> LiveCapacity:
-    """The model the controller would hold once its informers had synced these objects."""
-    capacity = LiveCapacity(gates)
+    """The model the controller would hold once its informers had synced these objects, at
+    ``now`` (epoch seconds; None: the time of day), which bounds the DaemonSet reservations."""
+    clock: Callable[[], float] = time.time
+    if now is not None:
+        at = now
+        clock = lambda: at  # noqa: E731
+    capacity = LiveCapacity(gates, daemonset_policy=daemonset_policy, clock=clock)
     capacity.set_flavors(specs)
     for node in nodes:
         capacity.upsert_node(node)

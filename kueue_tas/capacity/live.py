@@ -30,13 +30,22 @@ what it keeps); every other decision sees it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import heapq
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.object_base import resource_version_older_or_same
-from kueue_tas.capacity.daemonsets import DaemonSetReservations, DaemonSetSpec, Pair
+from kueue_tas.capacity.daemonsets import (
+    DEFAULT_POLICY,
+    DaemonSetReservations,
+    DaemonSetSpec,
+    Pair,
+    Reservation,
+    ReservationPolicy,
+)
 from kueue_tas.capacity.hostnames import unambiguous
 from kueue_tas.capacity.pod_slots import OpenSlots, PodSlots, SlotCharge
 from kueue_tas.capacity.rules import FlavorSpec, PodClaim, UsageEntry, charges_snapshot, uncovered_usage
@@ -48,8 +57,16 @@ from kueue_tas.topology.snapshot import TopologySnapshot
 
 class LiveCapacity:
     def __init__(
-        self, gates: FeatureGates = DEFAULT_GATES, *, snapshot_class: type[TopologySnapshot] = TopologySnapshot
+        self,
+        gates: FeatureGates = DEFAULT_GATES,
+        *,
+        snapshot_class: type[TopologySnapshot] = TopologySnapshot,
+        daemonset_policy: ReservationPolicy = DEFAULT_POLICY,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """``daemonset_policy``: which DaemonSets reserve, and for how long; ``clock``: epoch
+        seconds, what a DaemonSet reservation's bound is measured against (``expire_reservations``
+        re-reads it; the rule itself is pure)."""
         self.gates = gates
         # The class snapshots are built with; a seam for tests that check what reaches ``place``.
         self.snapshot_class = snapshot_class
@@ -67,7 +84,10 @@ class LiveCapacity:
         self._flavors: dict[str, FlavorSpec] = {}
         self._snapshots: dict[str, TopologySnapshot] = {}
         self._slots = PodSlots(self._node_labels, self._apply)
-        self._daemonsets = DaemonSetReservations()
+        self._daemonsets = DaemonSetReservations(daemonset_policy)
+        self._clock = clock
+        self._reserved: dict[Pair, Reservation] = {}  # what each pair holds now
+        self._lapses: list[tuple[float, Pair]] = []  # heap of (until, pair); stale entries skipped
 
     # --- flavors and nodes: structural changes ---------------------------------------------
 
@@ -283,12 +303,56 @@ class LiveCapacity:
     def forget_daemon_pod(self, key: str) -> None:
         self._reserve(self._daemonsets.delete_pod(key))
 
-    def _reserve(self, pairs: set[Pair]) -> None:
+    def _reserve(self, pairs: set[Pair] | tuple[Pair, ...]) -> None:
         # A reservation is charged as a non-TAS pod under a key no pod has (pod keys are
         # namespace/name), so snapshots built later see it like any other charge.
-        for uid, node in pairs:
-            usage = self._daemonsets.reservation((uid, node))
-            self.upsert_pod(f"daemonset:{uid}@{node}", None if usage is None else node, usage)
+        if not pairs:
+            return
+        now = self._clock()
+        for pair in pairs:
+            held = self._daemonsets.held(pair, now)
+            uid, node = pair
+            if held is None:
+                self._reserved.pop(pair, None)
+            else:
+                before = self._reserved.get(pair)
+                self._reserved[pair] = held
+                if held.until is not None and (before is None or before.until != held.until):
+                    heapq.heappush(self._lapses, (held.until, pair))
+            self.upsert_pod(
+                f"daemonset:{uid}@{node}", None if held is None else node, None if held is None else held.usage
+            )
+
+    def now(self) -> float:
+        """The clock DaemonSet reservations are bounded by (epoch seconds)."""
+        return self._clock()
+
+    def expire_reservations(self) -> list[Reservation]:
+        """Release the DaemonSet reservations whose time is up by the clock (its pod stayed
+        unbound): what each held. The controller calls this at ``next_lapse``."""
+        now = self._clock()
+        lapsed = []
+        while self._lapses and self._lapses[0][0] <= now:
+            until, pair = heapq.heappop(self._lapses)
+            held = self._reserved.get(pair)
+            if held is not None and held.until == until:
+                lapsed.append(held)
+                self._reserve((pair,))
+        return lapsed
+
+    def next_lapse(self) -> float | None:
+        """When (clock seconds) the next DaemonSet reservation lapses; None: none will."""
+        while self._lapses:
+            until, pair = self._lapses[0]
+            held = self._reserved.get(pair)
+            if held is not None and held.until == until:
+                return until
+            heapq.heappop(self._lapses)
+        return None
+
+    def daemonset_reservations(self) -> list[Reservation]:
+        """Every DaemonSet reservation held now, by DaemonSet then node."""
+        return sorted(self._reserved.values(), key=lambda r: (r.daemonset, r.node))
 
     # --- reading --------------------------------------------------------------------------
 
@@ -301,8 +365,9 @@ class LiveCapacity:
         this model, so that another thread can read it while events keep changing this one (the
         controller's topology map). For reading only: it holds no pods or workloads, so nothing
         may be fed to it. Stale snapshots are built first, here."""
-        out = LiveCapacity(self.gates, snapshot_class=self.snapshot_class)
+        out = LiveCapacity(self.gates, snapshot_class=self.snapshot_class, clock=self._clock)
         out._flavors = dict(self._flavors)
+        out._reserved = dict(self._reserved)
         out._nodes = dict(self._nodes)
         for flavor in self._flavors:
             snap = self.snapshot(flavor)

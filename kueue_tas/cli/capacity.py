@@ -11,13 +11,17 @@ are the numbers the next admission decision starts from.
 
     {"topologies": [{"name", "levels": [node label, ...], "message",
       "flavors": [{"name", "nodeLabels", "nodes", "resource",
-        "levels": [{"key", "name", "domains": [{"values", "nodes", "allocatable", "free", "largest"}]}]}]}]}
+        "levels": [{"key", "name", "domains": [{"values", "nodes", "allocatable", "free", "largest"}]}]}]}],
+     "daemonSetReservations": [{"daemonSet", "node", "requests", "since", "until"}]}
 
 ``values`` are the domain's level values from the top level down; ``allocatable`` and
 ``free`` map resource -> integer in Kueue's units (cpu in millicores, memory and storage
 in bytes, everything else in units, ``pods`` included); ``largest`` marks the domain with
 the most free ``resource`` on its level (the first in name order on a tie); ``message`` is
-empty unless the Topology has no flavor of ours.
+empty unless the Topology has no flavor of ours. ``daemonSetReservations``: the capacity held for
+DaemonSet pods not bound yet (``kueue_tas.capacity.daemonsets``), per DaemonSet (namespace/name)
+and node, with its requests and the times it is held since and until (null: unknown / no limit);
+the text form ends with the same, one line per DaemonSet.
 
 ``--html FILE`` writes the topology map page instead (``kueue_tas.mapview``; '-' for stdout): the
 same capacity drawn as nested tiles, every workload our checks hold or wait for with its domains,
@@ -36,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kueue_tas.capacity.daemonsets import ReservationPolicy
 from kueue_tas.capacity.feed import capacity_from_lists
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.cli.cluster_read import (
@@ -47,6 +52,7 @@ from kueue_tas.cli.cluster_read import (
     run_read,
     tas_config,
 )
+from kueue_tas.cli.daemonset_holds import holds_json, holds_lines
 from kueue_tas.cli.render import format_amount
 from kueue_tas.topology.capacity import saturating_total
 from kueue_tas.topology.free import leaf_free, level_sums
@@ -274,7 +280,15 @@ def run(args: argparse.Namespace) -> int:
             print(f'error: Topology "{args.topology}" not found (Topologies: {known})', file=sys.stderr)
             return 1
         names = [args.topology]
-    capacity = capacity_from_lists(tas.specs, tas.checks, state.nodes, state.pods, state.workloads, state.daemonsets)
+    capacity = capacity_from_lists(
+        tas.specs,
+        tas.checks,
+        state.nodes,
+        state.pods,
+        state.workloads,
+        state.daemonsets,
+        daemonset_policy=ReservationPolicy.from_settings(settings),
+    )
     if options is not None:
         return _write_page(args, capacity, state, tas.check_flavors, options, settings.annotation_prefix)
     result = []
@@ -294,11 +308,14 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         result.append(TopologyCapacity(name, topo.levels, tuple(flavors), message))
+    held = capacity.daemonset_reservations()
     if args.output == "json":
-        json.dump(capacity_json(result, args.depth), sys.stdout, indent=2)
+        doc = capacity_json(result, args.depth) | {"daemonSetReservations": holds_json(held)}
+        json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(result, color=sys.stdout.isatty(), depth=args.depth))
+        sys.stdout.write("".join(line + "\n" for line in holds_lines(held, "")))
     return 0
 
 

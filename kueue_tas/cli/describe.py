@@ -52,6 +52,7 @@ import sys
 from typing import Any
 
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.daemonsets import ReservationPolicy
 from kueue_tas.capacity.feed import capacity_from_lists
 from kueue_tas.cli.cluster_read import (
     ClusterReadError,
@@ -123,7 +124,10 @@ def run(args: argparse.Namespace) -> int:
     capacity = None
     if cluster is not None:
         st = cluster
-        capacity = capacity_from_lists(tas.specs, tas.checks, st.nodes, st.pods, st.workloads, st.daemonsets, gates)
+        policy = ReservationPolicy.from_settings(settings)
+        capacity = capacity_from_lists(
+            tas.specs, tas.checks, st.nodes, st.pods, st.workloads, st.daemonsets, gates, daemonset_policy=policy
+        )
     desc = describe_workload(wl, tas, nodes, pods, prefix, events, capacity, gates)
     if args.output == "json":
         json.dump(describe_json(desc), sys.stdout, indent=2)

@@ -8,6 +8,7 @@ from typing import Any
 from kueue_tas.api import constants as c
 from kueue_tas.api.object_base import find_condition
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.daemonsets import Reservation
 from kueue_tas.capacity.hostnames import NodeHosts
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.pod_counts import domain_paths, podset_pod_counts
@@ -196,4 +197,17 @@ def describe_workload(
         notes=notes,
         events=[event_view(e) for e in sorted(events, key=_event_time)[-MAX_EVENTS:]],
         placement_not_enforced=problems or [],
+        daemonset_reservations=_daemonset_holds(capacity, trials.values()),
     )
+
+
+def _daemonset_holds(capacity: LiveCapacity | None, trials: Iterable[PodSetTrial]) -> list[Reservation]:
+    """The DaemonSet reservations on the nodes of the flavors it was placed on now."""
+    if capacity is None:
+        return []
+    nodes: set[str] = set()
+    for flavor in {t.flavor for t in trials if t.flavor is not None}:
+        snap = capacity.snapshot(flavor)
+        if snap is not None:
+            nodes.update(snap.tree.leaf_by_node_name)
+    return [r for r in capacity.daemonset_reservations() if r.node in nodes]

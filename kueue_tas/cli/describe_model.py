@@ -8,6 +8,7 @@ from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.object_base import Condition
+from kueue_tas.capacity.daemonsets import Reservation
 from kueue_tas.capacity.pod_counts import PodCounts
 from kueue_tas.capacity.trial_placement import PodSetTrial
 
@@ -73,3 +74,6 @@ class WorkloadDescription:
     events: list[EventView] = field(default_factory=list)
     # Why the Topology no longer enforces the placement ([]: it does, or nothing is placed).
     placement_not_enforced: list[str] = field(default_factory=list)
+    # Placing it now (a trial): what DaemonSets hold for pods not bound yet on the nodes of its
+    # flavors (capacity.daemonsets), so a "does not fit" can be traced to them.
+    daemonset_reservations: list[Reservation] = field(default_factory=list)

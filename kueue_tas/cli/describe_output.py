@@ -8,6 +8,7 @@ from typing import Any
 from kueue_tas.api import constants as c
 from kueue_tas.api.object_base import Condition
 from kueue_tas.capacity.pod_counts import PodCounts
+from kueue_tas.cli.daemonset_holds import holds_json, holds_lines
 from kueue_tas.cli.describe_model import SHOWN_CONDITIONS, PodSetStatus, WorkloadDescription
 from kueue_tas.cli.render import domain_tree_lines
 from kueue_tas.topology.why_not import WhyNot
@@ -128,6 +129,7 @@ def render_text(d: WorkloadDescription) -> str:
             out.append(f"    {ps.message}")
         if ps.trial is not None:
             out.extend(trial_lines(ps))
+    out.extend(holds_lines(d.daemonset_reservations))
     if d.events:
         out.append("  Events:")
         for e in d.events:
@@ -152,6 +154,7 @@ def describe_json(d: WorkloadDescription) -> dict[str, Any]:
             for ch in d.checks
         ],
         "placementNotEnforced": list(d.placement_not_enforced),
+        "daemonSetReservations": holds_json(d.daemonset_reservations),
         "podSets": [
             {
                 "name": ps.name,

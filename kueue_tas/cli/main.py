@@ -129,6 +129,11 @@ def build_parser(prog: str = "kueue-tas") -> argparse.ArgumentParser:
         metavar="NAME=BOOL[,...]",
         help="Kueue TAS feature gates, as Kueue's flag (e.g. TASBalancedPlacement=true); defaults below",
     )
+    p.add_argument(
+        "--config",
+        help="YAML settings file, as for 'run': which DaemonSets reserve capacity for their pods "
+        "(daemonsetReservation* settings)",
+    )
     p.set_defaults(func=Command("plan"))
     r = sub.add_parser(
         "run",

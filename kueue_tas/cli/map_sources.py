@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from kueue_tas.api.constants import SCHEDULING_GATE
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.daemonsets import ReservationPolicy
 from kueue_tas.capacity.feed import capacity_from_lists
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.cli.cluster_read import (
@@ -138,7 +139,14 @@ class ReadSource:
     def _model(self, state: ClusterState) -> MapModel:
         tas = tas_config(state.config, self.settings.controller_name)
         capacity = capacity_from_lists(
-            tas.specs, tas.checks, state.nodes, state.pods, state.workloads, state.daemonsets, self.gates
+            tas.specs,
+            tas.checks,
+            state.nodes,
+            state.pods,
+            state.workloads,
+            state.daemonsets,
+            self.gates,
+            daemonset_policy=ReservationPolicy.from_settings(self.settings),
         )
         return capacity_model(
             capacity,

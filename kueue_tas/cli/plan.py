@@ -9,9 +9,11 @@ from typing import Any
 
 import yaml
 
+from kueue_tas.capacity.daemonsets import ReservationPolicy
 from kueue_tas.cli.inputs import InputError, read_objects
 from kueue_tas.cli.planner import PlanInputError, Planner, PodSetPlan, WorkloadPlan
 from kueue_tas.cli.render import render_text
+from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.topology.codec import encode_v1beta2
 from kueue_tas.topology.features import FeatureGateError, FeatureGates
 from kueue_tas.topology.wire import AssignmentFormatError
@@ -51,6 +53,11 @@ def run(args: argparse.Namespace) -> int:
     except FeatureGateError as exc:
         print(f"error: --feature-gates: {exc}", file=sys.stderr)
         return 1
+    try:  # the DaemonSet reservation settings, as ``run`` reads them
+        policy = ReservationPolicy.from_settings(Settings.load(args.config))
+    except ConfigError as exc:
+        print("error: " + str(exc).replace(":\n", ": ").replace("\n", "; "), file=sys.stderr)
+        return 1
     options = None
     if args.output == "html":
         from kueue_tas.cli.map_page import MapOptionError, map_options  # only html needs the page's modules
@@ -64,7 +71,13 @@ def run(args: argparse.Namespace) -> int:
         objects, warnings = read_objects(args.files)
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
-        planner = Planner(objects, default_flavor=args.flavor, prefix=args.annotation_prefix, gates=gates)
+        planner = Planner(
+            objects,
+            default_flavor=args.flavor,
+            prefix=args.annotation_prefix,
+            gates=gates,
+            daemonset_policy=policy,
+        )
         plans = planner.run()
         for w in dict.fromkeys(planner.warnings):
             print(f"warning: {w}", file=sys.stderr)

@@ -11,7 +11,8 @@ elastic slices; ``kueue_tas.topology.plan_replacements``) pass it to the engine 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ from kueue_tas.api.podsets import PodSetSpec, podsets_of
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.shapes import template_shape_error
 from kueue_tas.api.workload import PodSetTopologyRequestModel, Workload
-from kueue_tas.capacity.daemonsets import DaemonSetError, daemonset_spec
+from kueue_tas.capacity.daemonsets import DEFAULT_POLICY, DaemonSetError, ReservationPolicy, daemonset_spec
 from kueue_tas.capacity.feed import feed_pod, feed_workload, workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import (
@@ -124,7 +125,11 @@ class Planner:
         default_flavor: str | None = None,
         prefix: str = c.DEFAULT_ANNOTATION_PREFIX,
         gates: FeatureGates = DEFAULT_GATES,
+        daemonset_policy: ReservationPolicy = DEFAULT_POLICY,
+        now: float | None = None,
     ) -> None:
+        """``daemonset_policy`` and ``now`` (epoch seconds; None: the time of day): which
+        DaemonSets of the dump reserve their pods, and until when (``capacity.daemonsets``)."""
         self.prefix = prefix
         self.gates = gates
         self.default_flavor = default_flavor
@@ -158,7 +163,10 @@ class Planner:
             raise PlanInputError(str(exc)) from exc
         if default_flavor is not None and default_flavor not in self.flavors and default_flavor not in self.bindings:
             raise PlanInputError(f"--flavor {default_flavor!r}: no ResourceFlavor of that name in the input")
-        self.capacity = LiveCapacity(gates, snapshot_class=self.snapshot_class)
+        clock = time.time if now is None else _fixed(now)
+        self.capacity = LiveCapacity(
+            gates, snapshot_class=self.snapshot_class, daemonset_policy=daemonset_policy, clock=clock
+        )
         self.capacity.set_flavors(self.specs)
         # Re-placed Workloads (node replacement) and replaced slices (elastic): their current
         # assignment is the engine's ``current``, not usage.
@@ -393,6 +401,10 @@ class Planner:
             self._placed += 1
             self.capacity.assume(f"plan:{self._placed}", tuple(placed))
         return plan
+
+
+def _fixed(now: float) -> Callable[[], float]:
+    return lambda: now
 
 
 def _topology_field(obj: KubeObject, name: str) -> PodSetTopologyRequestModel | None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from kueue_tas.capacity.daemonsets import ReservationPolicy
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.admission import WorkloadAdmission
 from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
@@ -69,7 +70,7 @@ def register(manager: Manager, settings: Settings) -> LiveState:
     informers = SharedInformers.register(manager, settings.annotation_prefix, settings.scheduling_gate)
     checks = OurChecks(informers.checks.store, settings.controller_name)
     gates = FeatureGates.from_mapping(settings.feature_gates)
-    capacity = LiveCapacity(gates)
+    capacity = LiveCapacity(gates, daemonset_policy=ReservationPolicy.from_settings(settings))
     cache = CapacityCache(capacity, informers, checks)
     gauges = CapacityGauges.from_settings(manager.metrics, capacity, settings)
     rewrites = OurRewrites()
@@ -129,6 +130,7 @@ def register(manager: Manager, settings: Settings) -> LiveState:
     )
     manager.on_synced(cache.resync)  # the initial lists arrive in any order: rebuild from the full caches
     manager.add("capacity-gauges", gauges.run)
+    manager.add("daemonset-reservations", cache.run_lapses)
     manager.add("workload-admission", admission.run)
     manager.add("admissioncheck-status", status.run)
     manager.add("assignment-guard", guard.run)

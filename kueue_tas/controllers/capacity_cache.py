@@ -10,6 +10,9 @@ capacity model's rules are in ``kueue_tas.capacity``; this module only routes ev
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime
+
 import structlog
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
@@ -22,6 +25,10 @@ from kueue_tas.capacity.rules import flavor_specs
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode, on_any_change
 
 log = structlog.get_logger(__name__)
+
+# The longest a lapsed DaemonSet reservation is held past its time: a reservation made after
+# the timer was set may lapse before the one it waits for (held longer is the safe side).
+LAPSE_POLL_SECONDS = 5.0
 
 
 class CapacityCache:
@@ -102,9 +109,31 @@ class CapacityCache:
     def _on_daemonset_deleted(self, ds: DaemonSetSpec) -> None:
         self._capacity.delete_daemonset(ds.uid)
 
+    async def run_lapses(self) -> None:
+        """Release each DaemonSet reservation when its time is up, saying which and why (the
+        capacity rule is pure: this is its clock)."""
+        while True:
+            for held in self._capacity.expire_reservations():
+                log.warning(
+                    "daemonset_reservation_lapsed",
+                    daemonset=held.daemonset,
+                    node=held.node,
+                    requests=dict(held.usage),
+                    since=_iso(held.since),
+                    until=_iso(held.until),
+                    reason="its pod is still not bound to the node; the capacity is offered again",
+                )
+            due = self._capacity.next_lapse()
+            left = LAPSE_POLL_SECONDS if due is None else due - self._capacity.now()
+            await asyncio.sleep(min(max(left, 0.0), LAPSE_POLL_SECONDS))
+
     def _on_deleted(self, wl: Workload) -> None:
         key = workload_key(wl)
         self._capacity.remove_workload_usage(key)
         self._capacity.forget(key)
         self._capacity.unfence(key)
         self._capacity.unidentify(key)
+
+
+def _iso(at: float | None) -> str | None:
+    return None if at is None else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

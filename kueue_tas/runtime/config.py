@@ -127,6 +127,16 @@ class Settings(BaseSettings):
     # repair moved its node's slots away) is deleted once it has been so this long: long enough
     # for the informer to show an assignment update that would give it a slot after all.
     stray_pod_grace_seconds: float = Field(default=5, ge=0, le=3600)
+    # Capacity held for DaemonSet pods not yet bound (``capacity/daemonsets``): only DaemonSets in
+    # these namespaces or whose pods have one of these priority classes (anyone with `edit` can
+    # create a DaemonSet elsewhere), only pods that fit on the empty node, and for at most this
+    # long after the DaemonSet or the Node was created. Environment: comma-separated lists.
+    daemonset_reservation_namespaces: Annotated[tuple[str, ...], NoDecode] = ("kube-system", "gpu-operator")
+    daemonset_reservation_priority_classes: Annotated[tuple[str, ...], NoDecode] = (
+        "system-node-critical",
+        "system-cluster-critical",
+    )
+    daemonset_reservation_seconds: float = Field(default=300, ge=0, le=86400)
 
     # leader election (coordination.k8s.io/v1 Lease)
     leader_election: bool = True
@@ -237,7 +247,9 @@ class Settings(BaseSettings):
             raise ValueError("must be a DNS subdomain (lowercase letters, digits, '-', '.')")
         return value
 
-    @field_validator("webhook_hosts", mode="before")
+    @field_validator(
+        "webhook_hosts", "daemonset_reservation_namespaces", "daemonset_reservation_priority_classes", mode="before"
+    )
     @classmethod
     def _split_hosts(cls, value: Any) -> Any:
         """``"127.0.0.1,localhost"`` (the environment's form) -> a tuple of names."""
@@ -281,6 +293,17 @@ class Settings(BaseSettings):
     def _check_namespace(cls, value: str) -> str:
         if len(value) > 63 or not _DNS1123_LABEL.match(value):
             raise ValueError("must be a DNS label (lowercase letters, digits, '-')")
+        return value
+
+    @field_validator("daemonset_reservation_namespaces", "daemonset_reservation_priority_classes")
+    @classmethod
+    def _check_names(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        namespaces = info.field_name == "daemonset_reservation_namespaces"
+        for name in value:
+            if namespaces and (len(name) > 63 or not _DNS1123_LABEL.match(name)):
+                raise ValueError(f"{name!r} is not a namespace name (a DNS label)")
+            if not namespaces and (len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name)):
+                raise ValueError(f"{name!r} is not a PriorityClass name (a DNS subdomain)")
         return value
 
     @field_validator("health_bind", "metrics_bind", "webhook_bind", "map_bind")

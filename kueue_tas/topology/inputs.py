@@ -70,6 +70,7 @@ def node_info(node: Node | Mapping[str, Any]) -> NodeInfo:
         unschedulable=m.spec.unschedulable,
         ready_status="" if cond is None else cond.status,
         ready_since="" if cond is None else cond.last_transition_time or "",
+        created=m.metadata.creation_timestamp or "",
     )
 
 

@@ -61,6 +61,7 @@ class NodeInfo:
     # lastTransitionTime (RFC 3339, "" when unknown): how long a node has been NotReady.
     ready_status: str = "True"
     ready_since: str = ""
+    created: str = ""  # metadata.creationTimestamp (RFC 3339; "" when unknown): when a DaemonSet's pod became due
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,83 @@
+"""Issue 30, finding 2: one tenant's DaemonSet must not take every node's capacity. The review's
+case, in the controller without a cluster: a DaemonSet asking for 9 GPUs on 8-GPU nodes,
+tolerating everything, in a tenant's namespace, took free GPUs 8/8/8/8 to 0/0/0/0 and the next
+workload got Retry. A DaemonSet reserves only in a namespace the admin lists (or with a system
+priority class), only a pod that fits on the empty node, and only for a bounded time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import builders as mk
+import pytest
+from admission_harness import HOST, Harness, harness, workload
+
+from kueue_tas.topology.free import domain_free
+
+GPU = "nvidia.com/gpu"
+EVERYTHING = [{"operator": "Exists"}]
+
+
+def free_gpus(h: Harness) -> list[int]:
+    snap = h.capacity.snapshot("gpu")
+    assert snap is not None
+    free = domain_free(snap)
+    return [int(free[(HOST, n, GPU)]) for n in ("h1", "h2", "h3", "h4")]
+
+
+def daemonset(namespace: str, gpus: int, *, priority: str | None = None, created: str | None = None) -> dict[str, Any]:
+    raw = mk.daemonset("hog", namespace=namespace, requests={GPU: str(gpus)}, tolerations=EVERYTHING)
+    if priority is not None:
+        raw["spec"]["template"]["spec"]["priorityClassName"] = priority
+    if created is not None:
+        raw["metadata"]["creationTimestamp"] = created
+    return raw
+
+
+async def admitted(h: Harness) -> str:
+    h.add_workload(workload())
+    await h.admission.reconcile("ns/wl")
+    return str(h.writes.checks[-1]["state"])
+
+
+@pytest.mark.parametrize(
+    ("namespace", "gpus"),
+    [
+        ("team-b", 9),  # the review's case: unlisted, and fits on no node
+        ("kube-system", 9),  # listed, but no node could ever run it
+        ("team-b", 1),  # fits, but a tenant's namespace is not listed
+    ],
+)
+async def test_a_daemonset_that_may_not_or_cannot_run_holds_nothing(h: Harness, namespace: str, gpus: int) -> None:
+    h.informers.daemonsets.handle_event("ADDED", daemonset(namespace, gpus))
+    assert free_gpus(h) == [8, 8, 8, 8]
+    assert await admitted(h) == "Ready"
+
+
+@pytest.mark.parametrize(
+    ("namespace", "priority"),
+    [
+        ("kube-system", None),
+        ("gpu-operator", None),
+        ("team-b", "system-node-critical"),
+        ("team-b", "system-cluster-critical"),
+    ],
+)
+async def test_a_listed_namespace_or_a_system_priority_class_still_holds_its_nodes(
+    h: Harness, namespace: str, priority: str | None
+) -> None:
+    h.informers.daemonsets.handle_event("ADDED", daemonset(namespace, 1, priority=priority))
+    assert free_gpus(h) == [7, 7, 7, 7]
+
+
+async def test_a_reservation_whose_pod_stayed_unbound_for_long_has_lapsed(h: Harness) -> None:
+    """Created years ago, its pod still bound nowhere: whatever keeps it out, it is not about to
+    take the capacity (the harness's capacity model reads the real clock)."""
+    h.informers.daemonsets.handle_event("ADDED", daemonset("kube-system", 1, created="2020-01-01T00:00:00Z"))
+    assert free_gpus(h) == [8, 8, 8, 8]
+    assert await admitted(h) == "Ready"
+
+
+@pytest.fixture
+def h() -> Harness:
+    return harness()
