@@ -117,16 +117,25 @@ def check_jobset_counts(obj: JobSet, podsets: Sequence[PodSetSpec]) -> None:
             )
 
 
+# Unknown keys warned about one by one; the rest are counted. A template may carry thousands
+# (a body sent straight to the webhook port): each hint costs a fuzzy match.
+MAX_UNKNOWN_KEYS_NAMED = 8
+
+
 def unknown_keys(obj: KubeObject, index: int, annotations: Mapping[str, str], prefix: str) -> list[str]:
     """Warnings for template annotations under our prefix that we do not read (a typo drops the request)."""
     known = [prefix + suffix for suffix in c.TOPOLOGY_ANNOTATION_SUFFIXES]
+    unknown = [key for key in annotations if key.startswith(prefix) and key not in known]
     warnings = []
-    for key in annotations:
-        if key.startswith(prefix) and key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            where = f"{describe(obj)}: {template_path(obj, index)}.metadata.annotations[{key}]"
-            warnings.append(f"{where}: not a key kueue-tas reads, ignored{hint}")
+    for key in unknown[:MAX_UNKNOWN_KEYS_NAMED]:
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        where = f"{describe(obj)}: {template_path(obj, index)}.metadata.annotations[{key}]"
+        warnings.append(f"{where}: not a key kueue-tas reads, ignored{hint}")
+    if len(unknown) > MAX_UNKNOWN_KEYS_NAMED:
+        more = len(unknown) - MAX_UNKNOWN_KEYS_NAMED
+        where = f"{describe(obj)}: {template_path(obj, index)}.metadata.annotations"
+        warnings.append(f"{where}: {more} more keys under {prefix} that kueue-tas does not read, ignored")
     return warnings
 
 
