@@ -54,3 +54,68 @@ def test_thousands_of_misspelt_keys_cost_milliseconds_not_a_judge_for_seconds() 
     assert "did you mean kueue-tas.io/podset-required-topology?" in verdict.warnings[0]
     assert len(verdict.warnings) <= 21
     assert "19980 more" in verdict.warnings[-1]
+
+
+# ---- a slow body does not hold the byte budget -------------------------------------------------
+
+
+@pytest_asyncio.fixture
+async def small_budget(tmp_path: Path) -> AsyncIterator[tuple[WebhookServer, ServingCert, ByteBudget]]:
+    cert = issue(HOSTS, dt.datetime.now(dt.UTC))
+    write_cert(tmp_path / "certs", cert)
+    topo = TopologyView.of(Topology.model_validate(topology_obj("topo")))
+    settings = Settings(leader_election=False, webhook_bind="127.0.0.1:0", webhook_cert_dir=tmp_path / "certs")
+    budget = ByteBudget(3 * 1024 * 1024)
+    server = WebhookServer(
+        settings, FileCerts(tmp_path / "certs"), FakeCaches([topo]), Metrics(), DEFAULT_GATES, budget=budget
+    )  # type: ignore[arg-type]
+    await server.start()
+    try:
+        yield server, cert, budget
+    finally:
+        await server.stop()
+
+
+async def stalled_body(server: WebhookServer, ca: bytes, path: str, declared: int) -> asyncio.StreamWriter:
+    """A connection that declares ``declared`` body bytes, sends ten and then nothing."""
+    host, port = server.addresses[0]
+    ctx: ssl.SSLContext = new_client_context(ca)
+    _, writer = await asyncio.open_connection(host, port, ssl=ctx)
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {declared}\r\n\r\n"
+    writer.write(head.encode() + b'{"apiVersi')
+    await writer.drain()
+    return writer
+
+
+async def post(server: WebhookServer, ca: bytes, path: str, body: Any) -> int:
+    import aiohttp
+
+    host, port = server.addresses[0]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"https://{host}:{port}{path}", data=json.dumps(body), ssl=new_client_context(ca)) as resp,
+    ):
+        return resp.status
+
+
+async def test_connections_that_declare_a_body_and_send_none_release_the_budget(
+    small_budget: tuple[WebhookServer, ServingCert, ByteBudget], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight idle connections declaring 8 MiB each held the whole 64 MiB budget for as long as
+    they stayed open (no read deadline), and every pod then got 503 from the pod gate
+    (failurePolicy Fail): a stranger stopped gated pod creation with eight sockets and no bytes.
+    A body not received within ``BODY_SECONDS`` is refused (408) and its share given back."""
+    monkeypatch.setattr(intake, "BODY_SECONDS", 0.5, raising=False)
+    server, cert, budget = small_budget
+    writers = [await stalled_body(server, cert.ca_pem, POD_GATE_PATH, 1024 * 1024) for _ in range(3)]
+    try:
+        deadline = time.monotonic() + 5
+        while budget.held < 3 * 1024 * 1024 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert budget.held == 3 * 1024 * 1024  # the stalled bodies hold it all
+        await asyncio.sleep(1.5)
+        assert budget.held == 0
+        assert await post(server, cert.ca_pem, POD_GATE_PATH, pod_review({c.GATED_LABEL: "true"})) == 200
+    finally:
+        for writer in writers:
+            writer.close()

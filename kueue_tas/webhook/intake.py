@@ -4,11 +4,13 @@ The webhook port answers anyone on the pod network (the API server's source addr
 named in general), so what a body may cost is capped twice: each endpoint has a size no
 API server review of its kinds exceeds (413 beyond it), and all bodies held at once, read or
 waiting for a judge, share one byte budget (503 beyond it, and the API server retries or
-applies the webhook's failure policy). A body without a Content-Length is counted as it arrives.
+applies the webhook's failure policy). A body without a Content-Length is counted as it arrives,
+and one that does not arrive within ``BODY_SECONDS`` is refused (408) and its share given back.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Final
@@ -26,6 +28,11 @@ POD_GATE_MAX_BYTES: Final = 4 * MiB
 # few bodies at a time.
 BUFFERED_MAX_BYTES: Final = 64 * MiB
 CHUNK: Final = 64 * 1024
+# How long a body may take to arrive. The API server sends a review at once and gives up on the
+# webhook after its timeoutSeconds (5 s in our configurations, 30 s at most); without a deadline a
+# connection that declares a body and sends nothing holds its share of the budget for as long as
+# it stays open, and eight of them left every pod review a 503 (issue 30 review).
+BODY_SECONDS = 10.0
 
 
 class Refused(Exception):
@@ -68,11 +75,15 @@ async def bounded_body(request: web.Request, limit: int, budget: ByteBudget) -> 
     try:
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.content.iter_chunked(CHUNK):
-            size += len(chunk)
-            if size > limit:
-                raise Refused(413, f"request body over {limit} bytes: {request.path} takes at most {limit}")
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(BODY_SECONDS):
+                async for chunk in request.content.iter_chunked(CHUNK):
+                    size += len(chunk)
+                    if size > limit:
+                        raise Refused(413, f"request body over {limit} bytes: {request.path} takes at most {limit}")
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise Refused(408, f"request body: {size} bytes received in {BODY_SECONDS:g} s, not the whole") from None
         yield b"".join(chunks)
     finally:
         budget.give(reserved)
