@@ -142,3 +142,53 @@ async def test_declared_bytes_that_never_arrive_hold_no_budget(
     finally:
         for writer in writers:
             writer.close()
+
+
+# ---- certificate rotation: the CA is trusted before its leaf is served ------------------------
+
+
+class RotatingCerts:
+    """A certificate source whose next ``current`` may be a renewal; records what happened."""
+
+    def __init__(self, cert: ServingCert, events: list[str]) -> None:
+        self.cert = cert
+        self.events = events
+
+    async def current(self) -> tuple[bytes, bytes]:
+        return self.cert.cert_pem, self.cert.key_pem
+
+    def changed(self) -> bool:
+        return True
+
+    async def publish(self) -> None:
+        self.events.append("publish")
+
+
+async def test_a_renewal_publishes_the_new_ca_before_serving_its_leaf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The renewing replica loaded its new leaf, then wrote the caBundle: until the patch landed
+    (and the API server saw it) the bundle held only the old CA, and every pod review routed to
+    this replica failed its TLS handshake (pod gate failurePolicy Fail)."""
+    from kueue_tas.webhook import server as server_module
+
+    events: list[str] = []
+    real_load = server_module.load_chain
+
+    def load_chain(*args: Any) -> None:
+        events.append("load")
+        real_load(*args)
+
+    monkeypatch.setattr(server_module, "load_chain", load_chain)
+    now = dt.datetime.now(dt.UTC)
+    certs = RotatingCerts(issue(HOSTS, now), events)
+    settings = Settings(leader_election=False, webhook_bind="127.0.0.1:0", webhook_cert_dir=tmp_path)
+    server = WebhookServer(settings, certs, FakeCaches([]), Metrics(), DEFAULT_GATES)  # type: ignore[arg-type]
+    await server.start()
+    try:
+        events.clear()
+        certs.cert = issue(HOSTS, now)  # a renewal: a new CA and leaf
+        await server.refresh_once()
+        assert events == ["publish", "load"]
+    finally:
+        await server.stop()

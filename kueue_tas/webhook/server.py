@@ -332,11 +332,13 @@ class WebhookServer:
         if self._context is None or not self.certs.changed():
             return
         cert, key = await self.certs.current()
+        # The bundle (the new CA and the previous one) is written before the new leaf is served:
+        # the other way round, reviews sent here failed their handshake until the patch landed.
+        await self.certs.publish()
         if (cert, key) != self._loaded:
             load_chain(self._context, cert, key)  # new connections get it; open ones keep theirs
             self._loaded = (cert, key)
             log.info("webhook_certificate_reloaded")
-        await self.certs.publish()
 
     async def _refresh_loop(self) -> None:
         while True:
