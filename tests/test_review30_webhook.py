@@ -192,3 +192,23 @@ async def test_a_renewal_publishes_the_new_ca_before_serving_its_leaf(
         assert events == ["publish", "load"]
     finally:
         await server.stop()
+
+
+# ---- what a body holds is not logged at any length ---------------------------------------------
+
+
+async def test_a_gated_pods_names_are_logged_short(
+    small_budget: tuple[WebhookServer, ServingCert, ByteBudget], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``webhook_pod_gated`` logged the namespace, name and PodSet label from the body as they
+    were: one anonymous 1 MiB review, one 1 MiB log line, as often as the
+    port is called. The API server never sends names longer than 253 characters."""
+    server, cert, _ = small_budget
+    huge = "x" * (300 * 1024)
+    body = pod_review({c.GATED_LABEL: "true", c.PODSET_LABEL: huge})
+    body["request"]["object"]["metadata"].update(name=huge, namespace=huge)
+    capsys.readouterr()
+    assert await post(server, cert.ca_pem, POD_GATE_PATH, body) == 200
+    out = capsys.readouterr().out
+    assert "webhook_pod_gated" in out
+    assert max(len(line) for line in out.splitlines()) < 2000

@@ -91,6 +91,8 @@ OTHER: Final = "other"
 # Threads that decode and judge: two, so an ordinary review is not queued behind one large one;
 # more would only contend for the GIL with the event loop.
 JUDGES: Final = 2
+# The longest name or label value the API server stores (a DNS subdomain, 253 characters).
+MAX_LOGGED: Final = 253
 
 _T = TypeVar("_T")
 
@@ -102,6 +104,14 @@ def labels(request: ReviewRequest | None) -> tuple[str, str]:
     kind = request.kind if request.kind in KIND_LABELS else OTHER
     operation = request.operation if request.operation in OPERATION_LABELS else OTHER
     return kind, operation
+
+
+def _logged(value: object) -> str | None:
+    """A value from a review's object as the log shows it: cut to ``MAX_LOGGED`` characters
+    (anyone may send a review, and a name of megabytes would be a log line of megabytes)."""
+    if value is None:
+        return None
+    return (value if isinstance(value, str) else type(value).__name__)[:MAX_LOGGED]
 
 
 class _Rejected(Exception):
@@ -271,9 +281,9 @@ class WebhookServer:
             meta = review.obj.get("metadata") or {}
             log.info(
                 "webhook_pod_gated",
-                namespace=meta.get("namespace"),
-                name=meta.get("name") or meta.get("generateName"),
-                podset=(meta.get("labels") or {}).get(c.PODSET_LABEL),
+                namespace=_logged(meta.get("namespace")),
+                name=_logged(meta.get("name") or meta.get("generateName")),
+                podset=_logged((meta.get("labels") or {}).get(c.PODSET_LABEL)),
             )
         return web.json_response(answer(review.uid, Verdict(), patch))
 
