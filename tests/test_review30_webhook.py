@@ -212,3 +212,57 @@ async def test_a_gated_pods_names_are_logged_short(
     out = capsys.readouterr().out
     assert "webhook_pod_gated" in out
     assert max(len(line) for line in out.splitlines()) < 2000
+
+
+# ---- a compressed body is not inflated on the event loop ---------------------------------------
+
+
+async def test_a_gzip_bomb_is_refused_without_inflating_it_on_the_loop(tmp_path: Path) -> None:
+    """aiohttp inflated a ``Content-Encoding: gzip`` body in its protocol, on the event loop the
+    leader elector and the reconcilers share, and went on inflating what followed the 413 while
+    it lingered: 1 MB of gzipped zeros (1 GiB inflated) from anyone stalled the loop ~2 s, a few
+    at once past the lease's renew deadline. The API server never compresses a review, so a
+    compressed body is refused (415) and never inflated."""
+    import zlib
+
+    import aiohttp
+
+    cert = issue(HOSTS, dt.datetime.now(dt.UTC))
+    write_cert(tmp_path / "certs", cert)
+    settings = Settings(leader_election=False, webhook_bind="127.0.0.1:0", webhook_cert_dir=tmp_path / "certs")
+    server = WebhookServer(settings, FileCerts(tmp_path / "certs"), FakeCaches([]), Metrics(), DEFAULT_GATES)  # type: ignore[arg-type]
+    await server.start()
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip
+    zeros = b"\0" * (1 << 20)
+    bomb = b"".join(squeeze.compress(zeros) for _ in range(1024)) + squeeze.flush()
+    gaps: list[float] = []
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while not stop.is_set():
+            await asyncio.sleep(0.005)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticking = asyncio.create_task(ticker())
+    host, port = server.addresses[0]
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                f"https://{host}:{port}/validate",
+                data=bomb,
+                headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+                ssl=new_client_context(cert.ca_pem),
+            ) as resp,
+        ):
+            status, text = resp.status, await resp.text()
+        await asyncio.sleep(0.5)  # what the server reads after answering, too
+    finally:
+        stop.set()
+        await ticking
+        await server.stop()
+    assert status == 415 and "gzip" in text
+    assert max(gaps) < 0.5, max(gaps)

@@ -65,11 +65,16 @@ class ByteBudget:
 async def bounded_body(request: web.Request, limit: int, budget: ByteBudget) -> AsyncIterator[bytes]:
     """The body of ``request``, at most ``limit`` bytes, held against ``budget`` until the block
     ends. ``Refused`` (413, 503) otherwise."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        # The API server never compresses a review. The server does not inflate bodies
+        # (webhook/server.py: auto_decompress off): aiohttp did it on the event loop, and a
+        # megabyte of gzip was a gigabyte to inflate there (issue 30 review).
+        raise Refused(415, f"request body: Content-Encoding {encoding[:40]!r}: {request.path} takes only identity")
     declared = request.content_length
     if declared is not None and declared > limit:
         raise Refused(413, f"request body of {declared} bytes: {request.path} takes at most {limit}")
-    # A compressed body (aiohttp inflates it) may hold up to ``limit`` whatever it declares.
-    reserved = declared if declared is not None and not request.headers.get("Content-Encoding") else limit
+    reserved = declared if declared is not None else limit
     if not budget.take(reserved):
         raise Refused(503, f"busy: {budget.held} bytes of requests in progress, try again")
     try:

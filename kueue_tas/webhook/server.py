@@ -314,7 +314,9 @@ class WebhookServer:
         app = web.Application()
         app.router.add_post(PATH, self._validate)
         app.router.add_post(POD_GATE_PATH, self._gate_pod)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # auto_decompress off: aiohttp would inflate a compressed body on the event loop, however
+        # large it inflates to; intake refuses such bodies (415) instead.
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, auto_decompress=False)
         await runner.setup()
         host, port = address
         try:
