@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 from builders import job
 from builders import topology as topology_obj
-from test_webhook_server import HOSTS, FakeCaches, pod_review, review, write_cert
+from test_webhook_server import HOSTS, FakeCaches, pod_review, write_cert
 from test_webhook_server import client_context as new_client_context
 
 from kueue_tas.api import constants as c
