@@ -31,6 +31,7 @@ from kueue_tas.runtime.certs import ServingCert, issue
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import DEFAULT_GATES
+from kueue_tas.webhook import server as server_module
 from kueue_tas.webhook.cert_keeper import FileCerts
 from kueue_tas.webhook.intake import POD_GATE_MAX_BYTES, ByteBudget
 from kueue_tas.webhook.server import PATH, POD_GATE_PATH, WebhookServer
@@ -309,8 +310,21 @@ def typo_job(keys: int) -> dict[str, Any]:
     return job("train", 1, {f"kueue-tas.io/podset-requried-topology-{i}": "x" for i in range(keys)})
 
 
-async def test_judging_runs_in_a_thread_and_the_loop_keeps_ticking(served: Served) -> None:
-    """Before the fix the review below held the event loop for seconds (the whole judging)."""
+async def test_judging_runs_in_a_thread_and_the_loop_keeps_ticking(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the fix the review below held the event loop for seconds (the whole judging). The
+    misspelt keys' hints are bounded now (test_review30_webhook), so a judge that computes for a
+    second stands in for whatever else a judging may cost."""
+    real_judge = server_module.judge
+
+    def slow_judge(*args: Any) -> Any:
+        until = time.monotonic() + 1.0
+        while time.monotonic() < until:  # computes, holding the GIL as judging does
+            pass
+        return real_judge(*args)
+
+    monkeypatch.setattr(server_module, "judge", slow_judge)
     server, cert, judges = served
     loop_thread = threading.get_ident()
     gaps: list[float] = []

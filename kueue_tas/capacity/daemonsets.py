@@ -260,7 +260,11 @@ class DaemonSetReservations:
     def set_daemonset(self, ds: DaemonSetSpec) -> set[Pair]:
         before = self._runs.get(ds.uid, set())
         self._sets[ds.uid] = ds
-        now = {name for name, node in self._nodes.items() if runs_on(ds, node)}
+        # One the policy does not trust holds nothing anywhere, so where it runs is not worked
+        # out: matching every node on each event of a tenant's DaemonSet cost the loop 40 ms at
+        # 10,000 nodes (issue 30 review).
+        trusted = self.policy.trusts(ds)
+        now = {name for name, node in self._nodes.items() if runs_on(ds, node)} if trusted else set()
         self._runs[ds.uid] = now
         return {(ds.uid, name) for name in before | now}
 
@@ -272,6 +276,8 @@ class DaemonSetReservations:
         self._nodes[node.name] = node
         changed = set()
         for uid, ds in self._sets.items():
+            if not self.policy.trusts(ds):
+                continue  # runs nowhere as far as reservations go (set_daemonset)
             runs = self._runs[uid]
             ran = node.name in runs
             if runs_on(ds, node) != ran:

@@ -220,7 +220,8 @@ class MapServer:
         addr = parse_bind(self.bind)
         if addr is None or self._runner is not None:
             return
-        runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False)
+        # GET only: a compressed request body is never inflated on the loop (issue 30 review).
+        runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False, auto_decompress=False)
         await runner.setup()
         host, port = addr
         try:

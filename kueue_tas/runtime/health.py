@@ -162,7 +162,9 @@ class HealthServer:
             return
         try:
             for setting, bind, app, tls in self._sites():
-                runner = web.AppRunner(app, access_log=None, handle_signals=False)
+                # No handler here reads a body; aiohttp would still inflate a compressed one on
+                # the event loop (a gzip bomb from anyone who reaches the port, issue 30 review).
+                runner = web.AppRunner(app, access_log=None, handle_signals=False, auto_decompress=False)
                 await runner.setup()
                 self._runners.append(runner)
                 addr = parse_bind(bind)

@@ -4,11 +4,13 @@ The webhook port answers anyone on the pod network (the API server's source addr
 named in general), so what a body may cost is capped twice: each endpoint has a size no
 API server review of its kinds exceeds (413 beyond it), and all bodies held at once, read or
 waiting for a judge, share one byte budget (503 beyond it, and the API server retries or
-applies the webhook's failure policy). A body without a Content-Length is counted as it arrives.
+applies the webhook's failure policy). A body without a Content-Length is counted as it arrives,
+and one that does not arrive within ``BODY_SECONDS`` is refused (408) and its share given back.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Final
@@ -26,6 +28,11 @@ POD_GATE_MAX_BYTES: Final = 4 * MiB
 # few bodies at a time.
 BUFFERED_MAX_BYTES: Final = 64 * MiB
 CHUNK: Final = 64 * 1024
+# How long a body may take to arrive. The API server sends a review at once and gives up on the
+# webhook after its timeoutSeconds (5 s in our configurations, 30 s at most); without a deadline a
+# connection that declares a body and sends nothing holds its share of the budget for as long as
+# it stays open, and eight of them left every pod review a 503 (issue 30 review).
+BODY_SECONDS = 10.0
 
 
 class Refused(Exception):
@@ -58,21 +65,30 @@ class ByteBudget:
 async def bounded_body(request: web.Request, limit: int, budget: ByteBudget) -> AsyncIterator[bytes]:
     """The body of ``request``, at most ``limit`` bytes, held against ``budget`` until the block
     ends. ``Refused`` (413, 503) otherwise."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        # The API server never compresses a review. The server does not inflate bodies
+        # (webhook/server.py: auto_decompress off): aiohttp did it on the event loop, and a
+        # megabyte of gzip was a gigabyte to inflate there (issue 30 review).
+        raise Refused(415, f"request body: Content-Encoding {encoding[:40]!r}: {request.path} takes only identity")
     declared = request.content_length
     if declared is not None and declared > limit:
         raise Refused(413, f"request body of {declared} bytes: {request.path} takes at most {limit}")
-    # A compressed body (aiohttp inflates it) may hold up to ``limit`` whatever it declares.
-    reserved = declared if declared is not None and not request.headers.get("Content-Encoding") else limit
+    reserved = declared if declared is not None else limit
     if not budget.take(reserved):
         raise Refused(503, f"busy: {budget.held} bytes of requests in progress, try again")
     try:
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.content.iter_chunked(CHUNK):
-            size += len(chunk)
-            if size > limit:
-                raise Refused(413, f"request body over {limit} bytes: {request.path} takes at most {limit}")
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(BODY_SECONDS):
+                async for chunk in request.content.iter_chunked(CHUNK):
+                    size += len(chunk)
+                    if size > limit:
+                        raise Refused(413, f"request body over {limit} bytes: {request.path} takes at most {limit}")
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise Refused(408, f"request body: {size} bytes received in {BODY_SECONDS:g} s, not the whole") from None
         yield b"".join(chunks)
     finally:
         budget.give(reserved)

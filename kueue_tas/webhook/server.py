@@ -91,6 +91,8 @@ OTHER: Final = "other"
 # Threads that decode and judge: two, so an ordinary review is not queued behind one large one;
 # more would only contend for the GIL with the event loop.
 JUDGES: Final = 2
+# The longest name or label value the API server stores (a DNS subdomain, 253 characters).
+MAX_LOGGED: Final = 253
 
 _T = TypeVar("_T")
 
@@ -102,6 +104,14 @@ def labels(request: ReviewRequest | None) -> tuple[str, str]:
     kind = request.kind if request.kind in KIND_LABELS else OTHER
     operation = request.operation if request.operation in OPERATION_LABELS else OTHER
     return kind, operation
+
+
+def _logged(value: object) -> str | None:
+    """A value from a review's object as the log shows it: cut to ``MAX_LOGGED`` characters
+    (anyone may send a review, and a name of megabytes would be a log line of megabytes)."""
+    if value is None:
+        return None
+    return (value if isinstance(value, str) else type(value).__name__)[:MAX_LOGGED]
 
 
 class _Rejected(Exception):
@@ -271,9 +281,9 @@ class WebhookServer:
             meta = review.obj.get("metadata") or {}
             log.info(
                 "webhook_pod_gated",
-                namespace=meta.get("namespace"),
-                name=meta.get("name") or meta.get("generateName"),
-                podset=(meta.get("labels") or {}).get(c.PODSET_LABEL),
+                namespace=_logged(meta.get("namespace")),
+                name=_logged(meta.get("name") or meta.get("generateName")),
+                podset=_logged((meta.get("labels") or {}).get(c.PODSET_LABEL)),
             )
         return web.json_response(answer(review.uid, Verdict(), patch))
 
@@ -304,7 +314,9 @@ class WebhookServer:
         app = web.Application()
         app.router.add_post(PATH, self._validate)
         app.router.add_post(POD_GATE_PATH, self._gate_pod)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # auto_decompress off: aiohttp would inflate a compressed body on the event loop, however
+        # large it inflates to; intake refuses such bodies (415) instead.
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, auto_decompress=False)
         await runner.setup()
         host, port = address
         try:
@@ -332,11 +344,13 @@ class WebhookServer:
         if self._context is None or not self.certs.changed():
             return
         cert, key = await self.certs.current()
+        # The bundle (the new CA and the previous one) is written before the new leaf is served:
+        # the other way round, reviews sent here failed their handshake until the patch landed.
+        await self.certs.publish()
         if (cert, key) != self._loaded:
             load_chain(self._context, cert, key)  # new connections get it; open ones keep theirs
             self._loaded = (cert, key)
             log.info("webhook_certificate_reloaded")
-        await self.certs.publish()
 
     async def _refresh_loop(self) -> None:
         while True:
