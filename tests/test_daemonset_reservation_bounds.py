@@ -88,7 +88,9 @@ def test_the_policy_trusts_listed_namespaces_and_priority_classes_only() -> None
 def test_the_settings_defaults_are_the_rules_defaults() -> None:
     assert ReservationPolicy.from_settings(Settings()) == DEFAULT_POLICY
     assert DEFAULT_POLICY.namespaces == {"kube-system", "gpu-operator"}
-    assert DEFAULT_POLICY.priority_classes == {"system-node-critical", "system-cluster-critical"}
+    # Any namespace may name a system priority class unless a ResourceQuota forbids it: trusting
+    # one by default let a tenant's DaemonSet take every node's GPUs (issue 30 review).
+    assert DEFAULT_POLICY.priority_classes == frozenset()
 
 
 def test_the_settings_read_lists_from_the_environment_and_refuse_bad_names(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,16 +23,9 @@ def just_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30 review, not fixed: a tenant's DaemonSet naming system-node-critical in its own "
-    "namespace is trusted (test_daemonset_tenant_limits asserts it is) and, re-created every "
-    "daemonset_reservation_seconds, takes every node's GPUs for good; fix: trust a priority class "
-    "only for DaemonSets in the listed namespaces (or make daemonset_reservation_priority_classes "
-    "empty by default and say an admin who lists one must also keep tenants from naming it, e.g. "
-    "with a ValidatingAdmissionPolicy on DaemonSets)",
-)
 async def test_a_tenants_daemonset_naming_a_system_priority_class_takes_no_capacity(h: Harness) -> None:
+    """Any namespace may name a system priority class unless a ResourceQuota forbids it, so by
+    default no priority class is trusted (this took every node's GPUs while both were)."""
     h.informers.daemonsets.handle_event(
         "ADDED", daemonset("team-b", 8, priority="system-node-critical", created=just_now())
     )

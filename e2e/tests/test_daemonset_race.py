@@ -14,7 +14,8 @@ which is where a model that counts only bound pods would give the daemons' GPUs 
 Only trusted DaemonSets reserve (issue 30: anyone with `edit` can create one): the plain race
 runs its DaemonSet in a namespace a controller of its own lists in
 ``daemonset_reservation_namespaces``, the gated one with the system priority class
-``system-node-critical``. A tenant's DaemonSet in an unlisted namespace asking for more GPUs
+``system-node-critical``, which its controller lists in ``daemonset_reservation_priority_classes``
+(empty by default). A tenant's DaemonSet in an unlisted namespace asking for more GPUs
 than any node has, tolerating everything (the security review's case), holds nothing: the
 full-rack Job beside it is admitted at once.
 """
@@ -140,10 +141,12 @@ async def test_a_daemonset_and_a_full_rack_job_arriving_together(
 
 
 async def test_daemon_pods_not_bound_yet_still_hold_their_nodes(
-    kube: Kube, namespace: str, unique: str, tas: ControllerGroup
+    kube: Kube, namespace: str, unique: str, tas_factory: Callable[..., Awaitable[ControllerGroup]]
 ) -> None:
-    """An unlisted namespace, but the pods' priority class is a system one."""
-    await race(kube, namespace, unique, tas, gated=True, priority="system-node-critical")
+    """An unlisted namespace, but the pods' priority class is one a controller of its own lists
+    (none is listed by default: any namespace may name a system class)."""
+    group = await tas_factory(replicas=1, KUEUE_TAS_DAEMONSET_RESERVATION_PRIORITY_CLASSES="system-node-critical")
+    await race(kube, namespace, unique, group, gated=True, priority="system-node-critical")
 
 
 async def test_a_tenants_unschedulable_daemonset_holds_nothing(

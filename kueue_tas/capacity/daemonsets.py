@@ -22,7 +22,8 @@ counts only bound pods and has no such exposure). A pair holds a reservation onl
 
 * the DaemonSet is trusted by the ``ReservationPolicy``: in a namespace the admin lists
   (``daemonset_reservation_namespaces``) or with a pod priority class the admin lists
-  (``daemonset_reservation_priority_classes``, by default Kubernetes' two system classes);
+  (``daemonset_reservation_priority_classes``, none by default: Kubernetes lets any namespace use
+  its two system classes unless a ResourceQuota forbids it, so a tenant could claim one);
 * its pod fits on the empty node (no request above the node's allocatable): a pod that can never
   run there is never about to take anything;
 * the pod has been due there for less than ``seconds`` (``daemonset_reservation_seconds``):
@@ -97,7 +98,7 @@ class ReservationPolicy:
     """Which DaemonSets may reserve, and for how long once their pod is due on a node."""
 
     namespaces: frozenset[str] = frozenset(DEFAULT_NAMESPACES)
-    priority_classes: frozenset[str] = frozenset(SYSTEM_PRIORITY_CLASSES)
+    priority_classes: frozenset[str] = frozenset()
     seconds: float = DEFAULT_SECONDS
 
     @classmethod

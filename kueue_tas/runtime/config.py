@@ -132,10 +132,9 @@ class Settings(BaseSettings):
     # create a DaemonSet elsewhere), only pods that fit on the empty node, and for at most this
     # long after the DaemonSet or the Node was created. Environment: comma-separated lists.
     daemonset_reservation_namespaces: Annotated[tuple[str, ...], NoDecode] = ("kube-system", "gpu-operator")
-    daemonset_reservation_priority_classes: Annotated[tuple[str, ...], NoDecode] = (
-        "system-node-critical",
-        "system-cluster-critical",
-    )
+    # None by default: any namespace may use the system priority classes unless a ResourceQuota
+    # scoped to PriorityClass forbids it, so a tenant's DaemonSet could name one (issue 30 review).
+    daemonset_reservation_priority_classes: Annotated[tuple[str, ...], NoDecode] = ()
     daemonset_reservation_seconds: float = Field(default=300, ge=0, le=86400)
 
     # leader election (coordination.k8s.io/v1 Lease)
