@@ -220,6 +220,60 @@ async def attack(
     }
 
 
+# The flood's client runs in a process of its own, so that its sockets count against its memory,
+# not the server's: it opens N TLS connections, sends half a request head on each, then waits.
+FLOOD_CLIENT = """
+import asyncio, ssl, sys
+async def main(host, port, ca, n):
+    ctx = ssl.create_default_context(cafile=ca)
+    writers = []
+    for _ in range(n):
+        try:
+            _, w = await asyncio.open_connection(host, int(port), ssl=ctx)
+            w.write(b"POST /mutate-pod HTTP/1.1\\r\\nHost: x\\r\\n")
+            writers.append(w)
+        except OSError:
+            pass
+    print("opened", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+asyncio.run(main(*sys.argv[1:4], int(sys.argv[4])))
+"""
+
+
+async def flood(server: WebhookServer, ca_file: Path, connections: int) -> dict[str, Any]:
+    """``connections`` TLS connections with half-sent heads from another process."""
+    host, port = server.addresses[0]
+    gc.collect()
+    before = memory()
+    client = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        FLOOD_CLIENT,
+        host,
+        str(port),
+        str(ca_file),
+        str(connections),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert client.stdout is not None and client.stdin is not None
+    await client.stdout.readline()
+    held = server.limits.open
+    during = memory()
+    await asyncio.sleep(server.limits.head_seconds + 1)
+    after = server.limits.open
+    client.stdin.close()
+    await client.wait()
+    return {
+        "connections": connections,
+        "held": held,
+        "refused": server.limits.refused,
+        "closed_for_dawdling": server.limits.expired,
+        "held_after_deadline": after,
+        "rss_growth_mib": round((during["VmRSS"] - before["VmRSS"]) / MiB, 1),
+    }
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -235,6 +289,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             result["unique"] = await attack(server, cert.ca_pem, args.unique, unique, CONNECTIONS)
             result["huge"] = await attack(server, cert.ca_pem, args.huge, huge, CONNECTIONS)
             result["big"] = await attack(server, cert.ca_pem, args.big, big, 8)
+            (Path(tmp) / "ca.crt").write_bytes(cert.ca_pem)
+            result["flood"] = await flood(server, Path(tmp) / "ca.crt", args.flood)
         finally:
             await server.stop()
     return result
@@ -245,6 +301,7 @@ def main() -> None:
     ap.add_argument("--unique", type=int, default=20_000, help="reviews with a kind or operation never seen before")
     ap.add_argument("--huge", type=int, default=300, help="reviews with a 400 kB kind or operation")
     ap.add_argument("--big", type=int, default=16, help="7 MiB reviews and typo-heavy Jobs (one in four)")
+    ap.add_argument("--flood", type=int, default=2000, help="connections with half-sent heads (another process)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args()
     configure_logging("warning", "console", stream=sys.stderr)  # as the controller: no per-request lines
@@ -262,6 +319,12 @@ def main() -> None:
             f"longest event-loop stall {r['longest_loop_stall_seconds']:.3f} s "
             f"(longest GC pass {r['longest_gc_pass_seconds']:.3f} s)"
         )
+    f = result["flood"]
+    print(
+        f"flood  {f['connections']:6} connections with half-sent heads (another process): {f['held']} held, "
+        f"{f['refused']} refused, RSS +{f['rss_growth_mib']} MiB; after the head deadline "
+        f"{f['held_after_deadline']} held ({f['closed_for_dawdling']} closed for dawdling)"
+    )
 
 
 if __name__ == "__main__":

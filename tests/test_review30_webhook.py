@@ -29,6 +29,7 @@ from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import DEFAULT_GATES
 from kueue_tas.webhook import intake
 from kueue_tas.webhook.cert_keeper import FileCerts
+from kueue_tas.webhook.connections import ConnectionLimits, _HeadClock
 from kueue_tas.webhook.intake import ByteBudget
 from kueue_tas.webhook.server import POD_GATE_PATH, WebhookServer
 
@@ -271,33 +272,111 @@ async def test_a_gzip_bomb_is_refused_without_inflating_it_on_the_loop(tmp_path:
 # ---- connections: each TLS connection costs ~275 KiB while it stays open ------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 30 review, not fixed (high): the webhook port takes any number of connections, and "
-    "one that sends part of its headers is never closed (aiohttp's keep-alive timer stops at the first "
-    "byte). Each TLS connection holds asyncio's 256 KiB read buffer: 2,000 such connections from one "
-    "client took the server from 130 to 680 MiB RSS (a separate client process, 127.0.0.1), so ~3,500 "
-    "reach the 1 Gi limit and both replicas' OOM stops the pod gate (failurePolicy Fail). Fix: cap the "
-    "connections the webhook server holds (e.g. 256, ~70 MiB; runner.server.connections), close one "
-    "whose request headers have not arrived within a few seconds, and narrow the port's peers "
-    "(NetworkPolicy webhookFrom) where the control plane's addresses are known",
-)
-async def test_idle_connections_with_half_sent_headers_are_capped(
-    small_budget: tuple[WebhookServer, ServingCert, ByteBudget],
+@pytest_asyncio.fixture
+async def guarded(tmp_path: Path) -> AsyncIterator[tuple[WebhookServer, ServingCert, ConnectionLimits]]:
+    """A server holding at most 6 connections, 3 per peer, heads due within 0.5 s."""
+    cert = issue(HOSTS, dt.datetime.now(dt.UTC))
+    write_cert(tmp_path / "certs", cert)
+    topo = TopologyView.of(Topology.model_validate(topology_obj("topo")))
+    settings = Settings(leader_election=False, webhook_bind="127.0.0.1:0", webhook_cert_dir=tmp_path / "certs")
+    limits = ConnectionLimits(max_connections=6, max_per_peer=3, head_seconds=0.5)
+    server = WebhookServer(
+        settings, FileCerts(tmp_path / "certs"), FakeCaches([topo]), Metrics(), DEFAULT_GATES, limits=limits
+    )  # type: ignore[arg-type]
+    await server.start()
+    try:
+        yield server, cert, limits
+    finally:
+        await server.stop()
+
+
+async def half_sent_head(server: WebhookServer, ca: bytes) -> asyncio.StreamWriter:
+    host, port = server.addresses[0]
+    _, writer = await asyncio.open_connection(host, port, ssl=new_client_context(ca))
+    writer.write(b"POST /mutate-pod HTTP/1.1\r\nHost: x\r\n")  # the head never ends
+    await writer.drain()
+    return writer
+
+
+async def settle(check: Any, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+
+
+async def test_idle_connections_with_half_sent_heads_are_capped_and_then_closed(
+    guarded: tuple[WebhookServer, ServingCert, ConnectionLimits],
 ) -> None:
-    server, cert, _ = small_budget
+    """The review: the port took any number of connections, and one that sent part of its head
+    was never closed; 2,000 from one client took the server from 130 to 680 MiB (each holds
+    asyncio's 256 KiB TLS read buffer), ~3,500 reach the 1 Gi limit. Now one peer holds at most
+    its share, and a head not complete within the deadline closes its connection."""
+    server, cert, limits = guarded
     runner = server._runner
     assert runner is not None and runner.server is not None
-    host, port = server.addresses[0]
-    ctx = new_client_context(cert.ca_pem)
-    writers = []
+    writers = [await half_sent_head(server, cert.ca_pem) for _ in range(8)]
     try:
-        for _ in range(300):
-            _, writer = await asyncio.open_connection(host, port, ssl=ctx)
-            writer.write(b"POST /mutate-pod HTTP/1.1\r\nHost: x\r\n")  # the headers never end
-            writers.append(writer)
-        await asyncio.sleep(0.5)
-        assert len(runner.server.connections) <= 256
+        await settle(lambda: limits.refused >= 5)
+        assert limits.refused == 5 and limits.open == 3
+        assert len(runner.server.connections) <= 3
+        await settle(lambda: limits.open == 0)
+        assert limits.open == 0 and limits.expired == 3, "heads that never end close their connections"
+        assert len(runner.server.connections) == 0
+        assert await post(server, cert.ca_pem, POD_GATE_PATH, pod_review({c.GATED_LABEL: "true"})) == 200
     finally:
         for writer in writers:
             writer.close()
+
+
+async def test_a_head_sent_in_pieces_within_the_deadline_and_keep_alive_requests_are_served(
+    guarded: tuple[WebhookServer, ServingCert, ConnectionLimits],
+) -> None:
+    """The clock follows the requests on one connection: each head in pieces, its body by its
+    Content-Length, then the next head; none is cut while it keeps within the deadline."""
+    server, cert, limits = guarded
+    host, port = server.addresses[0]
+    reader, writer = await asyncio.open_connection(host, port, ssl=new_client_context(cert.ca_pem))
+    body = json.dumps(pod_review({c.GATED_LABEL: "true"})).encode()
+    head = (
+        f"POST {POD_GATE_PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    try:
+        for _ in range(3):
+            for piece in (head[:10], head[10:-2], head[-2:] + body):
+                writer.write(piece)
+                await writer.drain()
+                await asyncio.sleep(0.2)  # 0.6 s a request, 0.4 s within one head: under 0.5 s
+            status = await reader.readline()
+            assert status.startswith(b"HTTP/1.1 200"), status
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            await reader.readexactly(length)
+        assert limits.expired == 0
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    ("pieces", "open_after"),
+    [
+        ([b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"], False),
+        ([b"GET / HTTP/1.1\r\nHost: x\r", b"\n\r\n"], False),  # the end split across reads
+        ([b"POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\nab", b"cd"], False),
+        ([b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nabGET / HT"], True),  # pipelined
+        ([b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nab", b"P"], True),  # the next head's first byte
+        ([b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"], False),  # left to BODY_SECONDS
+        ([b"GET / HTTP/1.1\r\nHost: x"], True),
+    ],
+)
+def test_the_head_clock_finds_heads_by_their_framing(pieces: list[bytes], open_after: bool) -> None:
+    clock = _HeadClock()
+    results = [clock.feed(piece) for piece in pieces]
+    assert results[-1] == (open_after, False)
+
+
+def test_a_head_longer_than_any_request_breaks_the_limit() -> None:
+    clock = _HeadClock()
+    assert clock.feed(b"GET / HTTP/1.1\r\n" + b"X-A: b\r\n" * 10_000) == (True, True)

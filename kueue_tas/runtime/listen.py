@@ -24,10 +24,14 @@ async def listen(
     reuse_port: bool = False,
 ) -> None:
     """Start a site of ``runner`` on ``host:port``; ``BindError`` says which setting could not be served."""
+    site = web.TCPSite(runner, host=host, port=port, ssl_context=ssl_context, reuse_address=True, reuse_port=reuse_port)
+    await start_site(site, setting, bind, host, port)
+
+
+async def start_site(site: web.BaseSite, setting: str, bind: str, host: str | None, port: int) -> None:
+    """Start ``site``; ``BindError`` says which setting could not be served."""
     try:
-        await web.TCPSite(
-            runner, host=host, port=port, ssl_context=ssl_context, reuse_address=True, reuse_port=reuse_port
-        ).start()
+        await site.start()
     except OSError as exc:  # taken, not ours to use, or no such interface
         reason = (exc.strerror or str(exc)).rsplit(": ", 1)[-1]  # asyncio repeats the address
         raise BindError(f"{setting} {bind!r}: cannot listen on {host or '*'}:{port}: {reason}") from exc

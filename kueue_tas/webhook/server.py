@@ -44,11 +44,12 @@ from kueue_tas.kube.informer import Informer
 from kueue_tas.kube.stores import object_key
 from kueue_tas.runtime.certs import CertificateError, load_chain, ssl_context
 from kueue_tas.runtime.config import Settings, parse_bind
-from kueue_tas.runtime.listen import BindError, listen, runner_addresses, stop_runner
+from kueue_tas.runtime.listen import BindError, runner_addresses, start_site, stop_runner
 from kueue_tas.runtime.logging import get_logger
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.webhook.cert_keeper import CertSource
+from kueue_tas.webhook.connections import ConnectionLimits, GuardedTCPSite, default_limits
 from kueue_tas.webhook.intake import (
     POD_GATE_MAX_BYTES,
     VALIDATE_MAX_BYTES,
@@ -182,9 +183,11 @@ class WebhookServer:
         gates: FeatureGates,
         judges: Executor | None = None,
         budget: ByteBudget | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         """``judges``: the threads that decode and judge (the caller's to shut down); by default
-        a pool of ``JUDGES`` the server owns. ``budget``: the bytes bodies may hold at once."""
+        a pool of ``JUDGES`` the server owns. ``budget``: the bytes bodies may hold at once.
+        ``limits``: the connections the port holds (``connections``)."""
         self.settings = settings
         self.certs = certs
         self.caches = caches
@@ -193,6 +196,7 @@ class WebhookServer:
         self._judges = judges
         self._own_judges: ThreadPoolExecutor | None = None
         self._budget = budget if budget is not None else ByteBudget()
+        self.limits = limits if limits is not None else default_limits()
         self._context: ssl.SSLContext | None = None
         self._loaded: tuple[bytes, bytes] | None = None
         self._runner: web.AppRunner | None = None
@@ -322,15 +326,8 @@ class WebhookServer:
         try:
             # reuse_port: replicas on one host (the local cluster) share one address, so a
             # configuration with one URL reaches whichever replica is alive.
-            await listen(
-                runner,
-                "webhook_bind",
-                self.settings.webhook_bind,
-                host,
-                port,
-                ssl_context=self._context,
-                reuse_port=True,
-            )
+            site = GuardedTCPSite(runner, self.limits, host=host, port=port, ssl_context=self._context, reuse_port=True)
+            await start_site(site, "webhook_bind", self.settings.webhook_bind, host, port)
         except BindError:
             await runner.cleanup()
             raise
