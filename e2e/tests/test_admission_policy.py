@@ -157,6 +157,14 @@ async def test_the_controller_can_gate_a_jobs_template_but_not_rewrite_it(
                 )
             )
         assert POLICY in str(refused.value) and job_message in str(refused.value), (change, str(refused.value))
+    # Nor a TTL that would delete the Job, its pods and their logs the moment it finishes.
+    ttl = {"spec": {"ttlSecondsAfterFinished": 0}}
+    await _refused(
+        call_json(
+            batch.patch_namespaced_job("policy-job", namespace, ttl, **raw_kwargs(30, _content_type=MERGE_PATCH))
+        ),
+        job_message,
+    )
     # What controllers/admission_writes.py inject_gates sends for a Job.
     gate = {"spec": {"template": {"spec": {"schedulingGates": [{"name": SCHEDULING_GATE}]}}}}
     await call_json(
