@@ -65,12 +65,13 @@ def test_the_admission_policy_holds_every_update_our_service_account_makes_to_wh
         for rule in spec["matchConstraints"]["resourceRules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
-        if rule["operations"] == ["UPDATE"]
+        if "UPDATE" in rule["operations"]
     }
     # Every object the ClusterRole lets us patch whose content could hurt a tenant or the
-    # cluster (Workloads and their status, Events, AdmissionCheck status are ours or Kueue's).
+    # cluster (Workload status, Events, AdmissionCheck status are ours or Kueue's).
     assert matched == {
         ("", "pods"),
+        ("kueue.x-k8s.io", "workloads"),
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
         ("batch", "jobs"),

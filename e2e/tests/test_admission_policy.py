@@ -1,8 +1,10 @@
 """The ValidatingAdmissionPolicy of manifests/base (issue 30 finding 8) on a real apiserver: with
 the controller's own credentials (the ServiceAccount kubeconfig of e2e/rbac.py, which installs
 the policy), a pod's image, labels or other gates cannot be changed, nor a suspended Job's
-template beyond our gate; the ungater's real patch and the gate injection's still go through,
-and the same image change by someone else is not the policy's business."""
+template beyond our gate, nor a Workload's spec, and only pods with our workload label can be
+deleted; the ungater's real patch, the gate injection's, the stray-pod reaper's delete and the
+admission's annotation and check-entry writes still go through, and the same image change by
+someone else is not the policy's business."""
 
 from __future__ import annotations
 
@@ -16,10 +18,19 @@ from kubernetes_asyncio import client
 
 from e2e.kube import as_body, content_type, eventually, new_api_client
 from e2e.rbac import base_documents
-from kueue_tas.api.constants import SCHEDULING_GATE
+from kueue_tas.api.constants import (
+    KUEUE_GROUP,
+    KUEUE_VERSION,
+    SCHEDULING_GATE,
+    TOPOLOGY_ASSIGNMENT_ANNOTATION,
+    WORKLOAD_LABEL,
+)
+from kueue_tas.api.workload import Workload
+from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
+from kueue_tas.controllers.stray_pods import KubePodDeleter
 from kueue_tas.controllers.ungate_writes import KubePodPatcher, ungate_patch
-from kueue_tas.kube.client import STRATEGIC_MERGE_PATCH, call_json, patch_pod, raw_kwargs
-from kueue_tas.kube.errors import ApiError
+from kueue_tas.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, call_json, patch_pod, raw_kwargs
+from kueue_tas.kube.errors import ApiError, Conflict
 
 POLICY = "kueue-tas-controller-writes"
 OTHER_GATE = "example.com/other"
@@ -146,6 +157,14 @@ async def test_the_controller_can_gate_a_jobs_template_but_not_rewrite_it(
                 )
             )
         assert POLICY in str(refused.value) and job_message in str(refused.value), (change, str(refused.value))
+    # Nor a TTL that would delete the Job, its pods and their logs the moment it finishes.
+    ttl = {"spec": {"ttlSecondsAfterFinished": 0}}
+    await _refused(
+        call_json(
+            batch.patch_namespaced_job("policy-job", namespace, ttl, **raw_kwargs(30, _content_type=MERGE_PATCH))
+        ),
+        job_message,
+    )
     # What controllers/admission_writes.py inject_gates sends for a Job.
     gate = {"spec": {"template": {"spec": {"schedulingGates": [{"name": SCHEDULING_GATE}]}}}}
     await call_json(
@@ -154,3 +173,111 @@ async def test_the_controller_can_gate_a_jobs_template_but_not_rewrite_it(
     got = await client.BatchV1Api(api_client).read_namespaced_job("policy-job", namespace)
     assert [g.name for g in got.spec.template.spec.scheduling_gates] == [SCHEDULING_GATE]
     assert got.spec.template.spec.containers[0].image == "registry.k8s.io/pause:3.10"
+
+
+async def test_the_controller_can_delete_only_the_pods_of_our_workloads(
+    api_client: client.ApiClient, sa_api: client.ApiClient, namespace: str
+) -> None:
+    await _policy_in_force(api_client, sa_api, namespace)
+    core = client.CoreV1Api(api_client)
+    unlabelled = await core.create_namespaced_pod(namespace, as_body(_pod("unlabelled")))
+    ours = _pod("ours")
+    ours["metadata"]["labels"][WORKLOAD_LABEL] = "policy-workload-uid"
+    labelled = await core.create_namespaced_pod(namespace, as_body(ours))
+    # The stray-pod reaper's own request (controllers/stray_pods.py), with the controller's token.
+    reaper = KubePodDeleter(sa_api)
+    await _refused(reaper.delete(namespace, "unlabelled", unlabelled.metadata.uid), _policy_message("delete only"))
+    assert (await core.read_namespaced_pod("unlabelled", namespace)).metadata.deletion_timestamp is None
+    await reaper.delete(namespace, "ours", labelled.metadata.uid)
+
+    async def gone_or_going() -> bool:
+        try:
+            pod = await core.read_namespaced_pod("ours", namespace)
+        except client.ApiException as exc:
+            return exc.status == 404
+        return pod.metadata.deletion_timestamp is not None
+
+    await eventually("the labelled pod is deleted", gone_or_going, timeout_s=30)
+    with contextlib.suppress(client.ApiException):
+        await core.delete_namespaced_pod("probe", namespace, grace_period_seconds=0)
+
+
+async def test_the_controller_can_annotate_a_workload_but_not_change_its_spec(
+    api_client: client.ApiClient, sa_api: client.ApiClient, namespace: str
+) -> None:
+    await _policy_in_force(api_client, sa_api, namespace)
+    body: dict[str, Any] = {
+        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+        "kind": "Workload",
+        "metadata": {"name": "policy-wl", "namespace": namespace},
+        "spec": {
+            "queueName": "policy-no-such-queue",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": "registry.k8s.io/pause:3.10",
+                                    "resources": {"requests": {"cpu": "1m"}},
+                                }
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    admin = client.CustomObjectsApi(api_client)
+    created = await admin.create_namespaced_custom_object(KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", body)
+    workload_message = _policy_message("Workload only")
+    thief = client.CustomObjectsApi(sa_api)
+    # spec.active: false would evict an admitted workload; the queue and labels are not ours either.
+    for change in ({"spec": {"active": False}}, {"metadata": {"labels": {"stolen": "yes"}}}):
+        await _refused(
+            call_json(
+                thief.patch_namespaced_custom_object(
+                    KUEUE_GROUP,
+                    KUEUE_VERSION,
+                    namespace,
+                    "workloads",
+                    "policy-wl",
+                    change,
+                    **raw_kwargs(30, _content_type=MERGE_PATCH),
+                )
+            ),
+            workload_message,
+        )
+    # What the admission writes (controllers/admission_writes.py), sent by its own code: the
+    # annotation on the Workload, then our check entry applied to workloads/status.
+    writer = KubeAdmissionWriter(sa_api)
+    entry = {
+        "name": "policy-check",
+        "state": "Pending",
+        "message": "policy probe",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+
+    async def written() -> bool:
+        # Both writes are guarded by the resourceVersion, and Kueue's own status updates of the
+        # (unqueueable) Workload may race them: a Conflict reads it again.
+        current = await writer.read_workload(Workload.model_validate(created))
+        assert current is not None
+        try:
+            annotated = await writer.write_annotation(current, '{"podSets": []}')
+            await writer.write_check(annotated, entry)
+        except Conflict:
+            return False
+        return True
+
+    await eventually("the annotation and the check entry are written", written, timeout_s=30)
+    got = await admin.get_namespaced_custom_object(KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", "policy-wl")
+    assert got["metadata"]["annotations"][TOPOLOGY_ASSIGNMENT_ANNOTATION] == '{"podSets": []}'
+    assert "stolen" not in (got["metadata"].get("labels") or {})
+    assert got["spec"].get("active", True) is True
+    checks = {c["name"]: c for c in got.get("status", {}).get("admissionChecks", [])}
+    assert checks["policy-check"]["message"] == "policy probe"
