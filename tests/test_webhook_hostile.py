@@ -270,24 +270,24 @@ async def test_bodies_over_the_endpoint_limit_get_413(served: Served) -> None:
 
 
 async def test_bodies_beyond_the_shared_budget_wait_for_none_and_get_503(tmp_path: Path) -> None:
-    """A body without a Content-Length holds its endpoint's whole limit of the budget while it
-    arrives; another request that would overdraw the budget is refused at once."""
+    """Bodies are charged as their bytes arrive; a request declaring more than the budget has
+    left is refused at once, and the slow one is served when its bytes come."""
     cert = issue(HOSTS, dt.datetime.now(dt.UTC))
     write_cert(tmp_path / "certs", cert)
     settings = Settings(leader_election=False, webhook_bind="127.0.0.1:0", webhook_cert_dir=tmp_path / "certs")
-    budget = ByteBudget(POD_GATE_MAX_BYTES + 1000)
+    raw = json.dumps(pod_review({c.GATED_LABEL: "true"})).encode()
+    budget = ByteBudget(len(raw) + 1000)
     server = WebhookServer(
         settings, FileCerts(tmp_path / "certs"), FakeCaches([]), Metrics(), DEFAULT_GATES, budget=budget
     )  # type: ignore[arg-type]
     await server.start()
     try:
-        raw = json.dumps(pod_review({c.GATED_LABEL: "true"})).encode()
         more = asyncio.Event()
 
         async def slowly() -> Any:
-            yield raw[:10]
+            yield raw[:-10]
             await more.wait()
-            yield raw[10:]
+            yield raw[-10:]
 
         first = asyncio.create_task(send_one(server, cert.ca_pem, POD_GATE_PATH, slowly()))
         while budget.held == 0:

@@ -4,8 +4,9 @@ The webhook port answers anyone on the pod network (the API server's source addr
 named in general), so what a body may cost is capped twice: each endpoint has a size no
 API server review of its kinds exceeds (413 beyond it), and all bodies held at once, read or
 waiting for a judge, share one byte budget (503 beyond it, and the API server retries or
-applies the webhook's failure policy). A body without a Content-Length is counted as it arrives,
-and one that does not arrive within ``BODY_SECONDS`` is refused (408) and its share given back.
+applies the webhook's failure policy). Bodies are counted as their bytes arrive (a declared
+length above what the budget has left is refused at once), and one that does not arrive within
+``BODY_SECONDS`` is refused (408) and its share given back.
 """
 
 from __future__ import annotations
@@ -74,21 +75,24 @@ async def bounded_body(request: web.Request, limit: int, budget: ByteBudget) -> 
     declared = request.content_length
     if declared is not None and declared > limit:
         raise Refused(413, f"request body of {declared} bytes: {request.path} takes at most {limit}")
-    reserved = declared if declared is not None else limit
-    if not budget.take(reserved):
+    # Charged as the bytes arrive, not as declared: a declared length that never comes holds
+    # nothing (a stranger reconnecting every BODY_SECONDS held the whole budget with idle sockets).
+    if declared is not None and declared > budget.total - budget.held:
         raise Refused(503, f"busy: {budget.held} bytes of requests in progress, try again")
+    held = 0
     try:
         chunks: list[bytes] = []
-        size = 0
         try:
             async with asyncio.timeout(BODY_SECONDS):
                 async for chunk in request.content.iter_chunked(CHUNK):
-                    size += len(chunk)
-                    if size > limit:
+                    if held + len(chunk) > limit:
                         raise Refused(413, f"request body over {limit} bytes: {request.path} takes at most {limit}")
+                    if not budget.take(len(chunk)):
+                        raise Refused(503, f"busy: {budget.held} bytes of requests in progress, try again")
+                    held += len(chunk)
                     chunks.append(chunk)
         except TimeoutError:
-            raise Refused(408, f"request body: {size} bytes received in {BODY_SECONDS:g} s, not the whole") from None
+            raise Refused(408, f"request body: {held} bytes received in {BODY_SECONDS:g} s, not the whole") from None
         yield b"".join(chunks)
     finally:
-        budget.give(reserved)
+        budget.give(held)
