@@ -33,7 +33,7 @@ from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.features import DEFAULT_GATES
 from kueue_tas.webhook import server as server_module
 from kueue_tas.webhook.cert_keeper import FileCerts
-from kueue_tas.webhook.intake import POD_GATE_MAX_BYTES, ByteBudget
+from kueue_tas.webhook.intake import ByteBudget
 from kueue_tas.webhook.server import PATH, POD_GATE_PATH, WebhookServer
 
 MiB = 1024 * 1024
