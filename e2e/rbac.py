@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -281,6 +282,14 @@ def write_token_kubeconfig(out_path: Path, cluster: dict[str, Any], user: str, t
     return out_path
 
 
+def set_policy_gate(policy: dict[str, Any], gate: str) -> None:
+    """The admission policy's ``gate`` variable set to ``gate`` (a CEL string literal)."""
+    if not re.fullmatch(r"[A-Za-z0-9./_-]+", gate):
+        raise ValueError(f"scheduling gate {gate!r}: not a gate name the policy can quote")
+    (variable,) = [v for v in policy["spec"]["variables"] if v["name"] == "gate"]
+    variable["expression"] = f"'{gate}'"
+
+
 async def service_account_kubeconfig(
     api: client.ApiClient,
     admin_kubeconfig: str,
@@ -289,10 +298,17 @@ async def service_account_kubeconfig(
     namespace: str = "kueue-tas-system",
     service_account: str = "kueue-tas",
     expiration_seconds: int = DEFAULT_TOKEN_SECONDS,
+    scheduling_gate: str | None = None,
 ) -> Path:
     """Install the base's identity and RBAC with ``api`` (admin), then write a kubeconfig for
-    ``namespace/service_account`` at ``out_path`` and return it."""
+    ``namespace/service_account`` at ``out_path`` and return it. ``scheduling_gate``: the gate
+    the controllers are configured with, written into the admission policy as the chart does
+    from ``config.schedulingGate`` (the base names the default gate)."""
     docs = [d for d in base_documents() if d["kind"] in IDENTITY_KINDS]
+    if scheduling_gate is not None:
+        for doc in docs:
+            if doc["kind"] == "ValidatingAdmissionPolicy":
+                set_policy_gate(doc, scheduling_gate)
     docs.sort(key=lambda d: IDENTITY_KINDS.index(d["kind"]))
     sa = [d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == service_account]
     if not sa or sa[0]["metadata"].get("namespace") != namespace:

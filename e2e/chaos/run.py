@@ -112,8 +112,10 @@ def read_plan(path: Path) -> tuple[dict[str, Any], list[Action]]:
     return header, sorted(actions, key=lambda a: a.t)
 
 
-async def _relay_kubeconfig(api: client.ApiClient, state: State, relay_port: int, out: Path) -> str:
-    path = await service_account_kubeconfig(api, state.kubeconfig, out)
+async def _relay_kubeconfig(api: client.ApiClient, state: State, relay_port: int, out: Path, gate: str) -> str:
+    # The run's gate into the admission policy: the renamed profile's controllers inject their
+    # own gate into Jobs, which the base's policy (naming the default gate) refused.
+    path = await service_account_kubeconfig(api, state.kubeconfig, out, scheduling_gate=gate)
     cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
     cfg["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay_port}"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
@@ -165,7 +167,9 @@ class ChaosRun:
         try:
             await relay.start()
             run_dir = Path(self.state.run_dir)
-            kubeconfig = await _relay_kubeconfig(api, self.state, relay.port, run_dir / f"chaos-{self.rid}.kubeconfig")
+            kubeconfig = await _relay_kubeconfig(
+                api, self.state, relay.port, run_dir / f"chaos-{self.rid}.kubeconfig", self.profile.scheduling_gate
+            )
             # Both replicas serve the pod webhook on one port; its configuration goes in before
             # they start, so the first to hold the certificate publishes the CA into it.
             webhook_port = procs.free_port()
