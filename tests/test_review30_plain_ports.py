@@ -6,48 +6,28 @@ answer): 1 MB of gzipped zeros sent with a ``GET /healthz`` stalled the loop ~2 
 from __future__ import annotations
 
 import asyncio
-import time
-import zlib
 
 import aiohttp
+from loop_watch import gzip_bomb, loop_gaps
 
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.health import HealthServer
-
-
-def gzip_bomb(mib: int) -> bytes:
-    squeeze = zlib.compressobj(9, zlib.DEFLATED, 31)
-    zeros = b"\0" * (1 << 20)
-    return b"".join(squeeze.compress(zeros) for _ in range(mib)) + squeeze.flush()
 
 
 async def test_a_gzip_body_sent_to_the_probes_is_not_inflated_on_the_loop() -> None:
     hs = HealthServer(Settings(leader_election=False, health_bind="127.0.0.1:0", metrics_bind="0"))
     await hs.start()
     bomb = gzip_bomb(1024)
-    gaps: list[float] = []
-    stop = asyncio.Event()
-
-    async def ticker() -> None:
-        last = time.monotonic()
-        while not stop.is_set():
-            await asyncio.sleep(0.005)
-            now = time.monotonic()
-            gaps.append(now - last)
-            last = now
-
-    ticking = asyncio.create_task(ticker())
     host, port = hs.addresses[0]
     try:
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(f"http://{host}:{port}/healthz", data=bomb, headers={"Content-Encoding": "gzip"}) as resp,
-        ):
-            status = resp.status
-        await asyncio.sleep(0.5)
+        async with loop_gaps() as gaps:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(f"http://{host}:{port}/healthz", data=bomb, headers={"Content-Encoding": "gzip"}) as resp,
+            ):
+                status = resp.status
+            await asyncio.sleep(0.5)
     finally:
-        stop.set()
-        await ticking
         await hs.stop()
     assert status == 200
     assert max(gaps) < 0.5, max(gaps)

@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 from builders import job
 from builders import topology as topology_obj
+from loop_watch import gzip_bomb, loop_gaps
 from test_webhook_server import HOSTS, FakeCaches, pod_review, write_cert
 from test_webhook_server import client_context as new_client_context
 
@@ -217,7 +218,6 @@ async def test_a_gzip_bomb_is_refused_without_inflating_it_on_the_loop(tmp_path:
     it lingered: 1 MB of gzipped zeros (1 GiB inflated) from anyone stalled the loop ~2 s, a few
     at once past the lease's renew deadline. The API server never compresses a review, so a
     compressed body is refused (415) and never inflated."""
-    import zlib
 
     import aiohttp
 
@@ -226,37 +226,22 @@ async def test_a_gzip_bomb_is_refused_without_inflating_it_on_the_loop(tmp_path:
     settings = Settings(leader_election=False, webhook_bind="127.0.0.1:0", webhook_cert_dir=tmp_path / "certs")
     server = WebhookServer(settings, FileCerts(tmp_path / "certs"), FakeCaches([]), Metrics(), DEFAULT_GATES)  # type: ignore[arg-type]
     await server.start()
-    squeeze = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip
-    zeros = b"\0" * (1 << 20)
-    bomb = b"".join(squeeze.compress(zeros) for _ in range(1024)) + squeeze.flush()
-    gaps: list[float] = []
-    stop = asyncio.Event()
-
-    async def ticker() -> None:
-        last = time.monotonic()
-        while not stop.is_set():
-            await asyncio.sleep(0.005)
-            now = time.monotonic()
-            gaps.append(now - last)
-            last = now
-
-    ticking = asyncio.create_task(ticker())
+    bomb = gzip_bomb(1024)
     host, port = server.addresses[0]
     try:
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(
-                f"https://{host}:{port}/validate",
-                data=bomb,
-                headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
-                ssl=new_client_context(cert.ca_pem),
-            ) as resp,
-        ):
-            status, text = resp.status, await resp.text()
-        await asyncio.sleep(0.5)  # what the server reads after answering, too
+        async with loop_gaps() as gaps:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.post(
+                    f"https://{host}:{port}/validate",
+                    data=bomb,
+                    headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+                    ssl=new_client_context(cert.ca_pem),
+                ) as resp,
+            ):
+                status, text = resp.status, await resp.text()
+            await asyncio.sleep(0.5)  # what the server reads after answering, too
     finally:
-        stop.set()
-        await ticking
         await server.stop()
     assert status == 415 and "gzip" in text
     assert max(gaps) < 0.5, max(gaps)

@@ -21,6 +21,7 @@ import pytest
 import pytest_asyncio
 from builders import REQUIRED, job
 from builders import topology as topology_obj
+from loop_watch import loop_gaps
 from test_webhook_server import HOSTS, FakeCaches, pod_review, review, write_cert
 from test_webhook_server import client_context as new_client_context
 
@@ -327,26 +328,13 @@ async def test_judging_runs_in_a_thread_and_the_loop_keeps_ticking(
     monkeypatch.setattr(server_module, "judge", slow_judge)
     server, cert, judges = served
     loop_thread = threading.get_ident()
-    gaps: list[float] = []
-    stop = asyncio.Event()
-
-    async def ticker() -> None:
-        last = time.monotonic()
-        while not stop.is_set():
-            await asyncio.sleep(0.005)
-            now = time.monotonic()
-            gaps.append(now - last)
-            last = now
-
-    ticking = asyncio.create_task(ticker())
-    started = time.monotonic()
-    statuses = await asyncio.gather(
-        send_one(server, cert.ca_pem, PATH, review(typo_job(3000))),
-        send_one(server, cert.ca_pem, PATH, review(typo_job(3000))),
-    )
-    judged = time.monotonic() - started
-    stop.set()
-    await ticking
+    async with loop_gaps() as gaps:
+        started = time.monotonic()
+        statuses = await asyncio.gather(
+            send_one(server, cert.ca_pem, PATH, review(typo_job(3000))),
+            send_one(server, cert.ca_pem, PATH, review(typo_job(3000))),
+        )
+        judged = time.monotonic() - started
     assert [s for s, _ in statuses] == [200, 200]
     assert judges.threads and loop_thread not in judges.threads
     # Generous: the judging takes seconds; the loop must never wait for it as a whole.
