@@ -446,9 +446,13 @@ async def test_held_slots_survive_failed_entry_writes_and_unrelated_events(r: Ri
 async def test_an_annotation_write_with_no_answer_is_settled_by_a_reread(r: Rig) -> None:
     await r.spare_and_failed_host()
     r.h.writes.fail_annotation = TransportError("connection reset")
-    assert await r.scan() == pytest.approx(65.0)  # the apiserver may still apply it: wait, holding the slots
+    assert await r.scan() == pytest.approx(1.0)  # looked for soon: it may have landed
     assert r.free("h5") == 4
-    r.clock.now += 65
+    r.clock.now += 1
+    # Not there: the apiserver may still apply it: wait out the settle time, holding the slots.
+    assert await r.scan() == pytest.approx(64.0)
+    assert r.free("h5") == 4
+    r.clock.now += 64
     # The re-read shows the old annotation: it never landed; released and decided again.
     await r.scan()
     assert r.free("h5") == 8
@@ -572,3 +576,53 @@ async def test_the_repairs_writes_keep_the_topology_health_note_in_front(r: Rig)
     assert "[repairing main=" in announce["message"] and "[repairing" not in final["message"]
     for e in (announce, final):
         assert e["message"].startswith(f"rack {rack} is no longer whole; placement not enforced. node {small} NotReady")
+
+
+async def test_an_annotation_write_that_landed_unanswered_is_confirmed_by_a_prompt_reread(r: Rig) -> None:
+    """DST seed 300116 (cordon): the repair's annotation write landed but its answer was lost.
+    Waiting the whole settle time (65 s) before the re-read kept the repair unfinished, so the
+    stray-pod rule could not judge the pod left on the cordoned host, which ran outside the new
+    assignment for over a minute. A write can land late, never un-land: a prompt re-read that
+    shows our text under our announcement proves it landed; only a re-read without it must
+    wait out the settle time."""
+    from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
+    from kueue_tas.controllers.repair_writes import UNKNOWN_WRITE_RECHECK_SECONDS
+
+    write = r.h.writes.write_annotation
+
+    async def landed_unanswered(wl: Workload, text: str) -> Workload:
+        await write(wl, text)
+        raise TransportError("read timed out")
+
+    await r.spare_and_failed_host()
+    r.h.writes.write_annotation = landed_unanswered  # type: ignore[method-assign]
+    r.h.writes.read_workload = r.read  # type: ignore[method-assign]
+    delay = await r.scan()
+    assert delay is not None and delay <= UNKNOWN_WRITE_RECHECK_SECONDS < UNKNOWN_WRITE_SETTLE_SECONDS
+    assert not r.events("TopologyRepaired")
+    r.clock.now += delay
+    await r.scan()
+    assert r.events("TopologyRepaired"), "the landed write was not confirmed before the settle time"
+    assert "[repairing" not in r.h.writes.checks[-1]["message"]
+
+
+async def test_an_annotation_write_not_seen_by_the_prompt_reread_waits_out_the_settle_time(r: Rig) -> None:
+    """Not there yet is not "never": the apiserver may still apply it, so the repair neither
+    finishes nor is decided again before the settle time."""
+    from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
+
+    async def lost(_wl: Workload, _text: str) -> Workload:
+        raise TransportError("read timed out")
+
+    await r.spare_and_failed_host()
+    r.h.writes.write_annotation = lost  # type: ignore[method-assign]
+    r.h.writes.read_workload = r.read  # type: ignore[method-assign]
+    written = len(r.h.writes.annotations)
+    delay = await r.scan()
+    assert delay is not None
+    r.clock.now += delay
+    wait = await r.scan()
+    assert wait is not None and wait == pytest.approx(UNKNOWN_WRITE_SETTLE_SECONDS - delay, abs=0.01)
+    assert not r.events("TopologyRepaired") and len(r.h.writes.annotations) == written
+    r.clock.now += wait
+    assert await r.scan() == pytest.approx(0.5)  # not landed: released and decided again

@@ -19,7 +19,8 @@ from kueue_tas.api import constants as c
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.controllers import ungater as uc
-from kueue_tas.controllers.admission import STALE_READY_REASON, UNKNOWN_WRITE_SETTLE_SECONDS
+from kueue_tas.controllers.admission import STALE_READY_REASON
+from kueue_tas.controllers.repair_writes import UNKNOWN_WRITE_RECHECK_SECONDS
 from kueue_tas.controllers.stray_pods import StrayPods
 from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.model import NodeInfo
@@ -66,10 +67,10 @@ async def test_repair_final_entry_is_not_written_on_a_reread_copy_kueue_evicted(
     cluster = await make_cluster()
     await cluster.failed_host()
     cluster.session.inject(Fault("PATCH", r"/workloads/wl$", "timeout", after_apply=True))
-    assert await cluster.scan() == UNKNOWN_WRITE_SETTLE_SECONDS
+    assert await cluster.scan() == UNKNOWN_WRITE_RECHECK_SECONDS
     assert "[repairing" in cluster.entry()["message"]
     cluster.evict()
-    cluster.h.now[0] += UNKNOWN_WRITE_SETTLE_SECONDS
+    cluster.h.now[0] += UNKNOWN_WRITE_RECHECK_SECONDS
     await cluster.scan()
     assert cluster.entry()["state"] == "Pending", "a Ready entry landed on a workload Kueue had evicted"
     assert not cluster.h.capacity.holds_extra(KEY), "nothing stays held for an evicted workload"

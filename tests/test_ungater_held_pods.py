@@ -90,3 +90,39 @@ def test_the_reason_a_node_takes_no_pods_is_named() -> None:
     assert node_serving_problem(cordoned) == "is cordoned (spec.unschedulable)"
     assert node_serving_problem(slim_node(mk.node("n1", labels={HOST: "n1"}, ready=False))) == "is NotReady"
     assert node_serving_problem(slim_node(mk.node("n1", labels={HOST: "n1"}))) is None
+
+
+async def test_a_pod_held_for_long_is_explained_again_after_the_reminder_period() -> None:
+    """DST seed 206943 (cordon): a pod held back for ten minutes had one Event at the start and
+    then nothing, though Events expire (the apiserver's --event-ttl) and the kube-scheduler
+    repeats its own FailedScheduling at least every five minutes. A held pod is explained again
+    ``HELD_REMIND_SECONDS`` after its last explanation, and the pass that holds it asks to be
+    run again then, as no event of the pod or node would bring it back."""
+    now = [0.0]
+    h = Harness(
+        clock=lambda: now[0],
+        node_problem=lambda name: None if name == "n1" else "is cordoned (spec.unschedulable)",
+    )
+    progressing_on_n2(h)
+    delay = await h.run_pass()
+    assert len(held_events(h)) == 1
+    assert delay is not None and 0 < delay <= uc.HELD_REMIND_SECONDS + 0.01, "nothing brings the pass back"
+    now[0] = uc.HELD_REMIND_SECONDS / 2
+    await h.run_pass()
+    assert len(held_events(h)) == 1, "reminded before the period"
+    now[0] = uc.HELD_REMIND_SECONDS + 0.5
+    delay = await h.run_pass()
+    events = held_events(h)
+    assert len(events) == 2 and "pod c" in events[1] and "cordoned" in events[1]
+    assert delay is not None and delay > uc.HELD_REMIND_SECONDS - 1
+    assert uc.HELD_REMIND_SECONDS < 300, "must remind within the kube-scheduler's five minutes"
+
+
+async def test_a_pass_with_nothing_held_asks_for_no_reminder() -> None:
+    now = [0.0]
+    h = Harness(clock=lambda: now[0], node_problem=lambda _name: None)
+    progressing_on_n2(h)
+    await h.run_pass()
+    h.observe_patches()  # c released and seen so: no expectation, nothing held
+    assert await h.run_pass() is None
+    assert held_events(h) == []

@@ -12,10 +12,13 @@ Order (``node_repair`` holds the added slots with ``LiveCapacity.hold_extra`` be
    decided again: the announcement itself changed the version we decided on). A
    ``Conflict`` wrote nothing: the extra slots are released and the workload is decided again
    from a fresh copy. Another refusal (4xx) likewise. An unknown outcome (no answer, 5xx) keeps
-   them; once the apiserver can no longer be applying it, the Workload is re-read: our text
-   there under our announcement means it landed, anything else that it did not (released,
-   decided again); a re-read copy Kueue evicted drops the repair (step 2 would be guarded by
-   that copy's version, and land).
+   them, and the Workload is re-read ``UNKNOWN_WRITE_RECHECK_SECONDS`` later: our text there
+   under our announcement means it landed (a write lands late but never un-lands), so the
+   repair goes on at once instead of leaving the stray-pod rule waiting (DST seed 300116).
+   Without it, the write may still be applied: once the apiserver can no longer be applying it
+   (``UNKNOWN_WRITE_SETTLE_SECONDS`` after the failure) a last re-read without our text means
+   it did not land (released, decided again). A re-read copy Kueue evicted drops the repair
+   (step 2 would be guarded by that copy's version, and land).
 2. Our Ready entry with the new record, same ``podSetUpdates``, guarded by the resourceVersion
    the annotation write left. Retried with backoff until it lands: the annotation already
    holds the new assignment, so the slots stay held.
@@ -58,6 +61,8 @@ from kueue_tas.kube.errors import ApiError, Conflict, NotFound, may_have_applied
 log = structlog.get_logger(__name__)
 
 CONFLICT_RETRY_SECONDS: Final = 0.5
+# An annotation write with no answer is looked for this soon (it may have landed).
+UNKNOWN_WRITE_RECHECK_SECONDS: Final = 1.0
 # A written repair not yet seen through the informer is looked at again this often.
 OBSERVE_POLL_SECONDS: Final = 1.0
 
@@ -78,6 +83,7 @@ class _Write:
     annotation: Literal["todo", "unknown", "written"] = "todo"
     entry_written: bool = False
     not_before: float = 0.0
+    settled_at: float = 0.0  # an unknown annotation write can no longer land after this
     failures: int = 0
 
 
@@ -195,6 +201,10 @@ class RepairWrites:
                 self.drop(key)
                 return CONFLICT_RETRY_SECONDS
             if not self._still_stands(fresh, w, announcing=False):
+                now = self._ctx.clock()
+                if now < w.settled_at and self._awaits_landing(fresh, w):
+                    w.not_before = w.settled_at
+                    return w.settled_at - now  # not landed yet, but it still may
                 self.drop(key, decided_again=True)  # not landed, or our announcement reset since
                 return CONFLICT_RETRY_SECONDS
             w.annotation, w.base = "written", fresh
@@ -219,8 +229,10 @@ class RepairWrites:
                     self.drop(key, decided_again=True)
                     return retry_after(exc, 2.0, WRITE_RETRY_MAX_SECONDS)
                 w.annotation = "unknown"
-                w.not_before = now + UNKNOWN_WRITE_SETTLE_SECONDS
-                return UNKNOWN_WRITE_SETTLE_SECONDS
+                failed_at = self._ctx.clock()
+                w.settled_at = failed_at + UNKNOWN_WRITE_SETTLE_SECONDS
+                w.not_before = failed_at + UNKNOWN_WRITE_RECHECK_SECONDS
+                return UNKNOWN_WRITE_RECHECK_SECONDS
             if self._writes.get(key) is not w:
                 return None  # deleted meanwhile: everything was released
             w.annotation = "written"
@@ -311,6 +323,15 @@ class RepairWrites:
             and ours.message == before.message
             and annotation == w.decided_on.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
         )
+
+    def _awaits_landing(self, fresh: Workload, w: _Write) -> bool:
+        """``fresh`` is still the state the unknown annotation write was sent onto (the old
+        annotation under our announcement): the write may yet land on it."""
+        checks = self._ctx.checks.names()
+        old = w.decided_on.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
+        return fresh.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) == old and repairs_of(
+            fresh, checks
+        ) == repairing(w.announce["message"])
 
     def _later(self, w: _Write, exc: BaseException) -> float:
         delay = retry_after(exc, min(2.0**w.failures, WRITE_RETRY_MAX_SECONDS), WRITE_RETRY_MAX_SECONDS)

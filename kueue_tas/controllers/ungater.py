@@ -23,7 +23,8 @@ Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
   so the wait can be long: each held pod is explained on the pass that holds it back (within
   ``ungate_batch_period_seconds`` of its event), by a ``TopologyPodHeld`` Warning on the pod and
   on the Workload naming the pod, the hostname and why, and a ``pod_held_back`` log line; once
-  per pod and (hostname, reason), not on every pass.
+  per pod and (hostname, reason), not on every pass, and again every ``HELD_REMIND_SECONDS``
+  while it stays held (the pass that holds a pod asks to run again then).
 * Expectations: a pod we patched counts as placed in its domain until we observe it
   without the gate (or deleted, or still gated at another resourceVersion: our guarded patch
   can then never land), so a second pass never hands its slot out again. A patch the
@@ -86,6 +87,12 @@ HELD_REASON = "TopologyPodHeld"
 # A pod planned for a node that stopped taking pods while the pass awaited is looked at again
 # this soon (the next pass holds it back and explains it).
 HELD_RECHECK_SECONDS = 0.5
+# A pod held this long since its last explanation is explained again: Events expire (the
+# apiserver's --event-ttl, an hour by default) and the kube-scheduler repeats its own
+# FailedScheduling at least every five minutes, so a user who looks later still finds why
+# (DST seed 206943: one Event at the start of a ten-minute hold, then silence). Below the
+# recorder's 300 s series window, so a reminder counts on the same Event.
+HELD_REMIND_SECONDS = 240.0
 
 
 def held_message(pods: list[str], node: str, why: str) -> str:
@@ -163,8 +170,8 @@ class Ungater:
         )
         informers.pods.add_handler(self._on_pod, lambda _o, p: self._on_pod(p), self._on_pod_deleted)
         self._held: dict[str, set[str]] = {}  # hostname -> workloads with pods held back from it
-        # workload -> pod UID -> (node, why) of the hold last explained for that pod
-        self._explained: dict[str, dict[str, tuple[str, str]]] = {}
+        # workload -> pod UID -> (node, why, when) of the hold last explained for that pod
+        self._explained: dict[str, dict[str, tuple[str, str, float]]] = {}
         # A hostname serves again through an event of another Node too: a Node that carried it as
         # well was relabelled away (old labels) or deleted, so it names one Node once more.
         informers.nodes.add_handler(self._on_node, self._on_node_changed, self._on_node)
@@ -282,6 +289,7 @@ class Ungater:
         for podset, ta in decoded:
             releases.extend((ta.levels, r) for r in self._plan(key, podset, ta, pods, held))
         explain = self._not_yet_explained(key, held)
+        remind = self._until_reminder(key, held)
         for pod_name, uid, message in warnings:
             await self._releaser.warn(wl, pod_name, uid, message)
         await self._explain_held(wl, key, explain)
@@ -290,6 +298,7 @@ class Ungater:
         # The Events above are API calls: a node of the plan may have stopped taking pods since.
         releases, late = self._still_serving(key, releases)
         recheck = [HELD_RECHECK_SECONDS] if late else []
+        recheck += [remind] if remind is not None else []
         if not releases:
             return min([d for d in (self._until_deadline(key),) if d is not None] + recheck, default=None)
         started = time.perf_counter()
@@ -371,17 +380,26 @@ class Ungater:
         return offers(ta, selector) and (host is None or self._node_usable(host))
 
     def _not_yet_explained(self, key: str, held: list[tuple[PodView, str, str]]) -> list[tuple[PodView, str, str]]:
-        """The holds of this pass not explained yet for their pod (a new pod, node or reason);
-        recorded as explained now, before any await, so a concurrent pass never repeats them."""
+        """The holds of this pass not explained yet for their pod (a new pod, node or reason), or
+        last explained ``HELD_REMIND_SECONDS`` ago; recorded as explained now, before any await,
+        so a concurrent pass never repeats them."""
         explained = self._explained.setdefault(key, {})
+        now = self._clock()
         out = []
         for pod, node, why in held:
-            if explained.get(pod.uid) != (node, why):
-                explained[pod.uid] = (node, why)
+            last = explained.get(pod.uid)
+            if last is None or last[:2] != (node, why) or now - last[2] >= HELD_REMIND_SECONDS:
+                explained[pod.uid] = (node, why, now)
                 out.append((pod, node, why))
         if not explained:
             del self._explained[key]
         return out
+
+    def _until_reminder(self, key: str, held: list[tuple[PodView, str, str]]) -> float | None:
+        """Seconds until the first pod held in this pass is due to be explained again."""
+        explained = self._explained.get(key, {})
+        due = [explained[pod.uid][2] + HELD_REMIND_SECONDS for pod, _, _ in held if pod.uid in explained]
+        return max(min(due) - self._clock(), 0.0) + 0.001 if due else None
 
     async def _explain_held(self, wl: Workload, key: str, held: list[tuple[PodView, str, str]]) -> None:
         """A Warning on each held pod and one on the Workload per node and reason, and a log line

@@ -12,7 +12,6 @@ decides every delivery order, write outcome and fault.
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import ssl
 from bisect import bisect_left, bisect_right
@@ -23,11 +22,19 @@ from unittest import mock
 from urllib.parse import parse_qsl, urlsplit
 
 import aiohttp
+import orjson
 from faults import ApiStatus, FakeResponse, json_patch, merge_dict, merge_patch, status_body
 from kubernetes_asyncio import client as k8s
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]  # (collection "group/version/plural", namespace or "", name)
+
+
+def _clone(obj: Obj) -> Obj:
+    """A deep copy of a JSON-shaped object; a round trip through orjson is several times faster
+    than ``copy.deepcopy`` and every stored object is JSON (what an apiserver stores)."""
+    copied: Obj = orjson.loads(orjson.dumps(obj))
+    return copied
 
 
 def split_path(path: str) -> tuple[str, str, str | None, str | None]:
@@ -131,7 +138,7 @@ class SimApiServer:
     def _bump(self, collection: str, kind: str, obj: Obj) -> Obj:
         self.rv += 1
         obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
-        self.log.append(LogEntry(self.rv, collection, kind, copy.deepcopy(obj)))
+        self.log.append(LogEntry(self.rv, collection, kind, _clone(obj)))
         self._log_rvs.setdefault(collection, []).append(self.rv)
         return obj
 
@@ -146,18 +153,18 @@ class SimApiServer:
         self.uid_seq += 1
         meta.setdefault("uid", f"uid-{self.uid_seq:05d}")
         meta.setdefault("creationTimestamp", "2030-01-01T00:00:00Z")
-        stored = self._bump(collection, "ADDED", copy.deepcopy(obj))
+        stored = self._bump(collection, "ADDED", _clone(obj))
         self.objects[key] = stored
-        return copy.deepcopy(stored)
+        return _clone(stored)
 
     def replace(self, collection: str, obj: Obj) -> Obj:
         meta = obj["metadata"]
         key = (collection, meta.get("namespace") or "", meta["name"])
         if key not in self.objects:
             raise ApiStatus(404, f'"{meta["name"]}" not found')
-        stored = self._bump(collection, "MODIFIED", copy.deepcopy(obj))
+        stored = self._bump(collection, "MODIFIED", _clone(obj))
         self.objects[key] = stored
-        return copy.deepcopy(stored)
+        return _clone(stored)
 
     def delete(self, collection: str, namespace: str, name: str) -> Obj | None:
         gone = self.objects.pop((collection, namespace, name), None)
@@ -167,7 +174,12 @@ class SimApiServer:
 
     def get(self, collection: str, namespace: str, name: str) -> Obj | None:
         obj = self.objects.get((collection, namespace, name))
-        return copy.deepcopy(obj) if obj is not None else None
+        return _clone(obj) if obj is not None else None
+
+    def last_rv(self, collection: str) -> int:
+        """The resourceVersion of the last change to ``collection`` (0: none yet)."""
+        rvs = self._log_rvs.get(collection)
+        return rvs[-1] if rvs else 0
 
     def items(self, collection: str) -> list[Obj]:
         """The objects of ``collection`` in key order (live references: read, do not change).
@@ -237,7 +249,7 @@ class SimApiServer:
             self.watches.append(w)
             return w
         if name is None:
-            items = [copy.deepcopy(o) for o in self.items(collection) if not ns or o["metadata"].get("namespace") == ns]
+            items = [_clone(o) for o in self.items(collection) if not ns or o["metadata"].get("namespace") == ns]
             return FakeResponse(200, {"kind": "List", "metadata": {"resourceVersion": str(self.rv)}, "items": items})
         obj = self.get(collection, ns, name)
         if obj is None:
@@ -253,7 +265,7 @@ class SimApiServer:
     def _write(self, method: str, path: str, content_type: str, body: Any) -> tuple[int, Obj]:
         collection, ns, name, sub = split_path(path)
         if method == "POST":
-            obj = copy.deepcopy(body)
+            obj = _clone(body)
             if ns:
                 obj.setdefault("metadata", {})["namespace"] = ns
             return 201, self.create(collection, obj)
@@ -266,7 +278,7 @@ class SimApiServer:
             if uid is not None and uid != current["metadata"].get("uid"):
                 raise ApiStatus(409, "Precondition failed: UID in precondition does not match the object")
             self.delete(collection, ns, name)
-            return 200, copy.deepcopy(current)
+            return 200, _clone(current)
         meta = (body.get("metadata") or {}) if isinstance(body, dict) else {}
         precondition = meta.get("resourceVersion")
         if precondition is not None and precondition != current["metadata"]["resourceVersion"]:
@@ -275,7 +287,7 @@ class SimApiServer:
         if uid is not None and uid != current["metadata"].get("uid"):
             raise ApiStatus(409, "Precondition failed: UID in precondition does not match the object")
         if method == "PUT":
-            updated = copy.deepcopy(body)
+            updated = _clone(body)
         elif "json-patch" in content_type:
             updated = json_patch(current, body)
         elif "strategic-merge-patch" in content_type:

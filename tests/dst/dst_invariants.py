@@ -7,6 +7,7 @@ states each with where the controller enforces it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,10 @@ class Monitor:
     # the store's checks are a function of these, so the same key passes again.
     told: int = 0
     clean_at: tuple[int, int, float, int] | None = None
+    # Speed only: facts per (uid, resourceVersion) of a Workload; the (workloads, nodes) versions
+    # the entry and capacity checks last passed at (they read nothing else, not even the time).
+    _wl_facts: dict[tuple[str, str], _WorkloadFacts] = field(default_factory=dict)
+    _static_clean_at: tuple[int, int] | None = None
 
     def node_unhealthy(self, name: str, now: float) -> None:
         self.unhealthy_at[name] = now
@@ -118,10 +123,19 @@ class Monitor:
                 self.unhealthy_at[name] = now
         workloads = self.server.items(WORKLOADS)
         pods = self.server.items(PODS)
-        for check in (self._ready_entries, self._capacity, self._placement, self._held, self._moves):
+        static = (self.server.last_rv(WORKLOADS), self.server.last_rv(NODES))
+        checks: list[Callable[[float, dict[str, Obj], list[Obj], list[Obj]], Violation | None]] = [
+            self._placement,
+            self._held,
+            self._moves,
+        ]
+        if static != self._static_clean_at:
+            checks = [self._ready_entries, self._capacity, *checks]
+        for check in checks:
             found = check(now, nodes, workloads, pods)
             if found is not None and found.invariant not in self.ignore:
                 return found
+        self._static_clean_at = static
         return None
 
     def _ready_entries(self, now: float, nodes: dict[str, Obj], wls: list[Obj], pods: list[Obj]) -> Violation | None:
@@ -141,20 +155,25 @@ class Monitor:
                 )
         return None
 
-    @staticmethod
-    def _assignments(wl: Obj) -> list[tuple[str, Any]]:
-        text = (wl["metadata"].get("annotations") or {}).get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
-        if not text:
-            return []
-        try:
-            return decode_assignment_annotation(text)
-        except ValueError:
-            return []
+    def _facts(self, wl: Obj) -> _WorkloadFacts:
+        """What the checks read of a Workload, worked out once per version of it (a stored object
+        never changes: every write stores a new one with a new resourceVersion)."""
+        meta = wl["metadata"]
+        key = (meta["uid"], meta.get("resourceVersion", ""))
+        facts = self._wl_facts.get(key)
+        if facts is None:
+            holding = (
+                has_quota(wl) and (entry_of(wl) or {}).get("state") == "Ready" and not condition_true(wl, "Finished")
+            )
+            facts = self._wl_facts[key] = _WorkloadFacts(holding, condition_true(wl, "Admitted"), _decoded(wl))
+        return facts
 
-    @staticmethod
-    def _holding(wl: Obj) -> bool:
+    def _assignments(self, wl: Obj) -> list[tuple[str, Any]]:
+        return self._facts(wl).assignments
+
+    def _holding(self, wl: Obj) -> bool:
         """Holds quota and our Ready entry, not finished (a replaced elastic slice is)."""
-        return has_quota(wl) and (entry_of(wl) or {}).get("state") == "Ready" and not condition_true(wl, "Finished")
+        return self._facts(wl).holding
 
     @staticmethod
     def _matches(labels: dict[str, str], levels: tuple[str, ...], values: tuple[str, ...]) -> bool:
@@ -242,7 +261,7 @@ class Monitor:
             if seen is None or seen[0] != text or seen[2] != epoch:
                 self.assignment_seen[uid] = (text, now, epoch)
                 continue
-            if not (self._holding(wl) and condition_true(wl, "Admitted")) or now - seen[1] < self.grace:
+            if not (self._facts(wl).admitted_holding) or now - seen[1] < self.grace:
                 continue
             name = wl["metadata"]["name"]
             for ps_name, ta in self._assignments(wl):
@@ -297,11 +316,7 @@ class Monitor:
         return None
 
     def _held(self, now: float, nodes: dict[str, Obj], wls: list[Obj], pods: list[Obj]) -> Violation | None:
-        admitted = {
-            wl["metadata"]["labels"].get("sim/job", ""): wl
-            for wl in wls
-            if self._holding(wl) and condition_true(wl, "Admitted")
-        }
+        admitted = {wl["metadata"]["labels"].get("sim/job", ""): wl for wl in wls if self._facts(wl).admitted_holding}
         live: set[str] = set()
         for pod in pods:
             job = (pod["metadata"].get("labels") or {}).get("sim/job", "")
@@ -390,6 +405,27 @@ class Monitor:
                     LEAK, f"flavor {flavor}: {free} GPUs free after every workload finished, cluster has {total}"
                 )
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class _WorkloadFacts:
+    holding: bool
+    admitted: bool
+    assignments: list[tuple[str, Any]]
+
+    @property
+    def admitted_holding(self) -> bool:
+        return self.holding and self.admitted
+
+
+def _decoded(wl: Obj) -> list[tuple[str, Any]]:
+    text = (wl["metadata"].get("annotations") or {}).get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION)
+    if not text:
+        return []
+    try:
+        return decode_assignment_annotation(text)
+    except ValueError:
+        return []
 
 
 def _template_gpus(podset: Obj) -> int:

@@ -27,6 +27,8 @@ FIXED: list[str] = [f"defect-{n}" for n in range(1, 10)] + [
     "defect-stale-copies",
     "defect-handover-fence",
     "defect-relevelled-open-slots",
+    "defect-held-reminder",
+    "defect-unknown-repair-write",
 ]  # all fixes merged
 _ASKED = os.environ.get("DST_FIXED", "")
 ENABLED = set(SEEDS) if _ASKED == "all" else set(FIXED) | {d for d in _ASKED.split(",") if d}
