@@ -23,6 +23,7 @@ from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
 from kueue_tas.controllers.capacity_cache import CapacityCache
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.node_repair import SCAN, NodeRepair
 from kueue_tas.controllers.ungater import Ungater
 from kueue_tas.controllers.workload_annotations import NoOwnerReader, OwnerReader, WorkloadAnnotations
 from kueue_tas.kube.events import EventSink, ObjectRef
@@ -317,3 +318,15 @@ def add_gated_pods(h: Harness, count: int = 8) -> None:
             f"p{i}", namespace="ns", uid=f"p{i}", resource_version="1", labels=labels, gates=[c.SCHEDULING_GATE]
         )
         h.informers.pods.handle_event("ADDED", pod)
+
+
+async def repair_pass(repair: NodeRepair) -> float | None:
+    """One node-repair pass, then the writes it handed to its writers (``NodeRepair.writing``), as
+    ``kueue-tas run`` runs them before the next event; the soonest delay any of them asked for."""
+    delays = [await repair.reconcile(SCAN)]
+    while len(repair.writing):
+        key = await repair.writing.get()
+        repair.writing.done(key)
+        delays.append(await repair.advance_writes(key))
+    asked = [d for d in delays if d is not None]
+    return min(asked) if asked else None

@@ -10,13 +10,14 @@ fake clock the test moves.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import ALLOCATABLE, CHECK, RACK, Harness, guard, harness, workload
+from admission_harness import ALLOCATABLE, CHECK, RACK, Harness, guard, harness, repair_pass, workload
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -102,7 +103,7 @@ class Rig:
         return {d.values[-1]: d.count for d in a.domains}
 
     async def scan(self) -> float | None:
-        return await self.repair.reconcile(SCAN)
+        return await repair_pass(self.repair)
 
     def free(self, host: str) -> int:
         snap = self.h.capacity.snapshot("gpu")
@@ -626,3 +627,32 @@ async def test_an_annotation_write_not_seen_by_the_prompt_reread_waits_out_the_s
     assert not r.events("TopologyRepaired") and len(r.h.writes.annotations) == written
     r.clock.now += wait
     assert await r.scan() == pytest.approx(0.5)  # not landed: released and decided again
+
+
+async def test_a_write_that_hangs_holds_up_no_pass(r: Rig) -> None:
+    """DST seed 1003508 (cordon): the pass awaited each decided repair's writes in turn, so one
+    workload's write the apiserver sat on for 60 s stopped every other repair (and the stray-pod
+    rule, which waits for repairs in flight, left a pod outside its assignment for a minute). The
+    pass now only decides; each workload's writes advance on the writers' queue."""
+    stuck: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    write = r.h.writes.write_check
+
+    async def hangs(wl: Workload, entry: dict[str, Any]) -> None:
+        if "[repairing" in entry.get("message", ""):
+            await stuck  # the announcement never answers
+        await write(wl, entry)
+
+    await r.spare_and_failed_host()
+    r.h.writes.write_check = hangs  # type: ignore[method-assign]
+    await asyncio.wait_for(r.repair.reconcile(SCAN), timeout=5)  # the pass is not held up
+    assert len(r.repair.writing) == 1, "the decided repair was not handed to the writers"
+    key = await r.repair.writing.get()
+    writer = asyncio.create_task(r.repair.advance_writes(key))
+    await asyncio.sleep(0)
+    await asyncio.wait_for(r.repair.reconcile(SCAN), timeout=5)  # nor while its write hangs
+    assert not writer.done()
+    stuck.set_result(None)
+    await writer
+    r.repair.writing.done(key)
+    assert any("[repairing" in e["message"] for e in r.h.writes.checks)  # announced, then written whole
+    assert r.events("TopologyRepaired")

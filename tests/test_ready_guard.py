@@ -18,7 +18,7 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import ALLOCATABLE, CHECK, RACK, T0, Harness, harness
+from admission_harness import ALLOCATABLE, CHECK, RACK, T0, Harness, harness, repair_pass
 from faults import FakeApiServer, Fault, FaultySession, Interleave, faulty_client
 from kubernetes_asyncio import client as k8s
 from test_admission_write_failures import wl
@@ -29,7 +29,7 @@ from kueue_tas.capacity.assignment_record import assignment_tampering, repairs_o
 from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
 from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
 from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
-from kueue_tas.controllers.node_repair import SCAN, NodeRepair
+from kueue_tas.controllers.node_repair import NodeRepair
 from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
 from kueue_tas.kube.errors import Conflict
 from kueue_tas.runtime.config import Settings
@@ -151,7 +151,7 @@ class Cluster:
         self.h.informers.nodes.handle_event(event, node)
 
     async def scan(self) -> float | None:
-        return await self.repair.reconcile(SCAN)
+        return await repair_pass(self.repair)
 
     async def failed_host(self, *, spare: bool = True) -> str:
         """ns/wl admitted; the host holding 4 of its pods NotReady past the grace (a spare host

@@ -79,6 +79,7 @@ class LiveCapacity:
         self._replaces: dict[str, str] = {}  # workload -> the slice it replaces, while it holds usage
         self._hidden: set[str] = set()  # workloads a decision in progress must not see
         self._decided_on: dict[str, str] = {}  # workload -> resourceVersion its assumption was decided on
+        self._decided_uid: dict[str, str] = {}  # workload -> UID of the Workload its assumption is for
         self._fenced: dict[str, tuple[UsageEntry, ...]] = {}  # an earlier leader's decision maybe in flight
         self._fenced_at: dict[str, str | None] = {}  # workload -> the resourceVersion its fence guards
         self._flavors: dict[str, FlavorSpec] = {}
@@ -154,25 +155,41 @@ class LiveCapacity:
         any assumption for the same workload. ``replaces``: the slice it replaces (elastic)."""
         self._assumed.pop(key, None)
         self._decided_on.pop(key, None)
+        self._decided_uid.pop(key, None)
         self._set(self._committed, key, entries, replaces)
 
     def remove_workload_usage(self, key: str) -> None:
         self._set(self._committed, key, (), self._replaces.get(key))
 
     def assume(
-        self, key: str, entries: tuple[UsageEntry, ...], replaces: str | None = None, decided_on: str | None = None
+        self,
+        key: str,
+        entries: tuple[UsageEntry, ...],
+        replaces: str | None = None,
+        decided_on: str | None = None,
+        uid: str | None = None,
     ) -> None:
         """Hold ``entries`` for a decision not yet seen Ready; ``decided_on``: the resourceVersion
-        of the Workload it was decided on (copies no newer are then ``behind``)."""
+        of the Workload it was decided on (copies no newer are then ``behind``); ``uid``: that
+        Workload's UID (the deletion of an earlier Workload of the name leaves it: ``decided_for_other``)."""
         self._set(self._assumed, key, entries, replaces)
-        if decided_on:
-            self._decided_on[key] = decided_on
-        else:
-            self._decided_on.pop(key, None)
+        for table, value in ((self._decided_on, decided_on), (self._decided_uid, uid)):
+            if value:
+                table[key] = value
+            else:
+                table.pop(key, None)
 
     def forget(self, key: str) -> None:
         self._decided_on.pop(key, None)
+        self._decided_uid.pop(key, None)
         self._set(self._assumed, key, (), self._replaces.get(key))
+
+    def decided_for_other(self, key: str, uid: str | None) -> bool:
+        """The decision held for ``key`` is for another Workload than the one with ``uid``: one
+        created under the name after it (an admission decides from a re-read, ahead of the
+        informer that still has the earlier one's deletion to deliver)."""
+        held = self._decided_uid.get(key)
+        return key in self._assumed and held is not None and uid is not None and held != uid
 
     def fence(self, key: str, entries: tuple[UsageEntry, ...], resource_version: str | None) -> None:
         """Hold ``entries`` for ``key`` while it stays at ``resource_version``: the assignment an

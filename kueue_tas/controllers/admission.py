@@ -139,6 +139,8 @@ class WorkloadAdmission:
 
     def _on_deleted(self, wl: Workload) -> None:
         key = workload_key(wl)
+        if self._ctx.capacity.decided_for_other(key, wl.metadata.uid):
+            return  # an earlier Workload of the name; our decision and its writes are the later one's
         self._ctx.workload_annotations.forget(wl)
         self._retries.pop(key, None)
         self._awaiting_write.pop(key, None)
@@ -293,7 +295,13 @@ class WorkloadAdmission:
             self._ctx.capacity.fence(key, fenced, fence_at)
         decision, text = with_annotation(wl, decision)
         if decision.outcome is Outcome.READY:
-            self._ctx.capacity.assume(key, decision.usage(), replaces=replaced, decided_on=wl.metadata.resource_version)
+            self._ctx.capacity.assume(
+                key,
+                decision.usage(),
+                replaces=replaced,
+                decided_on=wl.metadata.resource_version,
+                uid=wl.metadata.uid,
+            )
         self._ctx.metrics.decision_seconds.observe(time.perf_counter() - started)
         self._decided()
         return decision, text, kept if text is not None else None

@@ -130,9 +130,11 @@ class CapacityCache:
     def _on_deleted(self, wl: Workload) -> None:
         key = workload_key(wl)
         self._capacity.remove_workload_usage(key)
+        self._capacity.unidentify(key)
+        if self._capacity.decided_for_other(key, wl.metadata.uid):
+            return  # an earlier Workload of the name: the decision held is the later one's (DST seed 1003563)
         self._capacity.forget(key)
         self._capacity.unfence(key)
-        self._capacity.unidentify(key)
 
 
 def _iso(at: float | None) -> str | None:

@@ -9,7 +9,9 @@ stays, the PodSet's required level and slice domains are honoured).
 The added slots are held (``LiveCapacity.hold_extra``) from the decision on, under the lock
 every admission decision holds, so no other decision can take them; the writes (annotation
 with a resourceVersion precondition, then our Ready entry with the same ``podSetUpdates`` and
-the new record, then an Event) and what each failure does are in ``repair_writes``.
+the new record, then an Event) and what each failure does are in ``repair_writes``. They run
+per workload on a queue of their own (``writing``, key: the workload), so the pass decides
+while earlier repairs write, and one workload's slow write holds up no other's.
 
 The ungater then sends the gated pods the Job controller recreates to the new domains.
 
@@ -22,6 +24,7 @@ evicts and requeues the workload.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -100,6 +103,10 @@ class NodeRepair:
         self._hosts = ctx.informers.hosts  # assignments name hosts by label: never look them up as Node names
         self._wall = wall
         self.queue: WorkQueue[str] = WorkQueue("node-repair")
+        # Each decided repair's writes, by workload, on workers of their own: one workload's slow
+        # write (an apiserver timing out on it) holds up no other's repair (DST seed 1003508: a
+        # pass awaiting one workload's write for 60 s left another's stray pod running 63 s).
+        self.writing: WorkQueue[str] = WorkQueue("node-repair-writes")
         self._not_ready_since: dict[str, float] = {}  # by Node name
         self._counted: set[str] = set()  # failed hosts already counted in failed_nodes_seen_total
         self._spared: set[str] = set()  # failed Nodes (by name) its workloads' progressing pods keep serving
@@ -151,6 +158,8 @@ class NodeRepair:
         key = workload_key(new)
         ours = self._ctx.checks.names()
         self._writes.observed(new)
+        if key in self._writes:
+            self.writing.add(key)  # its writes coming back move it on
         trusted = assignment_trusted(new, ours)
         if trusted != assignment_trusted(old, ours):
             self._capacity_freed() if not trusted else self._scan_soon()
@@ -216,9 +225,7 @@ class NodeRepair:
             if key in self._writes and not self._writes.writes_for(wl):
                 self._writes.gone(key)  # a Workload re-created under the name: nothing of the old is its
             if key in self._writes:
-                delay = await self._writes.advance(wl, key)
-                if delay is not None:
-                    wakes.append(delay)
+                self.writing.add(key)
                 continue
             if not assignment_trusted(wl, ours) or wl.is_evicted or assignment_tampering(wl, ours) is not None:
                 continue
@@ -341,7 +348,23 @@ class NodeRepair:
         self._writes.start(wl, text, announce, final, summary, ep.detected)
         log.info("node_repair_decided", workload=key, summary=summary)
         self._episodes.pop(key, None)  # decided: what is left is writing it
-        return await self._writes.advance(wl, key)
+        self.writing.add(key)
+        return None
+
+    async def advance_writes(self, key: str) -> float | None:
+        """One workload's repair writes, as far as they go now; the seconds until they are looked
+        at again. A repair that ended or was dropped hands the workload back to the pass."""
+        wl = self._workloads.get(key)
+        if wl is None or key not in self._writes:
+            return None
+        if not self._writes.writes_for(wl):
+            self._writes.gone(key)  # a Workload re-created under the name: nothing of the old is its
+            self.queue.add(SCAN)
+            return None
+        delay = await self._writes.advance(wl, key)
+        if key not in self._writes:
+            self.queue.add_after(SCAN, delay or 0.0)  # decided again (or done) by the pass
+        return delay
 
     async def _stuck(
         self, wl: Workload, key: str, ep: _Episode, reason: str, waiting_for: str = WAIT_FOR_CAPACITY
@@ -418,10 +441,10 @@ class NodeRepair:
             log.warning("node_repair_note_failed", workload=workload_key(wl), error=error_text(exc))
         return None
 
-    async def run(self) -> None:
+    async def run(self, writers: int = 4) -> None:
         self.queue.add(SCAN)
         log.info("node_repair_started", grace_seconds=self._ctx.settings.node_failure_grace_seconds)
-        await self.queue.run(1, self.reconcile)
+        await asyncio.gather(self.queue.run(1, self.reconcile), self.writing.run(writers, self.advance_writes))
 
 
 def _progressing(pod: SlimPod) -> bool:

@@ -29,6 +29,8 @@ FIXED: list[str] = [f"defect-{n}" for n in range(1, 10)] + [
     "defect-relevelled-open-slots",
     "defect-held-reminder",
     "defect-unknown-repair-write",
+    "defect-recreated-under-name",
+    "defect-serial-repair-writes",
 ]  # all fixes merged
 _ASKED = os.environ.get("DST_FIXED", "")
 ENABLED = set(SEEDS) if _ASKED == "all" else set(FIXED) | {d for d in _ASKED.split(",") if d}
