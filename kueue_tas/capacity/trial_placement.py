@@ -1,13 +1,13 @@
 """Where a Workload holding no assignment would be placed now, or why it would not: pure.
 
 ``describe workload`` and the topology map (``kueue_tas.mapview``) show this for a pending
-Workload, so both give the same numbers. It reads each PodSet's request as the admitter does
-(``controllers/decide.py``: template annotations, else ``topologyRequest``; implied on a
-governed flavor), resolves level names, applies the Workload's own workload-wide constraint
-and runs one engine call per flavor on the live capacity, holding nothing. A PodSet that does
-not fit carries the engine's ``WhyNot``. Left out on purpose: patience for preferred (a fit is
-shown as a fit) and a workload-wide constraint written only on the Job (the admitter reads
-the owner; this reads the Workload).
+Workload, so both give the same numbers. It runs the admitter's own pipeline
+(``workload_placement``: the requests, their levels and groups, the workload-wide constraint,
+one engine call per flavor) on the live capacity, holding nothing, and a refused request gets
+the admitter's words (``problem_text``). A PodSet that does not fit carries the engine's
+``WhyNot``. Left out on purpose: patience for preferred (a fit is shown as a fit) and a
+workload-wide constraint written only on the Job (the admitter reads the owner; this reads the
+Workload).
 
 The flavor of a PodSet: the one Kueue's admission gives it; without one (no quota reserved, or
 released after a Retry), the one flavor our checks listed on the Workload govern; else none.
@@ -19,20 +19,25 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.capacity.workload_scope import workload_scope
+from kueue_tas.capacity.problem_text import problem_message
+from kueue_tas.capacity.workload_placement import (
+    BadGroups,
+    BadScope,
+    PodSetInput,
+    RequestProblem,
+    WorkloadRequests,
+    place_workload,
+    workload_requests,
+)
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
-from kueue_tas.topology.inputs import podset_request, requests_topology
-from kueue_tas.topology.level_names import resolve_request
-from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.request import TopologyRequestError
 from kueue_tas.topology.why_not import WhyNot
 
 NO_FLAVOR = "no flavor yet: Kueue has not reserved quota for it"
 NOT_TRIED = "not tried: an earlier PodSet of this workload does not fit"
+NOT_TRIED_REFUSED = "not tried: another PodSet's request is refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +75,8 @@ def trial_placement(
 ) -> list[PodSetTrial]:
     """One trial per PodSet of ``wl`` (spec order); PodSets on no flavor of ours get a message."""
     trials: dict[str, PodSetTrial] = {}
-    groups: dict[str, list[PodSetRequest]] = {}
-    for ps in wl.spec.pod_sets:
+    inputs: list[PodSetInput] = []
+    for index, ps in enumerate(wl.spec.pod_sets):
         psa = wl.pod_set_assignment(ps.name)
         count = psa.count if psa is not None and psa.count is not None else ps.count
         flavor = trial_flavor(wl, ps.name, check_flavors)
@@ -79,45 +84,36 @@ def trial_placement(
         if flavor is None or snap is None:
             trials[ps.name] = PodSetTrial(ps.name, count, flavor, message=NO_FLAVOR if flavor is None else "")
             continue
-        try:
-            implied = not requests_topology(ps.template, ps.topology_request, prefix)
-            request = podset_request(
-                ps.name,
-                count,
-                ps.template,
-                prefix=prefix,
-                implied=implied,
-                gates=gates,
-                topology_field=ps.topology_request,
-            )
-        except (TopologyRequestError, QuantityError) as exc:
-            problem = "; ".join(exc.errors) if isinstance(exc, TopologyRequestError) else str(exc)
-            trials[ps.name] = PodSetTrial(ps.name, count, flavor, snap.topology_name, message=problem)
-            continue
-        groups.setdefault(flavor, []).append(resolve_request(request, snap.levels, snap.level_names))
         trials[ps.name] = PodSetTrial(ps.name, count, flavor, snap.topology_name)
-    scope = workload_scope(wl.metadata.annotations, groups, capacity, prefix)
-    if isinstance(scope, str):
-        for requests in groups.values():
-            for r in requests:
-                trials[r.name] = _with(trials[r.name], message=scope)
+        inputs.append(PodSetInput(ps.name, count, ps.template, flavor, index, ps.topology_request))
+    requests = workload_requests(
+        inputs, capacity, prefix=prefix, gates=gates, workload_annotations=wl.metadata.annotations
+    )
+    if not isinstance(requests, WorkloadRequests):
+        # The words of the check message; the PodSet it names says it, the others were not tried.
+        message = problem_message(requests, prefix)
+        named = _named(requests)
+        for item in inputs:
+            said = named is None or item.name == named
+            trials[item.name] = _with(trials[item.name], message=message if said else NOT_TRIED_REFUSED)
         return [trials[ps.name] for ps in wl.spec.pod_sets]
-    failed = False
-    for flavor, requests in groups.items():
-        snap = capacity.snapshot(flavor)
-        assert snap is not None  # checked above
-        results = [] if failed else snap.place(requests, gates=gates, workload=scope)
-        by_name = {r.name: r for r in results}
-        for request in requests:
-            result = by_name.get(request.name)
-            if result is None or (result.assignment is None and not result.message):
-                trials[request.name] = _with(trials[request.name], message=NOT_TRIED)
-                continue
-            trials[request.name] = _with(
-                trials[request.name], assignment=result.assignment, message=result.message, why_not=result.why_not
-            )
-            failed = failed or result.assignment is None
+    placed = place_workload(requests, capacity, gates=gates)
+    for item in inputs:
+        result = placed.results.get(item.name)
+        if result is None or (result.assignment is None and not result.message):
+            trials[item.name] = _with(trials[item.name], message=NOT_TRIED)
+            continue
+        trials[item.name] = _with(
+            trials[item.name], assignment=result.assignment, message=result.message, why_not=result.why_not
+        )
     return [trials[ps.name] for ps in wl.spec.pod_sets]
+
+
+def _named(problem: RequestProblem) -> str | None:
+    """The PodSet a problem is about; None: the workload's (its groups, its own constraint)."""
+    if isinstance(problem, BadGroups | BadScope):
+        return None
+    return problem.podset.name
 
 
 def _with(

@@ -8,16 +8,12 @@ in the input too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from kueue_tas.api.core_objects import Job, JobSet
 from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.workload import Workload
-from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.capacity.workload_scope import workload_scope
 from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.plan_requests import PlanInputError, describe
 from kueue_tas.topology.snapshot import TopologySnapshot
 from kueue_tas.topology.workload_domain import WorkloadTopology, workload_annotations
 
@@ -41,15 +37,6 @@ class ScopeReader:
         if owner is None:
             return {}
         return workload_annotations(self._owners.get((owner.kind, obj.metadata.namespace, owner.name), {}), self.prefix)
-
-    def scope(
-        self, obj: KubeObject, groups: Mapping[str, Sequence[PodSetRequest]], capacity: LiveCapacity
-    ) -> WorkloadTopology | None:
-        """The resolved constraint of ``obj`` (None: none); a refused one is an input error."""
-        scope = workload_scope(self.annotations(obj), groups, capacity, self.prefix)
-        if isinstance(scope, str):
-            raise PlanInputError(f"{describe(obj)}: {scope}")
-        return scope
 
 
 def scope_line(scope: WorkloadTopology, snap: TopologySnapshot, assignments: Sequence[TopologyAssignment]) -> str:

@@ -37,6 +37,18 @@ from kueue_tas.capacity.rules import (
     pod_charge,
     topology_level_names_problem,
 )
+from kueue_tas.capacity.workload_placement import (
+    BadGroups,
+    FollowUp,
+    InvalidRequest,
+    LevelRefused,
+    NoTopology,
+    PodSetInput,
+    RequestProblem,
+    WorkloadRequests,
+    place_workload,
+    workload_requests,
+)
 from kueue_tas.cli.plan_scope import ScopeReader
 from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.topology.assignment import TopologyAssignment
@@ -44,19 +56,17 @@ from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors
 from kueue_tas.topology.inputs import node_info
 from kueue_tas.topology.kube_syntax import label_value_errors
-from kueue_tas.topology.level_names import resolve_request
 from kueue_tas.topology.levels import topology_levels_problem
-from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.patience import wait_note
 from kueue_tas.topology.plan_replacements import ReplacementIndex
 from kueue_tas.topology.plan_requests import (
     PlanInputError,
     check_groups,
     check_jobset_counts,
-    check_levels,
     check_workload_counts,
     describe,
-    podset_request_for,
+    levels_problem,
+    request_input_error,
     unknown_keys,
 )
 from kueue_tas.topology.plan_requests import template_path as _template_path
@@ -328,9 +338,8 @@ class Planner:
         obj = item.obj
         context = describe(obj)
         plan = WorkloadPlan(obj.kind, obj.metadata.namespace, obj.name)
-        groups: dict[str, list[tuple[PodSetPlan, PodSetRequest]]] = {}
-        governed: list[tuple[int, PodSetRequest]] = []
-        fields: list[PodSetTopologyRequestModel | None] = []
+        inputs: list[PodSetInput] = []
+        plans: dict[str, PodSetPlan] = {}
         for index, ps in enumerate(item.podsets):
             annotations = _annotations(obj, ps, index)
             self.warnings.extend(unknown_keys(obj, index, annotations, self.prefix))
@@ -356,51 +365,78 @@ class Planner:
                     else "no flavor with a topology"
                 )
                 continue
-            snap = self.snapshot(flavor, context)
-            ps_plan.topology = snap.topology_name
-            request = podset_request_for(obj, ps, index, field, self.prefix, self.gates, implied=not explicit)
-            request = resolve_request(request, snap.levels, snap.level_names)
-            check_levels(obj, index, request, snap, field, self.prefix)
+            ps_plan.topology = self.snapshot(flavor, context).topology_name  # its Topology is in the input
+            inputs.append(PodSetInput(ps.name, ps.count, ps.template, flavor, index, field))
+            plans[ps.name] = ps_plan
+        requests = workload_requests(
+            inputs,
+            self.capacity,
+            prefix=self.prefix,
+            gates=self.gates,
+            workload_annotations=self.scopes.annotations(obj),
+        )
+        if not isinstance(requests, WorkloadRequests):
+            raise self._input_error(obj, requests)
+        plan.scope = requests.scope
+        for entry, request in requests.podsets:
             topo = request.topology
             if topo is not None and topo.preferred_in_required and topo.required and topo.preferred:
-                ps_plan.required_preferred = (topo.required, topo.preferred)
-            groups.setdefault(flavor, []).append((ps_plan, request))
-            governed.append((index, request))
-            fields.append(field)
-        check_groups(obj, governed, fields, self.prefix)
-        plan.scope = self.scopes.scope(obj, {f: [r for _, r in m] for f, m in groups.items()}, self.capacity)
-        failed = False
-        placed: list[UsageEntry] = []
-        for flavor, members in groups.items():
-            if failed:
-                for ps_plan, _ in members:
-                    ps_plan.message = NOT_PLACED
+                plans[entry.name].required_preferred = (topo.required, topo.preferred)
+        replacement = self.replacements.replacement_of(obj)
+        follow_up = None if replacement is None else FollowUp(replacement.current, replacement.unhealthy_nodes)
+        placed = place_workload(requests, self.capacity, gates=self.gates, follow_up=follow_up)
+        held: list[UsageEntry] = []
+        for entry, request in requests.podsets:
+            ps_plan = plans[entry.name]
+            result = placed.results.get(entry.name)
+            # No result, or an empty one: its group came after the one that failed.
+            if result is None or (result.assignment is None and not result.message):
+                ps_plan.message = NOT_PLACED
                 continue
-            requests = [r for _, r in members]
-            extra = self.replacements.place_options(obj, (r.name for r in requests))
-            extra.update({"workload": plan.scope} if plan.scope is not None else {})
-            snap = self.snapshot(flavor, context)
-            results = snap.place(requests, gates=self.gates, **extra)
-            for (ps_plan, request), result in zip(
-                members, results + [None] * (len(members) - len(results)), strict=True
-            ):
-                # No result, or an empty one: its group came after the one that failed.
-                if result is None or (result.assignment is None and not result.message):
-                    ps_plan.message = NOT_PLACED
-                    continue
-                ps_plan.assignment, ps_plan.why_not = result.assignment, result.why_not
-                ps_plan.message = result.message or (
-                    wait_note(snap, request, result.assignment) if result.assignment else ""
+            ps_plan.assignment, ps_plan.why_not = result.assignment, result.why_not
+            ps_plan.message = result.message
+            if result.assignment is not None:
+                ps_plan.message = ps_plan.message or wait_note(
+                    self.snapshot(entry.flavor, context), request, result.assignment
                 )
-                if result.assignment is None:
-                    failed = True
-                else:
-                    placed.append(UsageEntry(flavor, result.assignment, dict(request.requests)))
-        if not failed and placed:
+                held.append(UsageEntry(entry.flavor, result.assignment, dict(request.requests)))
+        if placed.fits and held:
             # Held as the controller holds a decision it has not yet seen written back.
             self._placed += 1
-            self.capacity.assume(f"plan:{self._placed}", tuple(placed))
+            self.capacity.assume(f"plan:{self._placed}", tuple(held))
         return plan
+
+    def _input_error(self, obj: KubeObject, problem: RequestProblem) -> PlanInputError:
+        """``problem`` as an input error naming the object and the field's path."""
+        if isinstance(problem, InvalidRequest):
+            return request_input_error(obj, problem.podset.index, problem.error)
+        if isinstance(problem, NoTopology):  # the loop above asked for every snapshot first
+            return PlanInputError(f"{describe(obj)}: flavor {problem.podset.flavor!r} has no usable Topology")
+        if isinstance(problem, LevelRefused):
+            snap, ps = problem.snapshot, problem.podset
+            line = levels_problem(
+                obj,
+                ps.index,
+                problem.request,
+                snap.levels,
+                snap.topology_name,
+                snap.level_names,
+                ps.topology_field,
+                self.prefix,
+            )
+            return PlanInputError(line or f"{describe(obj)}: {problem.problem.field}: refused")
+        if isinstance(problem, BadGroups):
+            try:
+                check_groups(
+                    obj,
+                    [(ps.index, request) for ps, request, _ in problem.members],
+                    [ps.topology_field for ps, _, _ in problem.members],
+                    self.prefix,
+                )
+            except PlanInputError as exc:
+                return exc
+            return PlanInputError(f"{describe(obj)}: PodSet groups refused")
+        return PlanInputError(f"{describe(obj)}: {problem.text}")
 
 
 def _fixed(now: float) -> Callable[[], float]:

@@ -17,7 +17,6 @@ that slice's usage out of ``capacity`` for the decision.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,24 +25,24 @@ from typing import Final
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.object_base import INT32_MAX
-from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.workload import MAX_PODSETS, Workload, podset_count_fault
 from kueue_tas.capacity.assignment_record import record_suffix
 from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.problem_text import problem_message
 from kueue_tas.capacity.rules import UsageEntry
-from kueue_tas.capacity.workload_scope import leaves_the_domain, workload_scope
+from kueue_tas.capacity.workload_placement import (
+    FollowUp,
+    NoTopology,
+    PodSetInput,
+    WorkloadPlacement,
+    WorkloadRequests,
+    place_workload,
+    workload_requests,
+)
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
-from kueue_tas.topology.groups import GroupMember, group_errors
-from kueue_tas.topology.inputs import podset_request, requests_topology
-from kueue_tas.topology.level_names import resolve_request
-from kueue_tas.topology.levels import level_problem
-from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.inputs import requests_topology
 from kueue_tas.topology.patience import hold
-from kueue_tas.topology.request import TopologyRequestError, template_annotations
-from kueue_tas.topology.request_field import uses_field
-from kueue_tas.topology.slice_replacement import place_options
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 # Kueue's Workload API limit (v1beta2): admissionChecks[].message maxLength (podSets maxItems: MAX_PODSETS).
 CHECK_MESSAGE_LIMIT: Final = 32768
@@ -118,40 +117,6 @@ def governed_podsets(workload: Workload, check_flavors: set[str]) -> list[tuple[
     return out
 
 
-def _level_rejection(request: PodSetRequest, snap: TopologySnapshot, from_field: bool, prefix: str) -> str | None:
-    problem = level_problem(snap.levels, request.topology)
-    if problem is None:
-        return None
-
-    def locate(suffix: str, field: str) -> str:
-        return f"topologyRequest.{field}" if from_field else f"annotation {prefix}{suffix}"
-
-    where = locate(problem.suffix, problem.field)
-    if problem.unknown is None:
-        return f'PodSet "{request.name}": {where}: {problem.text(locate)}'
-    return (
-        f'PodSet "{request.name}": {where}: unknown topology level "{problem.unknown}"; '
-        f'Topology "{snap.topology_name}" has levels {", ".join(snap.levels)}{snap.level_names.offered()}'
-    )
-
-
-def _group_rejection(members: list[tuple[PodSetRequest, bool]], prefix: str) -> str | None:
-    described = [
-        GroupMember(
-            r.name,
-            r.count,
-            r.topology,
-            f'PodSet "{r.name}": '
-            + ("topologyRequest.podSetGroupName" if from_field else f"annotation {prefix}{c.SUFFIX_GROUP_NAME}"),
-            f'PodSet "{r.name}"',
-            from_field,
-        )
-        for r, from_field in members
-    ]
-    errors = group_errors(described, prefix)
-    return "; ".join(e.message for e in errors) if errors else None
-
-
 def _unusable_problem(workload: Workload, unusable: Mapping[str, str]) -> str | None:
     """PodSets on a flavor that is meant to be ours but cannot be placed on, by problem."""
     by_problem: dict[str, list[str]] = {}
@@ -205,15 +170,6 @@ def _podsets_problem(workload: Workload) -> str | None:
     return f'PodSet "{fault.podset}": {path}: Invalid value: {fault.count}: must be {bound}'
 
 
-_LONG_QUOTED = re.compile(r'"[^"\n]{100,}"')
-
-
-def _shortened(message: str) -> str:
-    """``message`` with each long quoted value cut (a 100 kB annotation value is quoted whole by
-    the validation texts; the entry and the Event need only enough of it to recognise it)."""
-    return _LONG_QUOTED.sub(lambda m: f'{m.group(0)[:41]}..." ({len(m.group(0)) - 2} characters)', message)
-
-
 def decide(
     workload: Workload,
     check_flavors: set[str],
@@ -244,83 +200,32 @@ def decide(
     problem = _unusable_problem(workload, unusable or {})
     if problem is not None:
         return Decision(Outcome.PENDING, problem)
-    groups: dict[str, list[PodSetRequest]] = {}
-    members: list[tuple[PodSetRequest, bool]] = []
-    for name, count, template, flavor in governed_podsets(workload, check_flavors):
-        spec_ps = workload.pod_set(name)
-        field = spec_ps.topology_request if spec_ps is not None else None
-        try:
-            from_field = uses_field(template_annotations(template), field, prefix)
-            implied = not requests_topology(template, field, prefix)
-            request = podset_request(
-                name, count, template, prefix=prefix, implied=implied, gates=gates, topology_field=field
-            )
-        except TopologyRequestError as exc:
-            return Decision(Outcome.REJECTED, _shortened(f'PodSet "{name}": ' + "; ".join(exc.errors)))
-        except QuantityError as exc:
-            return Decision(Outcome.REJECTED, _shortened(f'PodSet "{name}": {exc}'))
-        snap = capacity.snapshot(flavor)
-        if snap is None:
-            return Decision(
-                Outcome.RETRY, f'PodSet "{name}": flavor "{flavor}" has no usable Topology yet', reason="no_topology"
-            )
-        request = resolve_request(request, snap.levels, snap.level_names)
-        rejection = _level_rejection(request, snap, from_field, prefix)
-        if rejection is not None:
-            return Decision(Outcome.REJECTED, rejection)
-        groups.setdefault(flavor, []).append(request)
-        members.append((request, from_field))
-    rejection = _group_rejection(members, prefix)
-    if rejection is not None:
-        return Decision(Outcome.REJECTED, rejection)
-    scope = workload_scope(workload_annotations or {}, groups, capacity, prefix)
-    if isinstance(scope, str):
-        return Decision(Outcome.REJECTED, _shortened(scope))
-
+    requests = workload_requests(
+        _inputs(workload, check_flavors),
+        capacity,
+        prefix=prefix,
+        gates=gates,
+        workload_annotations=workload_annotations,
+    )
+    if not isinstance(requests, WorkloadRequests):
+        if isinstance(requests, NoTopology):
+            return Decision(Outcome.RETRY, problem_message(requests, prefix), reason="no_topology")
+        return Decision(Outcome.REJECTED, problem_message(requests, prefix))
+    follow_up = None if current is None else FollowUp(current, unhealthy_nodes)
+    placed = place_workload(requests, capacity, gates=gates, follow_up=follow_up)
     placements: list[PodSetPlacement] = []
-    for flavor, requests in groups.items():
+    # Flavor by flavor as they were placed: a flavor's preferred wait is judged before a later
+    # flavor's failure (which the engine reached only because the earlier one fitted).
+    for flavor, members in requests.grouped().items():
+        if flavor == placed.failed_flavor:
+            return _not_placed(requests, capacity, gates, follow_up, placed)
         snap = capacity.snapshot(flavor)
         assert snap is not None
-        extra = (
-            {}
-            if current is None
-            else place_options(
-                current, (r.name for r in requests), unhealthy_nodes=unhealthy_nodes, elastic=not unhealthy_nodes
-            )
-        )
-        if scope is not None:
-            extra = {**extra, "workload": scope}
-        results = snap.place(requests, gates=gates, **extra)
-        failed = next((r for r in results if r.assignment is None), None)
-        if failed is None and scope is not None and scope.required is not None:
-            failed = leaves_the_domain(snap, scope.required, requests, results)
-        if failed is not None:
-            # Judged without ``current``: an elastic slice failing to grow around the pods it
-            # keeps says nothing about the request itself, so it is retried, not rejected. A
-            # repair is judged with it: its pods must stay in their domain, so "never" there
-            # means no other workload's leaving can make room (only nodes can).
-            repair = current is not None and bool(unhealthy_nodes)
-            never = snap.place(
-                requests,
-                gates=gates,
-                allocatable_only=True,
-                **(extra if repair else {"workload": scope} if scope is not None else {}),
-            )
-            never_failed = next((r for r in never if r.assignment is None), None)
-            if never_failed is not None:
-                where = "in its domain, even with every other workload gone" if repair else "even on an empty cluster"
-                return Decision(
-                    Outcome.REJECTED,
-                    f'PodSet "{never_failed.name}" can never fit, {where}: {never_failed.message}',
-                )
-            return Decision(Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}', reason="does_not_fit")
-        for request, result in zip(requests, results, strict=True):
-            assert result.assignment is not None
-            held = (
-                None
-                if now is None or current is not None
-                else hold(snap, request, result.assignment, wait_started or now, now)
-            )
+        for _, request in members:
+            assignment = placed.results[request.name].assignment
+            assert assignment is not None
+            waits = now is not None and current is None  # a repair or an elastic slice never waits
+            held = hold(snap, request, assignment, wait_started or now, now) if waits and now is not None else None
             if held is not None:
                 return Decision(
                     Outcome.RETRY,
@@ -329,13 +234,49 @@ def decide(
                     retry_after=(held.until - now).total_seconds() if now is not None else None,
                     reason="preferred_wait",
                 )
-            placements.append(PodSetPlacement(request.name, flavor, result.assignment, dict(request.requests)))
+            placements.append(PodSetPlacement(request.name, flavor, assignment, dict(request.requests)))
     if not placements:
         problem = _ungoverned_request(workload, check_flavors, prefix)
         if problem is not None:
             return Decision(Outcome.PENDING, problem)
         return Decision(Outcome.READY, "no PodSet needs a topology assignment")
     return Decision(Outcome.READY, _ready_message(workload, placements), placements)
+
+
+def _inputs(workload: Workload, check_flavors: set[str]) -> list[PodSetInput]:
+    """The governed PodSets, as the placement pipeline reads them."""
+    out = []
+    for name, count, template, flavor in governed_podsets(workload, check_flavors):
+        spec_ps = workload.pod_set(name)
+        field = spec_ps.topology_request if spec_ps is not None else None
+        out.append(PodSetInput(name, count, template, flavor, topology_field=field))
+    return out
+
+
+def _not_placed(
+    requests: WorkloadRequests,
+    capacity: LiveCapacity,
+    gates: FeatureGates,
+    follow_up: FollowUp | None,
+    placed: WorkloadPlacement,
+) -> Decision:
+    """Retry, or Rejected when the failing flavor's PodSets could never fit. Judged without
+    ``current`` for an elastic slice: failing to grow around the pods it keeps says nothing
+    about the request itself, so it is retried, not rejected. A repair is judged with it: its
+    pods must stay in their domain, so "never" there means no other workload's leaving can make
+    room (only nodes can)."""
+    failed, flavor = placed.failed, placed.failed_flavor
+    assert failed is not None and flavor is not None
+    repair = follow_up is not None and follow_up.repair
+    never = place_workload(
+        requests.only(flavor), capacity, gates=gates, follow_up=follow_up if repair else None, allocatable_only=True
+    )
+    if never.failed is not None:
+        where = "in its domain, even with every other workload gone" if repair else "even on an empty cluster"
+        return Decision(
+            Outcome.REJECTED, f'PodSet "{never.failed.name}" can never fit, {where}: {never.failed.message}'
+        )
+    return Decision(Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}', reason="does_not_fit")
 
 
 def _ready_message(workload: Workload, placements: list[PodSetPlacement]) -> str:

@@ -77,6 +77,10 @@ class ReplacementIndex:
         r = self.by_workload.get(_key(wl))
         return r is not None and bool(r.unhealthy_nodes)
 
+    def replacement_of(self, obj: Any) -> Replacement | None:
+        """How ``obj`` is placed from an existing assignment (None: an ordinary placement)."""
+        return self.by_workload.get(_key(obj)) if isinstance(obj, Workload) else None
+
     def place_options(self, obj: Any, podsets: Iterable[str]) -> dict[str, Any]:
         """The ``current`` / ``unhealthy_nodes`` / ``elastic`` arguments of ``place`` for these
         PodSets of ``obj`` ({} for an ordinary placement)."""

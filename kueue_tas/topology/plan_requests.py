@@ -29,7 +29,6 @@ from kueue_tas.topology.levels import level_problem
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.request import TopologyRequestError, annotation_keys
 from kueue_tas.topology.request_field import TopologyFieldError, uses_field
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 
 class PlanInputError(ValueError):
@@ -69,24 +68,28 @@ def podset_request_for(
     if problem is not None:
         raise PlanInputError(f"{context}: {problem}")
     try:
-        request = podset_request(
+        return podset_request(
             ps.name, ps.count, ps.template, prefix=prefix, implied=implied, gates=gates, topology_field=field
         )
-    except TopologyFieldError as exc:
-        raise PlanInputError(f"{context}: {_field_path(index)}.{'; '.join(exc.errors)}") from exc
-    except PodSpecError as exc:
-        raise PlanInputError(f"{context}: {path}.{'; '.join(exc.errors)}") from exc
-    except TopologyRequestError as exc:
-        raise PlanInputError(f"{context}: {path}.metadata.annotations: {'; '.join(exc.errors)}") from exc
-    except QuantityError as exc:
-        raise PlanInputError(f"{context}: {path}.spec.containers[].resources: {exc}") from exc
-    except pydantic.ValidationError as exc:
+    except (TopologyRequestError, QuantityError, pydantic.ValidationError, ValueError, TypeError) as exc:
+        raise request_input_error(obj, index, exc) from exc
+
+
+def request_input_error(obj: KubeObject, index: int, exc: Exception) -> PlanInputError:
+    """The input error for a PodSet request that reading raised ``exc`` for: the field's path."""
+    context = describe(obj)
+    path = template_path(obj, index)
+    if isinstance(exc, TopologyFieldError):
+        return PlanInputError(f"{context}: {_field_path(index)}.{'; '.join(exc.errors)}")
+    if isinstance(exc, PodSpecError):
+        return PlanInputError(f"{context}: {path}.{'; '.join(exc.errors)}")
+    if isinstance(exc, TopologyRequestError):
+        return PlanInputError(f"{context}: {path}.metadata.annotations: {'; '.join(exc.errors)}")
+    if isinstance(exc, pydantic.ValidationError):
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
-        raise PlanInputError(f"{context}: {path}.spec.tolerations: {loc}: {err['msg']}") from exc
-    except (ValueError, TypeError) as exc:
-        raise PlanInputError(f"{context}: {path}.spec.containers[].resources: {exc}") from exc
-    return request
+        return PlanInputError(f"{context}: {path}.spec.tolerations: {loc}: {err['msg']}")
+    return PlanInputError(f"{context}: {path}.spec.containers[].resources: {exc}")
 
 
 def check_workload_counts(wl: Workload) -> None:
@@ -148,20 +151,6 @@ def _from_field(obj: KubeObject, index: int, field: PodSetTopologyRequestModel |
     return uses_field(annotations, field, prefix)
 
 
-def check_levels(
-    obj: KubeObject,
-    index: int,
-    request: PodSetRequest,
-    snap: TopologySnapshot,
-    field: PodSetTopologyRequestModel | None,
-    prefix: str,
-) -> None:
-    """A level the Topology lacks, or multi-layer slices out of order, is invalid input."""
-    problem = levels_problem(obj, index, request, snap.levels, snap.topology_name, snap.level_names, field, prefix)
-    if problem is not None:
-        raise PlanInputError(problem)
-
-
 def levels_problem(
     obj: KubeObject,
     index: int,
@@ -172,8 +161,9 @@ def levels_problem(
     field: PodSetTopologyRequestModel | None,
     prefix: str,
 ) -> str | None:
-    """``check_levels``'s line for a Topology given by its parts (the admission webhook has no
-    snapshot: no flavor is chosen at creation), or None."""
+    """The input error line for a level the Topology with ``levels`` lacks, or levels out of
+    order (``plan`` and the admission webhook, which has no snapshot: no flavor is chosen at
+    creation), or None."""
     problem = level_problem(levels, request.topology)
     if problem is None:
         return None
