@@ -3,7 +3,7 @@
 - ``tightest_fit`` and ``sort_domains`` against sorted() with Kueue's sortedDomains key;
 - ``CapacityMatrix.remaining_columns`` (cached ``free - tas`` rows) against ``remaining``,
   after any mix of non-TAS and TAS usage, saturating amounts and columns added later;
-- ``TopologySnapshot._add_assumed`` (one scatter-add) against the per-domain loop;
+- ``CapacityMatrix.add_assumed`` (one scatter-add) against the per-domain loop;
 - ``domain_assignments`` against the DomainAssignment constructor.
 """
 
@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment, domain_assignments
-from kueue_tas.topology.capacity import AMOUNT_LIMIT, Matrix
+from kueue_tas.topology.capacity import AMOUNT_LIMIT, Matrix, usage_of
 from kueue_tas.topology.model import HOSTNAME_LABEL, PODS, NodeInfo
 from kueue_tas.topology.placement import DomainCounts, sort_domains, tightest_fit
-from kueue_tas.topology.snapshot import TopologySnapshot, usage_of
+from kueue_tas.topology.snapshot import TopologySnapshot
 
 HOSTS = [f"h{i}" for i in range(6)]
 RESOURCES = ["cpu", "gpu", PODS, "zz/new"]
@@ -111,7 +111,7 @@ def test_remaining_columns_are_the_columns_of_remaining(data: st.DataObject, ass
 def add_assumed_by_loop(
     snap: TopologySnapshot, assumed: Matrix | None, ta: TopologyAssignment, per_pod: dict[str, int]
 ) -> Matrix:
-    """The per-domain loop ``_add_assumed`` was before it was vectorised."""
+    """The per-domain loop ``add_assumed`` was before it was vectorised."""
     snap.capacity.vector({**per_pod, PODS: 1})
     ncols = len(snap.capacity.columns)
     grown = np.zeros((len(snap.tree.leaves), ncols), dtype=np.int64)
@@ -133,7 +133,7 @@ def test_add_assumed_adds_as_the_loop(data: st.DataObject) -> None:
     for _ in range(data.draw(st.integers(1, 3))):
         ta = data.draw(assignments())
         per_pod = data.draw(st.dictionaries(st.sampled_from(RESOURCES), amounts, max_size=3))
-        got = snap._add_assumed(got, ta, per_pod)
+        got = snap.capacity.add_assumed(got, ta, per_pod)
         want = add_assumed_by_loop(ref, want, ta, per_pod)
         assert got.tolist() == want.tolist()
 

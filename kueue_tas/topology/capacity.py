@@ -21,7 +21,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from kueue_tas.topology.model import ResourceMap
+from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.model import PODS, ResourceMap
 from kueue_tas.topology.tree import TopologyTree
 
 Matrix = npt.NDArray[np.int64]
@@ -29,6 +30,16 @@ Matrix = npt.NDArray[np.int64]
 AMOUNT_LIMIT: Final = 2**60
 SUM_LIMIT: Final = 2**62
 _INT64_MAX: Final = 2**63 - 1
+
+
+def usage_of(assignment: TopologyAssignment, per_pod: ResourceMap) -> Iterable[tuple[Sequence[str], dict[str, int]]]:
+    """Per domain: ``count x per_pod`` plus ``pods: count``."""
+    for dom in assignment.domains:
+        usage = {name: value * dom.count for name, value in per_pod.items() if name != PODS}
+        usage[PODS] = usage.get(PODS, 0) + dom.count
+        yield dom.values, usage
+
+
 _ALLOC, _FREE, _TAS = 0, 1, 2
 
 
@@ -111,6 +122,35 @@ class CapacityMatrix:
 
     def sealed(self, leaf: int) -> bool:
         return leaf in self._sealed
+
+    def add_assumed(self, assumed: Matrix | None, assignment: TopologyAssignment, per_pod: ResourceMap) -> Matrix:
+        """``assumed`` (or nothing) plus the usage of ``assignment``, widened to every column: the
+        usage a placement in progress has added, as rows of this matrix's leaves."""
+        unit = self.vector({**per_pod, PODS: 1})  # also makes sure every column exists
+        grown = np.zeros((len(self.tree.leaves), unit.size), dtype=np.int64)
+        if assumed is not None:
+            grown[:, : assumed.shape[1]] = assumed
+        leaf_index_of = self.tree.leaf_index_of
+        leaves: list[int] = []
+        counts: list[int] = []
+        for dom in assignment.domains:
+            leaf = leaf_index_of(dom.values)
+            if leaf is not None:
+                leaves.append(leaf)
+                counts.append(dom.count)
+        if not leaves:
+            return grown
+        largest = max((abs(v) for name, v in per_pod.items() if name != PODS), default=0)
+        if max(largest, 1) * max(map(abs, counts)) <= _INT64_MAX:
+            # Every count x amount is exact in int64 (as usage_of's Python ints, which vector()
+            # would clamp), so one scatter-add of the rows equals adding them one by one.
+            np.add.at(grown, np.array(leaves, dtype=np.int64), np.array(counts, dtype=np.int64)[:, None] * unit)
+            return grown
+        for values, usage in usage_of(assignment, per_pod):
+            leaf = leaf_index_of(values)
+            if leaf is not None:
+                grown[leaf] += self.vector(usage)
+        return grown
 
     def left(self) -> Matrix:
         """What each leaf has left for a new placement (never below zero), a matrix of its own."""

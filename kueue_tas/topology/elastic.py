@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.capacity import Matrix
 from kueue_tas.topology.find_assignment import PlaceOptions, find_topology_assignment
+from kueue_tas.topology.flavor_view import FlavorView
 from kueue_tas.topology.model import PodSetRequest
 from kueue_tas.topology.placement import PlacementFailure
 from kueue_tas.topology.replacement import merge, stale_domain
-
-if TYPE_CHECKING:
-    from kueue_tas.topology.snapshot import TopologySnapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +44,7 @@ def truncate(assignment: TopologyAssignment, count: int) -> TopologyAssignment:
 
 
 def place_elastic(
-    snap: TopologySnapshot,
+    snap: FlavorView,
     workers: PodSetRequest,
     leader: PodSetRequest | None,
     previous: TopologyAssignment,
@@ -70,10 +67,10 @@ def place_elastic(
     if workers.count == before:
         return ElasticOutcome({workers.name: previous, **leader_out})
     delta = dataclasses.replace(workers, count=workers.count - before)
-    assumed = snap._add_assumed(assumed, previous, workers.requests)
+    assumed = snap.capacity.add_assumed(assumed, previous, workers.requests)
     placement_leader = leader
     if leader is not None and leader_previous is not None:
-        assumed = snap._add_assumed(assumed, leader_previous, leader.requests)
+        assumed = snap.capacity.add_assumed(assumed, leader_previous, leader.requests)
         placement_leader = None
     try:
         placed = find_topology_assignment(snap, delta, placement_leader, assumed, opts)

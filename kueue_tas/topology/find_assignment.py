@@ -11,7 +11,6 @@ Kueue's text.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +22,7 @@ from kueue_tas.topology.capacity import Matrix
 from kueue_tas.topology.domain_state import LeafInputs, Ordering, descendant_range
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.filters import InvalidSelectorError, eligible_leaves
+from kueue_tas.topology.flavor_view import FlavorView
 from kueue_tas.topology.general import GeneralParams, place_general
 from kueue_tas.topology.layers import as_single_layer, effective_layers, inner_layers
 from kueue_tas.topology.messages import ExclusionStats
@@ -36,9 +36,6 @@ from kueue_tas.topology.placement import (
     resolve_params,
 )
 from kueue_tas.topology.tree import IntArray
-
-if TYPE_CHECKING:
-    from kueue_tas.topology.snapshot import TopologySnapshot
 
 PROFILE_MIXED = "TASProfileMixed"
 
@@ -59,7 +56,7 @@ class DomainLimit:
 
 
 def find_topology_assignment(
-    snap: TopologySnapshot,
+    snap: FlavorView,
     workers: PodSetRequest,
     leader: PodSetRequest | None,
     assumed: Matrix | None,

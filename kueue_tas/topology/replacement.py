@@ -20,20 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection
-from typing import TYPE_CHECKING
 
 from kueue_tas.topology import messages
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.capacity import Matrix
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.find_assignment import DomainLimit, PlaceOptions, find_topology_assignment
+from kueue_tas.topology.flavor_view import FlavorView
 from kueue_tas.topology.layers import effective_layers
 from kueue_tas.topology.model import PodSetRequest, TopologyRequest
 from kueue_tas.topology.placement import PlacementFailure, requested_level_key
 from kueue_tas.topology.tree import TopologyTree
-
-if TYPE_CHECKING:
-    from kueue_tas.topology.snapshot import TopologySnapshot
 
 
 def touches(assignment: TopologyAssignment, nodes: Collection[str]) -> bool:
@@ -132,7 +129,7 @@ def _replacement_request(ps: PodSetRequest, missing: int, confined: bool, gates:
 
 
 def replace_nodes(
-    snap: TopologySnapshot,
+    snap: FlavorView,
     ps: PodSetRequest,
     current: TopologyAssignment,
     unhealthy: Collection[str],

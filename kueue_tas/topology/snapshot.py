@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
-import numpy as np
-
 from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.capacity import CapacityMatrix, Matrix
+from kueue_tas.topology.capacity import CapacityMatrix, Matrix, usage_of
 from kueue_tas.topology.elastic import place_elastic
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.find_assignment import DomainLimit, PlaceOptions, find_topology_assignment
 from kueue_tas.topology.level_names import LevelNames
 from kueue_tas.topology.model import (
-    PODS,
     NodeInfo,
     PodSetRequest,
     ResourceMap,
@@ -32,16 +29,6 @@ from kueue_tas.topology.results import PodSetResult
 from kueue_tas.topology.tree import TopologyTree
 from kueue_tas.topology.why_not import WhyNot
 from kueue_tas.topology.workload_domain import WorkloadTopology, place_in_one_domain, total_request
-
-_INT64_MAX = 2**63 - 1
-
-
-def usage_of(assignment: TopologyAssignment, per_pod: ResourceMap) -> Iterable[tuple[Sequence[str], dict[str, int]]]:
-    """Per domain: ``count x per_pod`` plus ``pods: count``."""
-    for dom in assignment.domains:
-        usage = {name: value * dom.count for name, value in per_pod.items() if name != PODS}
-        usage[PODS] = usage.get(PODS, 0) + dom.count
-        yield dom.values, usage
 
 
 class TopologySnapshot:
@@ -179,34 +166,6 @@ class TopologySnapshot:
                     out.add(self.tree.leaves.values[leaf][: idx + 1])
         return out
 
-    def _add_assumed(self, assumed: Matrix | None, assignment: TopologyAssignment, per_pod: ResourceMap) -> Matrix:
-        """``assumed`` (or nothing) plus the usage of ``assignment``, widened to every column."""
-        unit = self.capacity.vector({**per_pod, PODS: 1})  # also makes sure every column exists
-        grown = np.zeros((len(self.tree.leaves), unit.size), dtype=np.int64)
-        if assumed is not None:
-            grown[:, : assumed.shape[1]] = assumed
-        leaf_index_of = self.tree.leaf_index_of
-        leaves: list[int] = []
-        counts: list[int] = []
-        for dom in assignment.domains:
-            leaf = leaf_index_of(dom.values)
-            if leaf is not None:
-                leaves.append(leaf)
-                counts.append(dom.count)
-        if not leaves:
-            return grown
-        largest = max((abs(v) for name, v in per_pod.items() if name != PODS), default=0)
-        if max(largest, 1) * max(map(abs, counts)) <= _INT64_MAX:
-            # Every count x amount is exact in int64 (as usage_of's Python ints, which vector()
-            # would clamp), so one scatter-add of the rows equals adding them one by one.
-            np.add.at(grown, np.array(leaves, dtype=np.int64), np.array(counts, dtype=np.int64)[:, None] * unit)
-            return grown
-        for values, usage in usage_of(assignment, per_pod):
-            leaf = leaf_index_of(values)
-            if leaf is not None:
-                grown[leaf] += self.capacity.vector(usage)
-        return grown
-
 
 class _Run:
     """The state of one ``place`` call: results so far and the usage they add."""
@@ -232,7 +191,7 @@ class _Run:
     @property
     def assumed(self) -> Matrix | None:
         for assignment, per_pod in self._pending:
-            self._assumed = self.snap._add_assumed(self._assumed, assignment, per_pod)
+            self._assumed = self.snap.capacity.add_assumed(self._assumed, assignment, per_pod)
         self._pending.clear()
         return self._assumed
 
