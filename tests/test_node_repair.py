@@ -126,13 +126,10 @@ def rig(gates: FeatureGates | None = None, **settings: Any) -> Rig:
     h = harness()
     clock = Clock()
     rewrites = OurRewrites()
-    ctx = dataclasses.replace(
-        h.ctx,
-        flavors_of=lambda _check: {"gpu"},
-        settings=Settings(leader_election=False, **settings),
-        clock=clock,
-        gates=gates or h.ctx.gates,
+    deps = dataclasses.replace(
+        h.ctx.deps, settings=Settings(leader_election=False, **settings), gates=gates or h.ctx.gates
     )
+    ctx = dataclasses.replace(h.ctx, deps=deps, flavors_of=lambda _check: {"gpu"}, clock=clock)
     repair = NodeRepair(ctx, rewrites=rewrites, wall=lambda: 0.0)
     r = Rig(h, repair, clock, rewrites)
     h.writes.read_workload = r.read  # type: ignore[method-assign]

@@ -54,9 +54,8 @@ class Cluster:
     ) -> None:
         self.server, self.session, self.session_api, self.h = server, session, api, h
         self.rewrites = OurRewrites()
-        ctx = dataclasses.replace(
-            h.ctx, flavors_of=lambda _check: {"gpu"}, settings=Settings(leader_election=False, **settings)
-        )
+        deps = dataclasses.replace(h.ctx.deps, settings=Settings(leader_election=False, **settings))
+        ctx = dataclasses.replace(h.ctx, deps=deps, flavors_of=lambda _check: {"gpu"})
         self.repair = NodeRepair(ctx, rewrites=self.rewrites, wall=lambda: 0.0)
         self.guard = AssignmentGuard(
             ControllerDeps(
@@ -312,10 +311,13 @@ async def test_repair_requeue_retry_is_refused_after_an_eviction(cluster: Cluste
     cluster.repair = NodeRepair(
         dataclasses.replace(
             cluster.h.ctx,
-            flavors_of=lambda _check: {"gpu"},
-            settings=Settings(
-                leader_election=False, node_failure_policy="Requeue", node_failure_requeue_after_seconds=10
+            deps=dataclasses.replace(
+                cluster.h.ctx.deps,
+                settings=Settings(
+                    leader_election=False, node_failure_policy="Requeue", node_failure_requeue_after_seconds=10
+                ),
             ),
+            flavors_of=lambda _check: {"gpu"},
         ),
         rewrites=cluster.rewrites,
         wall=lambda: 0.0,
