@@ -22,7 +22,7 @@ from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.pod_shape import parse_pod_shape
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
-from kueue_tas.controllers.capacity_gauges import publish_free_slots
+from kueue_tas.controllers.gauges.reconciler import publish_free_slots
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.free_slots import free_slots, level_fit
 from kueue_tas.topology.model import NodeInfo

@@ -34,7 +34,7 @@ from aiohttp import web
 from free_slots import SHAPES, cluster
 
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.controllers.capacity_gauges import CapacityGauges
+from kueue_tas.controllers.gauges.reconciler import CapacityGauges
 from kueue_tas.runtime.exposition import MAX_AGE
 from kueue_tas.runtime.health import HealthServer
 from kueue_tas.runtime.metrics import Metrics

@@ -17,14 +17,16 @@ import builders as mk
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.controllers.admission import WorkloadAdmission
-from kueue_tas.controllers.admission_writes import AdmissionWriter
-from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
-from kueue_tas.controllers.capacity_cache import CapacityCache
+from kueue_tas.controllers.admission.reconciler import WorkloadAdmission
+from kueue_tas.controllers.cache.reconciler import CapacityCache
+from kueue_tas.controllers.check_entry_writes import AdmissionWriter
 from kueue_tas.controllers.decision_context import DecisionContext
+from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.guard.reconciler import AssignmentGuard
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
-from kueue_tas.controllers.node_repair import SCAN, NodeRepair
-from kueue_tas.controllers.ungater import Ungater
+from kueue_tas.controllers.repair.reconciler import SCAN, NodeRepair
+from kueue_tas.controllers.rewrites import OurRewrites
+from kueue_tas.controllers.ungate.reconciler import Ungater
 from kueue_tas.controllers.workload_annotations import NoOwnerReader, OwnerReader, WorkloadAnnotations
 from kueue_tas.kube.events import EventSink, ObjectRef
 from kueue_tas.runtime.config import Settings
@@ -190,15 +192,17 @@ def wire(
     writes = writer if isinstance(writer, Writes) else Writes()
     recorded, now, decided = Events(), [1000.0], [0]
     ctx = DecisionContext(
-        informers=informers,
-        checks=checks,
+        ControllerDeps(
+            informers=informers,
+            checks=checks,
+            events=recorded if events is None else events,
+            metrics=metrics,
+            settings=settings,
+            gates=gates,
+        ),
         capacity=capacity,
         flavors_of=cache.flavors_of,
         writer=writes if writer is None else writer,
-        events=recorded if events is None else events,
-        metrics=metrics,
-        settings=settings,
-        gates=gates,
         clock=lambda: now[0],
         workload_annotations=WorkloadAnnotations(owners or NoOwnerReader()),
         **({"wall": wall} if wall is not None else {}),
@@ -282,11 +286,14 @@ def other_hosts(text: str) -> str:
 def guard(h: Harness, rewrites: OurRewrites | None = None) -> AssignmentGuard:
     """The assignment guard on ``h``; ``rewrites``: the node repair's, when one runs beside it."""
     return AssignmentGuard(
-        informers=h.informers,
-        checks=h.checks,
+        ControllerDeps(
+            informers=h.informers,
+            checks=h.checks,
+            events=h.events,
+            metrics=Metrics(),
+            settings=Settings(leader_election=False),
+        ),
         writer=h.writes,
-        events=h.events,
-        settings=Settings(leader_election=False),
         rewrites=rewrites,
     )
 
@@ -300,12 +307,14 @@ def ungater(h: Harness, **settings: Any) -> tuple[Ungater, list[str]]:
             patches.append(name)
 
     released = Ungater(
-        informers=h.informers,
-        checks=h.checks,
+        ControllerDeps(
+            informers=h.informers,
+            checks=h.checks,
+            events=h.events,
+            metrics=h.metrics,
+            settings=Settings(leader_election=False, **settings),
+        ),
         patcher=Patcher(),
-        events=h.events,
-        metrics=h.metrics,
-        settings=Settings(leader_election=False, **settings),
     )
     return released, patches
 

@@ -15,7 +15,7 @@ import pytest
 from admission_harness import CHECK, RACK, Harness, harness, wire, workload
 
 from kueue_tas.api import constants as c
-from kueue_tas.controllers.admission import WRITE_OBSERVE_TIMEOUT_SECONDS
+from kueue_tas.controllers.admission.reconciler import WRITE_OBSERVE_TIMEOUT_SECONDS
 from kueue_tas.kube.errors import Conflict
 
 

@@ -24,7 +24,7 @@ from test_eviction_readmission import evicted, hosts_of, readmitted, ready
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
-from kueue_tas.controllers.admission import WRITE_OBSERVE_TIMEOUT_SECONDS
+from kueue_tas.controllers.admission.reconciler import WRITE_OBSERVE_TIMEOUT_SECONDS
 
 KEY = "ns/wl"
 

@@ -16,13 +16,12 @@ from admission_harness import CHECK, RACK, T0, Harness, Writes, harness
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
-from kueue_tas.controllers.admission import (
-    UNKNOWN_WRITE_SETTLE_SECONDS,
+from kueue_tas.controllers.admission.reconciler import (
     WRITE_OBSERVE_TIMEOUT_SECONDS,
-    WRITE_RETRY_MAX_SECONDS,
     settle_seconds,
 )
-from kueue_tas.controllers.admission_writes import GateInjectionError
+from kueue_tas.controllers.check_entry_writes import GateInjectionError
+from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
 from kueue_tas.kube.errors import Forbidden, NotFound, ServerError, TooManyRequests, TransportError
 from kueue_tas.kube.events import ObjectRef
 

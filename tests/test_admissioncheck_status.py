@@ -9,7 +9,7 @@ from typing import Any
 import builders as mk
 import pytest
 
-from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus
+from kueue_tas.controllers.checkstatus.reconciler import AdmissionCheckStatus
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager

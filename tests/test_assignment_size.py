@@ -16,7 +16,7 @@ from admission_harness import CHECK, HOST, Writes, harness, workload
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
-from kueue_tas.controllers.admission import ANNOTATIONS_SIZE_LIMIT, with_annotation
+from kueue_tas.controllers.admission.reconciler import ANNOTATIONS_SIZE_LIMIT, with_annotation
 from kueue_tas.controllers.decide import Decision, Outcome, PodSetPlacement
 from kueue_tas.kube.errors import Invalid
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment

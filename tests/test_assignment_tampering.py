@@ -31,7 +31,7 @@ from kueue_tas.capacity.assignment_record import (
     record_suffix,
     recorded,
 )
-from kueue_tas.controllers.assignment_guard import REASON
+from kueue_tas.controllers.guard.reconciler import REASON
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 from kueue_tas.topology.free import domain_free

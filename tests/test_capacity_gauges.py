@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
-from kueue_tas.controllers.capacity_gauges import CapacityGauges, publish_domain_free
+from kueue_tas.controllers.gauges.reconciler import CapacityGauges, publish_domain_free
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.free import domain_free

@@ -21,7 +21,7 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import feed_workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, UsageEntry, UsageError, workload_usage
-from kueue_tas.controllers.capacity_cache import CapacityCache
+from kueue_tas.controllers.cache.reconciler import CapacityCache
 from kueue_tas.controllers.decide import Outcome, decide
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, slim_node
 from kueue_tas.runtime.config import Settings

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, PodClaim, UsageEntry
-from kueue_tas.controllers.capacity_cache import CapacityCache
+from kueue_tas.controllers.cache.reconciler import CapacityCache
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager

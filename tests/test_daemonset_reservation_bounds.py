@@ -30,7 +30,7 @@ from kueue_tas.cli.cluster_read import ClusterState
 from kueue_tas.cli.describe_build import describe_workload
 from kueue_tas.cli.describe_output import describe_json, render_text
 from kueue_tas.cli.main import main
-from kueue_tas.controllers.capacity_cache import CapacityCache
+from kueue_tas.controllers.cache.reconciler import CapacityCache
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.topology.model import NodeInfo
 

@@ -10,7 +10,7 @@ from kueue_tas.api.constants import GATED_LABEL, GATED_LABEL_VALUE, HOSTNAME_LAB
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
-from kueue_tas.controllers.admission_writes import check_entry
+from kueue_tas.controllers.check_entry_writes import check_entry
 from kueue_tas.controllers.decide import Outcome, decide
 
 BLOCK, RACK = "example.com/block", "example.com/rack"

@@ -162,7 +162,7 @@ def emitted_event_reasons() -> set[str]:
 
 def active_condition_reasons() -> set[str]:
     """The reasons ``active_condition`` returns (the second item of each returned tuple)."""
-    tree = ast.parse((REPO / "kueue_tas" / "controllers" / "admissioncheck.py").read_text())
+    tree = ast.parse((REPO / "kueue_tas" / "controllers" / "checkstatus" / "reconciler.py").read_text())
     (func,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "active_condition"]
     out = set()
     for node in ast.walk(func):

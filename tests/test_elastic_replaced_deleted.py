@@ -21,8 +21,9 @@ from test_admission_elastic import ELASTIC_ON, GPU, HOST, HOSTS, add, cluster, d
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
-from kueue_tas.controllers.stray_pods import StrayPods
-from kueue_tas.controllers.ungater import Ungater
+from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.stray.reconciler import StrayPods
+from kueue_tas.controllers.ungate.reconciler import Ungater
 from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import FeatureGates
@@ -106,13 +107,15 @@ def ungater(k: Harness) -> tuple[Ungater, dict[str, str]]:
             released[name] = patch["spec"]["nodeSelector"][HOST]
 
     u = Ungater(
-        informers=k.informers,
-        checks=k.checks,
+        ControllerDeps(
+            informers=k.informers,
+            checks=k.checks,
+            events=k.events,
+            metrics=k.metrics,
+            settings=Settings(leader_election=False, ungate_batch_period_seconds=0),
+            gates=ELASTIC_ON,
+        ),
         patcher=Patcher(),
-        events=k.events,
-        metrics=k.metrics,
-        settings=Settings(leader_election=False, ungate_batch_period_seconds=0),
-        gates=ELASTIC_ON,
     )
     return u, released
 
@@ -201,14 +204,16 @@ async def test_the_replacing_slice_is_judged_once_the_old_workload_is_deleted() 
 
     deleter = Deleter()
     strays = StrayPods(
-        informers=k.informers,
-        checks=k.checks,
+        ControllerDeps(
+            informers=k.informers,
+            checks=k.checks,
+            events=k.events,
+            metrics=k.metrics,
+            settings=Settings(leader_election=False, stray_pod_grace_seconds=5),
+            gates=ELASTIC_ON,
+        ),
         capacity=k.capacity,
         deleter=deleter,
-        events=k.events,
-        metrics=k.metrics,
-        settings=Settings(leader_election=False, stray_pod_grace_seconds=5),
-        gates=ELASTIC_ON,
         clock=lambda: clock[0],
     )
     # A scale down: slice-1 ran o0, o1 on h1 and o2 on h2; slice-2 keeps 2 pods, on h1.
@@ -233,14 +238,16 @@ async def test_the_replacing_slice_is_judged_once_the_old_workload_is_deleted() 
 async def test_a_kept_pod_event_queues_the_replacing_slice_for_judgement() -> None:
     k = cluster(ELASTIC_ON)
     strays = StrayPods(
-        informers=k.informers,
-        checks=k.checks,
+        ControllerDeps(
+            informers=k.informers,
+            checks=k.checks,
+            events=k.events,
+            metrics=k.metrics,
+            settings=Settings(leader_election=False),
+            gates=ELASTIC_ON,
+        ),
         capacity=k.capacity,
-        deleter=None,  # type: ignore[arg-type]
-        events=k.events,
-        metrics=k.metrics,
-        settings=Settings(leader_election=False),
-        gates=ELASTIC_ON,
+        deleter=None,
         clock=lambda: 0.0,
     )
     await replaced_then_deleted(k, {"o0": "h1", "o1": "h1"})

@@ -28,12 +28,14 @@ from admission_harness import ALLOCATABLE, HOST, T0, Harness, Writes, drain, har
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
-from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
-from kueue_tas.controllers.topology_health import NOT_ENFORCED_REASON, RESTORED_REASON, TopologyHealth
-from kueue_tas.controllers.ungater import Ungater
+from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.health.reconciler import NOT_ENFORCED_REASON, RESTORED_REASON, TopologyHealth
+from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS
+from kueue_tas.controllers.ungate.reconciler import Ungater
 from kueue_tas.kube.errors import TransportError
 from kueue_tas.kube.events import ObjectRef
 from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.codec import decode_assignment_annotation
 
 KEY = "ns/wl"
@@ -183,9 +185,13 @@ async def test_readmission_is_placed_afresh_and_nothing_of_the_old_admission_lin
     settings = Settings(leader_election=False, ungate_batch_period_seconds=0)
     checks = h.checks
     ungater = Ungater(
-        informers=h.informers, checks=checks, patcher=patches, events=patches, metrics=h.metrics, settings=settings
+        ControllerDeps(informers=h.informers, checks=checks, events=patches, metrics=h.metrics, settings=settings),
+        patcher=patches,
     )
-    health = TopologyHealth(informers=h.informers, checks=checks, writer=patches, events=h.events, settings=settings)
+    health = TopologyHealth(
+        ControllerDeps(informers=h.informers, checks=checks, events=h.events, metrics=Metrics(), settings=settings),
+        writer=patches,
+    )
     h.add_workload(workload())
     assert await h.admission.reconcile(KEY) is None
     first = ready(h, workload())

@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
-from kueue_tas.cli.run import register
 from kueue_tas.cli.run import run as run_command
-from kueue_tas.controllers.capacity_gauges import CapacityGauges, publish_free_slots
+from kueue_tas.controllers.gauges.reconciler import CapacityGauges, publish_free_slots
+from kueue_tas.controllers.setup import setup_controllers
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
@@ -249,4 +249,4 @@ def test_the_settings_configure_the_gauges() -> None:
     assert gauges.shapes == (parse_pod_shape("cpu=2"),)
     assert gauges.slot_levels == ("rack",)
     assert gauges.max_levels == 1
-    assert "CapacityGauges.from_settings(manager.metrics, capacity, settings)" in inspect.getsource(register)
+    assert "CapacityGauges.from_settings(manager.metrics, capacity, settings)" in inspect.getsource(setup_controllers)

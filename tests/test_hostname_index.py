@@ -28,9 +28,10 @@ from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.node_health import FailureKind, PodSetHosts, failed_nodes
 from kueue_tas.capacity.pod_counts import domain_paths, podset_pod_counts
 from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
-from kueue_tas.controllers import ungater as uc
-from kueue_tas.controllers.capacity_cache import CapacityCache
+from kueue_tas.controllers.cache.reconciler import CapacityCache
+from kueue_tas.controllers.deps import ControllerDeps
 from kueue_tas.controllers.informers import slim_node
+from kueue_tas.controllers.ungate import reconciler as uc
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.mapview.workloads import WorkloadInputs, workload_views
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
@@ -89,12 +90,10 @@ def test_the_node_store_index_follows_relabels_and_deletes() -> None:
 def eks_ungater(h: Harness) -> None:
     """The ungater as ``run`` wires it: a node serves when the index says so."""
     h.ungater = uc.Ungater(
-        informers=h.ungater_informers,
-        checks=h.checks,
+        ControllerDeps(
+            informers=h.ungater_informers, checks=h.checks, events=h.rec, metrics=h.metrics, settings=h.ungater.settings
+        ),
         patcher=h.rec,
-        events=h.rec,
-        metrics=h.metrics,
-        settings=h.ungater.settings,
         node_problem=h.ungater_informers.hosts.problem,
     )
 

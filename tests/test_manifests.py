@@ -266,7 +266,7 @@ def test_no_wildcards_secrets_or_escalation(base: list[dict[str, Any]]) -> None:
             assert "*" not in rule[key] and not any("*" in x for x in rule[key]), f"wildcard in {rule}"
         assert "nonResourceURLs" not in rule
         assert not {"escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"]), rule
-        # One delete only: controllers/stray_pods.py removes a pod its assignment has no slot for.
+        # One delete only: controllers/stray/reconciler.py removes a pod its assignment has no slot for.
         if "delete" in rule["verbs"]:
             assert (rule["apiGroups"], rule["resources"]) == ([""], ["pods"]), rule
     for binding in (d for d in base if d["kind"] in ("ClusterRoleBinding", "RoleBinding")):

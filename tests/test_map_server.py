@@ -29,7 +29,8 @@ from map_scene import parse_page
 from kueue_tas.cli.cluster_read import ClusterReadError, ClusterState
 from kueue_tas.cli.map_server import FAILURE_MAX_AGE, SOURCE_HEADER, MapServer
 from kueue_tas.cli.map_sources import LIVE_MAX_AGE, READ_MAX_AGE, LiveSource, ReadSource
-from kueue_tas.cli.run import LiveState, map_server, register
+from kueue_tas.cli.run import map_server
+from kueue_tas.controllers.setup import LiveState, setup_controllers
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.runtime.listen import BindError
 from kueue_tas.runtime.manager import Manager
@@ -100,7 +101,7 @@ def with_rv(obj: dict[str, Any]) -> dict[str, Any]:
 def fed_leader(s: Settings) -> tuple[Manager, LiveState]:
     """The controller's reconcilers registered as ``run`` does, their informers fed the scene."""
     manager = Manager(None, s, Metrics())
-    live = register(manager, s)
+    live = setup_controllers(manager, s)
     inf = live.informers
     inf.topologies.handle_event("ADDED", with_rv(mk.topology("topo", (scene.BLOCK, scene.RACK, scene.HOST))))
     inf.flavors.handle_event("ADDED", with_rv(mk.flavor("gpu", {"pool": "a"})))
@@ -173,10 +174,10 @@ async def test_off_by_default_and_bind_checked() -> None:
     s = settings()
     assert (s.map_bind, s.map_address(), s.map_refresh_seconds) == ("0", None, 30)
     manager = Manager(None, s, Metrics())
-    assert map_server(None, s, manager, register(manager, s), Elector()) is None
+    assert map_server(None, s, manager, setup_controllers(manager, s), Elector()) is None
     on = settings(map_bind="127.0.0.1:8082")
     manager = Manager(None, on, Metrics())
-    assert isinstance(map_server(None, on, manager, register(manager, on), Elector()), MapServer)
+    assert isinstance(map_server(None, on, manager, setup_controllers(manager, on), Elector()), MapServer)
     with pytest.raises(ConfigError, match=r"map_bind: .*must look like 'host:port'"):
         Settings.load(leader_election=False, map_bind="8082")
     with pytest.raises(ConfigError, match="map_refresh_seconds"):

@@ -22,8 +22,8 @@ from admission_harness import ALLOCATABLE, CHECK, RACK, Harness, guard, harness,
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering, recorded, repairing, without_record
-from kueue_tas.controllers.assignment_guard import OurRewrites
-from kueue_tas.controllers.node_repair import SCAN, NodeRepair
+from kueue_tas.controllers.repair.reconciler import SCAN, NodeRepair
+from kueue_tas.controllers.rewrites import OurRewrites
 from kueue_tas.kube.errors import Conflict, ServerError, TransportError
 from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.codec import decode_assignment_annotation
@@ -127,13 +127,10 @@ def rig(gates: FeatureGates | None = None, **settings: Any) -> Rig:
     h = harness()
     clock = Clock()
     rewrites = OurRewrites()
-    ctx = dataclasses.replace(
-        h.ctx,
-        flavors_of=lambda _check: {"gpu"},
-        settings=Settings(leader_election=False, **settings),
-        clock=clock,
-        gates=gates or h.ctx.gates,
+    deps = dataclasses.replace(
+        h.ctx.deps, settings=Settings(leader_election=False, **settings), gates=gates or h.ctx.gates
     )
+    ctx = dataclasses.replace(h.ctx, deps=deps, flavors_of=lambda _check: {"gpu"}, clock=clock)
     repair = NodeRepair(ctx, rewrites=rewrites, wall=lambda: 0.0)
     r = Rig(h, repair, clock, rewrites)
     h.writes.read_workload = r.read  # type: ignore[method-assign]
@@ -586,8 +583,8 @@ async def test_an_annotation_write_that_landed_unanswered_is_confirmed_by_a_prom
     assignment for over a minute. A write can land late, never un-land: a prompt re-read that
     shows our text under our announcement proves it landed; only a re-read without it must
     wait out the settle time."""
-    from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
-    from kueue_tas.controllers.repair_writes import UNKNOWN_WRITE_RECHECK_SECONDS
+    from kueue_tas.controllers.repair.writes import UNKNOWN_WRITE_RECHECK_SECONDS
+    from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS
 
     write = r.h.writes.write_annotation
 
@@ -610,7 +607,7 @@ async def test_an_annotation_write_that_landed_unanswered_is_confirmed_by_a_prom
 async def test_an_annotation_write_not_seen_by_the_prompt_reread_waits_out_the_settle_time(r: Rig) -> None:
     """Not there yet is not "never": the apiserver may still apply it, so the repair neither
     finishes nor is decided again before the settle time."""
-    from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
+    from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS
 
     async def lost(_wl: Workload, _text: str) -> Workload:
         raise TransportError("read timed out")

@@ -16,7 +16,7 @@ import builders as mk
 from test_node_repair import Rig, metric, rig, roles
 
 from kueue_tas.api import constants as c
-from kueue_tas.controllers.node_repair import SCAN
+from kueue_tas.controllers.repair.reconciler import SCAN
 from kueue_tas.topology.features import FeatureGates
 
 LABELS = {c.WORKLOAD_LABEL: "u1", c.PODSET_LABEL: "main"}

@@ -26,13 +26,16 @@ from test_admission_write_failures import wl
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering, repairs_of
-from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
-from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
-from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
-from kueue_tas.controllers.node_repair import NodeRepair
-from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
+from kueue_tas.controllers.check_entry_writes import KubeAdmissionWriter
+from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.guard.reconciler import AssignmentGuard
+from kueue_tas.controllers.health.reconciler import KubeEntryWriter, TopologyHealth
+from kueue_tas.controllers.repair.reconciler import NodeRepair
+from kueue_tas.controllers.rewrites import OurRewrites
+from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS
 from kueue_tas.kube.errors import Conflict
 from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.codec import decode_assignment_annotation
 
 KEY = "ns/wl"
@@ -51,16 +54,14 @@ class Cluster:
     ) -> None:
         self.server, self.session, self.session_api, self.h = server, session, api, h
         self.rewrites = OurRewrites()
-        ctx = dataclasses.replace(
-            h.ctx, flavors_of=lambda _check: {"gpu"}, settings=Settings(leader_election=False, **settings)
-        )
+        deps = dataclasses.replace(h.ctx.deps, settings=Settings(leader_election=False, **settings))
+        ctx = dataclasses.replace(h.ctx, deps=deps, flavors_of=lambda _check: {"gpu"})
         self.repair = NodeRepair(ctx, rewrites=self.rewrites, wall=lambda: 0.0)
         self.guard = AssignmentGuard(
-            informers=h.informers,
-            checks=h.checks,
+            ControllerDeps(
+                informers=h.informers, checks=h.checks, events=h.events, metrics=Metrics(), settings=ctx.settings
+            ),
             writer=h.ctx.writer,
-            events=h.events,
-            settings=ctx.settings,
             rewrites=self.rewrites,
         )
 
@@ -310,10 +311,13 @@ async def test_repair_requeue_retry_is_refused_after_an_eviction(cluster: Cluste
     cluster.repair = NodeRepair(
         dataclasses.replace(
             cluster.h.ctx,
-            flavors_of=lambda _check: {"gpu"},
-            settings=Settings(
-                leader_election=False, node_failure_policy="Requeue", node_failure_requeue_after_seconds=10
+            deps=dataclasses.replace(
+                cluster.h.ctx.deps,
+                settings=Settings(
+                    leader_election=False, node_failure_policy="Requeue", node_failure_requeue_after_seconds=10
+                ),
             ),
+            flavors_of=lambda _check: {"gpu"},
         ),
         rewrites=cluster.rewrites,
         wall=lambda: 0.0,
@@ -429,11 +433,14 @@ async def test_repair_announcement_whose_answer_was_lost_counts_as_landed(cluste
 
 async def test_topology_health_note_is_refused_after_an_eviction(cluster: Cluster) -> None:
     health = TopologyHealth(
-        informers=cluster.h.informers,
-        checks=cluster.h.checks,
+        ControllerDeps(
+            informers=cluster.h.informers,
+            checks=cluster.h.checks,
+            events=cluster.h.events,
+            metrics=Metrics(),
+            settings=Settings(leader_election=False),
+        ),
         writer=KubeEntryWriter(cluster.session_api),
-        events=cluster.h.events,
-        settings=Settings(leader_election=False),
     )
     await cluster.failed_host(spare=False)  # its rack is no longer whole: a note is due
     cluster.session.interleave(Interleave("PATCH", STATUS, cluster.evict))

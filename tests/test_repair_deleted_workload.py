@@ -22,8 +22,9 @@ from test_ready_guard import JOB, KEY, WORKLOAD, Cluster, make_cluster
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering, repairs_of
-from kueue_tas.controllers.stray_pods import StrayPods
-from kueue_tas.controllers.ungater import Ungater
+from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.stray.reconciler import StrayPods
+from kueue_tas.controllers.ungate.reconciler import Ungater
 from kueue_tas.kube.events import ObjectRef
 from kueue_tas.runtime.config import Settings
 
@@ -89,22 +90,18 @@ async def assert_new_workload_served_normally(cl: Cluster) -> None:
     rec = Recorder()
     settings = Settings(leader_election=False, ungate_batch_period_seconds=0, stray_pod_grace_seconds=0)
     ungater = Ungater(
-        informers=cl.h.informers,
-        checks=cl.h.checks,
+        ControllerDeps(
+            informers=cl.h.informers, checks=cl.h.checks, events=rec, metrics=cl.h.metrics, settings=settings
+        ),
         patcher=rec,
-        events=rec,
-        metrics=cl.h.metrics,
-        settings=settings,
         repairing=cl.rewrites.writing,
     )
     strays = StrayPods(
-        informers=cl.h.informers,
-        checks=cl.h.checks,
+        ControllerDeps(
+            informers=cl.h.informers, checks=cl.h.checks, events=rec, metrics=cl.h.metrics, settings=settings
+        ),
         capacity=cl.h.capacity,
         deleter=rec,
-        events=rec,
-        metrics=cl.h.metrics,
-        settings=settings,
         clock=lambda: cl.h.now[0],
     )
     labels = {c.WORKLOAD_LABEL: NEW_UID, c.PODSET_LABEL: "main"}

@@ -1,7 +1,7 @@
 """Review of issue 30 (adversarial): what a stolen controller token can still do that the
 ValidatingAdmissionPolicy ``kueue-tas-controller-writes`` does not narrow. RBAC grants ``delete``
-on every pod of the cluster (controllers/stray_pods.py) and ``patch`` on every Workload
-(controllers/admission_writes.py: our assignment annotation); the policy matched only UPDATEs of
+on every pod of the cluster (controllers/stray/reconciler.py) and ``patch`` on every Workload
+(controllers/check_entry_writes.py: our assignment annotation); the policy matched only UPDATEs of
 pods, Jobs, JobSets and the webhook configurations. Fixed: pod deletes only of our labelled pods,
 Workload updates only of annotations, a Job's ttlSecondsAfterFinished kept (e2e/tests/
 test_admission_policy.py checks each on a real apiserver)."""

@@ -18,10 +18,11 @@ from test_ungater_controller import Harness, assignment, workload
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
-from kueue_tas.controllers import ungater as uc
-from kueue_tas.controllers.admission import STALE_READY_REASON
-from kueue_tas.controllers.repair_writes import UNKNOWN_WRITE_RECHECK_SECONDS
-from kueue_tas.controllers.stray_pods import StrayPods
+from kueue_tas.controllers.admission.reconciler import STALE_READY_REASON
+from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.repair.writes import UNKNOWN_WRITE_RECHECK_SECONDS
+from kueue_tas.controllers.stray.reconciler import StrayPods
+from kueue_tas.controllers.ungate import reconciler as uc
 from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.model import NodeInfo
 
@@ -141,14 +142,16 @@ async def test_a_record_naming_another_admitted_workload_never_costs_that_worklo
             deleted.append(name)
 
     strays = StrayPods(
-        informers=k.informers,
-        checks=k.checks,
+        ControllerDeps(
+            informers=k.informers,
+            checks=k.checks,
+            events=k.events,
+            metrics=k.metrics,
+            settings=Settings(leader_election=False, stray_pod_grace_seconds=5),
+            gates=ELASTIC_ON,
+        ),
         capacity=k.capacity,
         deleter=Deleter(),
-        events=k.events,
-        metrics=k.metrics,
-        settings=Settings(leader_election=False, stray_pod_grace_seconds=5),
-        gates=ELASTIC_ON,
         clock=lambda: clock[0],
     )
     new = await replaced_then_deleted(k, {"o0": "h1", "o1": "h1"})  # slice-2: h1 x2 (kept), h2 x2
@@ -190,12 +193,14 @@ async def test_no_pod_is_released_onto_a_node_cordoned_while_the_held_pods_were_
             return await rec.emit_event(regarding, reason=reason, message=message, type=type)
 
     h.ungater = uc.Ungater(
-        informers=h.ungater_informers,
-        checks=h.checks,
+        ControllerDeps(
+            informers=h.ungater_informers,
+            checks=h.checks,
+            events=CordonsN1WhileExplaining(),
+            metrics=h.metrics,
+            settings=h.ungater.settings,
+        ),
         patcher=rec,
-        events=CordonsN1WhileExplaining(),
-        metrics=h.metrics,
-        settings=h.ungater.settings,
         node_problem=lambda host: problems.get(host, "does not exist"),
     )
     h.workload(assignment(("n1", 1), ("n2", 1)))

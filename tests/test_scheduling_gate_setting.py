@@ -9,9 +9,10 @@ from test_ungater_controller import CHECK, UID, FixedChecks, Recorder, assignmen
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.pod_counts import podset_pod_counts
-from kueue_tas.cli.run import register
-from kueue_tas.controllers import ungater as uc
+from kueue_tas.controllers.deps import ControllerDeps
 from kueue_tas.controllers.informers import SharedInformers
+from kueue_tas.controllers.setup import setup_controllers
+from kueue_tas.controllers.ungate import reconciler as uc
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
@@ -30,7 +31,7 @@ def test_slim_pod_is_gated_by_the_configured_gate_only() -> None:
 
 async def test_run_wires_the_setting_into_the_pod_informer() -> None:
     settings = Settings(leader_election=False, scheduling_gate=GATE)
-    live = register(Manager(None, settings, Metrics()), settings)
+    live = setup_controllers(Manager(None, settings, Metrics()), settings)
     live.informers.pods.handle_event("ADDED", mk.pod("a", namespace="ns", uid="a", resource_version="1", gates=[GATE]))
     pod = live.informers.pod_store.get("ns/a")
     assert pod is not None and pod.gated
@@ -44,7 +45,7 @@ async def test_the_ungater_releases_pods_held_by_a_configured_gate() -> None:
     checks = FixedChecks()
     assert checks.names() == {CHECK}
     ungater = uc.Ungater(
-        informers=informers, checks=checks, patcher=rec, events=rec, metrics=metrics, settings=settings
+        ControllerDeps(informers=informers, checks=checks, events=rec, metrics=metrics, settings=settings), patcher=rec
     )
     informers.workloads.handle_event("ADDED", workload(assignment=assignment(("n1", 2))))
     for name in ("p0", "p1"):

@@ -20,8 +20,9 @@ from test_node_repair import Rig, rig, roles
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.assignment_record import assignment_tampering
-from kueue_tas.controllers.stray_plan import stray_pods
-from kueue_tas.controllers.stray_pods import EVENT_REASON, FAILED_REASON, StrayPods
+from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.stray.plan import stray_pods
+from kueue_tas.controllers.stray.reconciler import EVENT_REASON, FAILED_REASON, StrayPods
 from kueue_tas.kube.errors import Conflict, Forbidden, NotFound, ServerError, TooManyRequests
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.runtime.config import Settings
@@ -54,13 +55,15 @@ class Strays:
         self.r = r
         self.deleter = Deleter()
         self.strays = StrayPods(
-            informers=r.h.informers,
-            checks=r.h.checks,
+            ControllerDeps(
+                informers=r.h.informers,
+                checks=r.h.checks,
+                events=r.h.events,
+                metrics=r.h.metrics,
+                settings=Settings(leader_election=False, stray_pod_grace_seconds=grace),
+            ),
             capacity=r.h.capacity,
             deleter=self.deleter,
-            events=r.h.events,
-            metrics=r.h.metrics,
-            settings=Settings(leader_election=False, stray_pod_grace_seconds=grace),
             clock=r.clock,
         )
 

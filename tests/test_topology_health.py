@@ -21,8 +21,9 @@ from faults import FakeApiServer, faulty_client
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering, recorded
-from kueue_tas.controllers import topology_health
-from kueue_tas.controllers.topology_health import (
+from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.health import reconciler as topology_health
+from kueue_tas.controllers.health.reconciler import (
     NOT_ENFORCED_REASON,
     RESTORED_REASON,
     KubeEntryWriter,
@@ -30,6 +31,7 @@ from kueue_tas.controllers.topology_health import (
 )
 from kueue_tas.kube.errors import Conflict, ServerError
 from kueue_tas.runtime.config import Settings
+from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.codec import decode_assignment_annotation
 
 KEY = "ns/wl"
@@ -88,11 +90,14 @@ async def cluster() -> Cluster:
     h = harness()
     writes = EntryWrites()
     health = TopologyHealth(
-        informers=h.informers,
-        checks=h.checks,
+        ControllerDeps(
+            informers=h.informers,
+            checks=h.checks,
+            events=h.events,
+            metrics=Metrics(),
+            settings=Settings(leader_election=False),
+        ),
         writer=writes,
-        events=h.events,
-        settings=Settings(leader_election=False),
     )
     h.add_workload(workload())
     assert await h.admission.reconcile(KEY) is None
@@ -220,11 +225,14 @@ async def test_restart_does_not_repeat_the_warning(cluster: Cluster) -> None:
     cluster.play_back()
     writes = EntryWrites()
     restarted = TopologyHealth(
-        informers=cluster.h.informers,
-        checks=cluster.h.checks,
+        ControllerDeps(
+            informers=cluster.h.informers,
+            checks=cluster.h.checks,
+            events=cluster.h.events,
+            metrics=Metrics(),
+            settings=Settings(leader_election=False),
+        ),
         writer=writes,
-        events=cluster.h.events,
-        settings=Settings(leader_election=False),
     )
     assert await restarted.reconcile(KEY) is None
     assert writes.entries == [] and len(cluster.health_events()) == 1

@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kueue_tas.controllers.ungate_plan import PodView, plan_releases
+from kueue_tas.controllers.ungate.plan import PodView, plan_releases
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 
 H = "kubernetes.io/hostname"

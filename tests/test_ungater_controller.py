@@ -16,9 +16,10 @@ import pytest
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck
-from kueue_tas.controllers import ungater as uc
+from kueue_tas.controllers.deps import ControllerDeps
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
-from kueue_tas.controllers.ungate_writes import PodPatcher, ungate_patch
+from kueue_tas.controllers.ungate import reconciler as uc
+from kueue_tas.controllers.ungate.writes import PodPatcher, ungate_patch
 from kueue_tas.kube.errors import Conflict, Invalid, TransportError
 from kueue_tas.kube.events import ObjectRef
 from kueue_tas.kube.stores import Store
@@ -107,12 +108,10 @@ class Harness:
         self.workloads = informers.workloads
         self.checks = FixedChecks()
         self.ungater = uc.Ungater(
-            informers=informers,
-            checks=self.checks,
+            ControllerDeps(
+                informers=informers, checks=self.checks, events=self.rec, metrics=self.metrics, settings=settings
+            ),
             patcher=patcher or self.rec,
-            events=self.rec,
-            metrics=self.metrics,
-            settings=settings,
             clock=clock,
             node_usable=node_usable,
             node_problem=node_problem,

@@ -16,7 +16,7 @@ import pytest
 from test_ungater_controller import HOST, Harness, assignment, workload
 from virtual_time import run_virtual, virtual_clock
 
-from kueue_tas.controllers.ungate_writes import WEBHOOK_RETRY_SECONDS
+from kueue_tas.controllers.ungate.writes import WEBHOOK_RETRY_SECONDS
 from kueue_tas.kube.errors import Conflict, Forbidden, ServerError, TooManyRequests, TransportError
 from kueue_tas.kube.events import ObjectRef
 from kueue_tas.runtime.config import Settings

@@ -15,8 +15,8 @@ from structlog.testing import capture_logs
 from test_ungater_controller import HOST, Harness, assignment
 
 from kueue_tas.capacity.hostnames import node_serving_problem
-from kueue_tas.controllers import ungater as uc
 from kueue_tas.controllers.informers import slim_node
+from kueue_tas.controllers.ungate import reconciler as uc
 
 
 def harness_with(problems: dict[str, str | None]) -> Harness:

@@ -20,7 +20,7 @@ from kubernetes_asyncio import client as k8s
 from virtual_time import run_virtual, virtual_clock
 
 from kueue_tas.api import constants as c
-from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus, KubeCheckStatusWriter
+from kueue_tas.controllers.checkstatus.reconciler import AdmissionCheckStatus, KubeCheckStatusWriter
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.kube.events import EventRecorder, ObjectRef
 from kueue_tas.runtime.config import Settings

@@ -19,7 +19,7 @@ from faults import ALL_FAULTS, FakeApiServer, Fault, faulty_client, until_settle
 from test_ungater_controller import HOST, UID, Harness, assignment
 
 from kueue_tas.api import constants as c
-from kueue_tas.controllers.ungate_writes import KubePodPatcher
+from kueue_tas.controllers.ungate.writes import KubePodPatcher
 from kueue_tas.runtime.config import Settings
 
 PODS = "/api/v1/namespaces/ns/pods"

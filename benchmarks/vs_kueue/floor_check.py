@@ -19,7 +19,7 @@ import asyncio
 from typing import Any
 
 from kueue_tas.api.workload import Workload
-from kueue_tas.controllers.admission_writes import apply_entry, now_rfc3339
+from kueue_tas.controllers.check_entry_writes import apply_entry, now_rfc3339
 from kueue_tas.kube import catalogue as cat
 from kueue_tas.kube.client import make_api_client
 from kueue_tas.kube.informer import Informer

@@ -39,7 +39,7 @@ from e2e.monitor import Monitor
 from e2e.nodes import POOL_LABEL, NodePool, default_allocatable
 from e2e.rbac import service_account_kubeconfig
 from e2e.webhooks import install_pod_gate, remove_pod_gate, webhook_env
-from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS
+from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS
 
 # A Ready entry write that got no answer (the apiserver restarted under it) leaves the entry
 # Pending, silent by design, until the write can no longer land and a re-read settles it

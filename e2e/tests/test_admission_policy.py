@@ -26,9 +26,9 @@ from kueue_tas.api.constants import (
     WORKLOAD_LABEL,
 )
 from kueue_tas.api.workload import Workload
-from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
-from kueue_tas.controllers.stray_pods import KubePodDeleter
-from kueue_tas.controllers.ungate_writes import KubePodPatcher, ungate_patch
+from kueue_tas.controllers.check_entry_writes import KubeAdmissionWriter
+from kueue_tas.controllers.stray.reconciler import KubePodDeleter
+from kueue_tas.controllers.ungate.writes import KubePodPatcher, ungate_patch
 from kueue_tas.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, call_json, patch_pod, raw_kwargs
 from kueue_tas.kube.errors import ApiError, Conflict
 
@@ -165,7 +165,7 @@ async def test_the_controller_can_gate_a_jobs_template_but_not_rewrite_it(
         ),
         job_message,
     )
-    # What controllers/admission_writes.py inject_gates sends for a Job.
+    # What controllers/check_entry_writes.py inject_gates sends for a Job.
     gate = {"spec": {"template": {"spec": {"schedulingGates": [{"name": SCHEDULING_GATE}]}}}}
     await call_json(
         batch.patch_namespaced_job("policy-job", namespace, gate, **raw_kwargs(30, _content_type=STRATEGIC_MERGE_PATCH))
@@ -184,7 +184,7 @@ async def test_the_controller_can_delete_only_the_pods_of_our_workloads(
     ours = _pod("ours")
     ours["metadata"]["labels"][WORKLOAD_LABEL] = "policy-workload-uid"
     labelled = await core.create_namespaced_pod(namespace, as_body(ours))
-    # The stray-pod reaper's own request (controllers/stray_pods.py), with the controller's token.
+    # The stray-pod reaper's own request (controllers/stray/reconciler.py), with the controller's token.
     reaper = KubePodDeleter(sa_api)
     await _refused(reaper.delete(namespace, "unlabelled", unlabelled.metadata.uid), _policy_message("delete only"))
     assert (await core.read_namespaced_pod("unlabelled", namespace)).metadata.deletion_timestamp is None
@@ -252,7 +252,7 @@ async def test_the_controller_can_annotate_a_workload_but_not_change_its_spec(
             ),
             workload_message,
         )
-    # What the admission writes (controllers/admission_writes.py), sent by its own code: the
+    # What the admission writes (controllers/check_entry_writes.py), sent by its own code: the
     # annotation on the Workload, then our check entry applied to workloads/status.
     writer = KubeAdmissionWriter(sa_api)
     entry = {

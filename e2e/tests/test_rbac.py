@@ -35,7 +35,7 @@ NEEDED: list[tuple[str, str, str, bool]] = [
     *[(v, "", "nodes", False) for v in ("list", "watch")],
     *[(v, "", "pods", False) for v in ("list", "watch")],
     ("patch", "", "pods", True),
-    ("delete", "", "pods", True),  # controllers/stray_pods.py
+    ("delete", "", "pods", True),  # controllers/stray/reconciler.py
     *[(v, "apps", "daemonsets", False) for v in ("list", "watch")],
     *[
         (v, KUEUE_GROUP, r, False)

@@ -182,7 +182,7 @@ def describe_workload(
         rf = tas.flavors.get(flavor)
         return NodeIndex(node_by_name.values(), rf.spec.node_labels if rf is not None else {})
 
-    # The controller's own rule (``topology_health``), judged on what was read just now.
+    # The controller's own rule (``controllers.health``), judged on what was read just now.
     problems = workload_placement_problems(wl, tas.checks, tas.bindings, tas.topologies.get, nodes_of, prefix)
     admission = wl.status.admission
     return WorkloadDescription(

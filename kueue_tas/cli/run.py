@@ -1,8 +1,7 @@
 """``kueue-tas run``: the controller process.
 
 One Manager owns the API client and the shared informers; the reconcilers registered on it
-(workload admission, AdmissionCheck status, assignment guard, node repair, ungater, topology
-health, stray pods, capacity gauges) run while this process holds the leader Lease. The
+(all of them, in ``kueue_tas.controllers.setup``) run while this process holds the leader Lease. The
 admission webhook, when on, serves in every replica (``kueue_tas.webhook``), and so does the
 topology map (``map_bind``: ``map_server``, from the live model on the leader).
 """
@@ -19,22 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from kueue_tas.capacity.daemonsets import ReservationPolicy
-from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.controllers.admission import WorkloadAdmission
-from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
-from kueue_tas.controllers.admissioncheck import AdmissionCheckStatus, KubeCheckStatusWriter
-from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
-from kueue_tas.controllers.capacity_cache import CapacityCache
-from kueue_tas.controllers.capacity_gauges import CapacityGauges
-from kueue_tas.controllers.decision_context import DecisionContext
-from kueue_tas.controllers.informers import OurChecks, SharedInformers
-from kueue_tas.controllers.node_repair import NodeRepair
-from kueue_tas.controllers.stray_pods import KubePodDeleter, StrayPods
-from kueue_tas.controllers.topology_health import KubeEntryWriter, TopologyHealth
-from kueue_tas.controllers.ungate_writes import KubePodPatcher
-from kueue_tas.controllers.ungater import Ungater
-from kueue_tas.controllers.workload_annotations import KubeOwnerReader, WorkloadAnnotations
+from kueue_tas.controllers.setup import LiveState, setup_controllers
 from kueue_tas.runtime.certs import CertificateError, service_hosts
 from kueue_tas.runtime.config import ConfigError, Settings, parse_bind
 from kueue_tas.runtime.health import CheckResult, HealthServer, leader_election_check
@@ -54,91 +38,6 @@ if TYPE_CHECKING:
     from kueue_tas.cli.map_server import MapServer
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class LiveState:
-    """What the leader's reconcilers keep that the topology map reads (``map_server``)."""
-
-    capacity: LiveCapacity
-    informers: SharedInformers
-    cache: CapacityCache
-
-
-def register(manager: Manager, settings: Settings) -> LiveState:
-    """Every reconciler of the controller, wired onto ``manager``'s shared informers."""
-    informers = SharedInformers.register(manager, settings.annotation_prefix, settings.scheduling_gate)
-    checks = OurChecks(informers.checks.store, settings.controller_name)
-    gates = FeatureGates.from_mapping(settings.feature_gates)
-    capacity = LiveCapacity(gates, daemonset_policy=ReservationPolicy.from_settings(settings))
-    cache = CapacityCache(capacity, informers, checks)
-    gauges = CapacityGauges.from_settings(manager.metrics, capacity, settings)
-    rewrites = OurRewrites()
-    decisions = DecisionContext(
-        informers=informers,
-        checks=checks,
-        capacity=capacity,
-        flavors_of=cache.flavors_of,
-        writer=KubeAdmissionWriter(manager.api),
-        events=manager.event_recorder,
-        metrics=manager.metrics,
-        settings=settings,
-        gates=gates,
-        workload_annotations=WorkloadAnnotations(KubeOwnerReader(manager.api), settings.annotation_prefix),
-    )
-    admission = WorkloadAdmission(decisions, decided=gauges.touch)
-    guard = AssignmentGuard(
-        informers=informers,
-        checks=checks,
-        writer=decisions.writer,
-        events=manager.event_recorder,
-        settings=settings,
-        rewrites=rewrites,
-    )
-    repair = NodeRepair(decisions, rewrites=rewrites)
-
-    status = AdmissionCheckStatus(informers=informers, checks=checks, writer=KubeCheckStatusWriter(manager.api))
-    ungater = Ungater(
-        informers=informers,
-        checks=checks,
-        patcher=KubePodPatcher(manager.api),
-        events=manager.event_recorder,
-        metrics=manager.metrics,
-        settings=settings,
-        gates=gates,
-        node_problem=informers.hosts.problem,
-        repairing=rewrites.writing,
-    )
-    rewrites.when_done(ungater.repair_ended)
-    strays = StrayPods(
-        informers=informers,
-        checks=checks,
-        capacity=capacity,
-        deleter=KubePodDeleter(manager.api),
-        events=manager.event_recorder,
-        metrics=manager.metrics,
-        settings=settings,
-        gates=gates,
-    )
-    health = TopologyHealth(
-        informers=informers,
-        checks=checks,
-        writer=KubeEntryWriter(manager.api),
-        events=manager.event_recorder,
-        settings=settings,
-        gates=gates,
-    )
-    manager.on_synced(cache.resync)  # the initial lists arrive in any order: rebuild from the full caches
-    manager.add("capacity-gauges", gauges.run)
-    manager.add("daemonset-reservations", cache.run_lapses)
-    manager.add("workload-admission", admission.run)
-    manager.add("admissioncheck-status", status.run)
-    manager.add("assignment-guard", guard.run)
-    manager.add("node-repair", repair.run)
-    manager.add("ungater", ungater.run)
-    manager.add("stray-pods", strays.run)
-    manager.add("topology-health", health.run)
-    return LiveState(capacity, informers, cache)
 
 
 def webhook_server(api: Any, settings: Settings, metrics: Metrics) -> WebhookServer | None:
@@ -242,7 +141,7 @@ async def serve(settings: Settings) -> int:
     api = await connect(settings, watches=8 + (WEBHOOK_WATCHES if webhook_on else 0))
     metrics = Metrics()
     manager = Manager(api, settings, metrics)
-    live = register(manager, settings)
+    live = setup_controllers(manager, settings)
     access = reader_access(api, settings, metrics)
     try:
         health = HealthServer(settings, metrics, auth=access.metrics_auth, tls=access.context(settings.metrics_secure))

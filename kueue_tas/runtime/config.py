@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     # patch still being processed there is seen before we give up on it; much shorter than
     # client-go's 5 min because here a real pod waits gated while it runs.
     ungate_expectation_timeout_seconds: float = Field(default=90, gt=0, le=3600)
-    # Failed nodes under admitted workloads (``controllers/node_repair``): a node NotReady or
+    # Failed nodes under admitted workloads (``controllers/repair/reconciler``): a node NotReady or
     # Unknown this long counts as failed (Kueue's NodeFailureDelay); when no replacement fits,
     # ``Wait`` keeps trying as capacity changes, ``Requeue`` sets our entry to Retry after
     # ``node_failure_requeue_after_seconds`` so Kueue evicts and requeues the workload.

@@ -1,6 +1,6 @@
 """Test-only: deterministic simulation testing (DST) of ``kueue-tas run``.
 
-Every reconciler that ``kueue_tas.cli.run.register`` wires runs unchanged, on a real
+Every reconciler that ``kueue_tas.controllers.setup.setup_controllers`` wires runs unchanged, on a real
 ``Manager`` whose ``kubernetes_asyncio`` client talks to the in-memory API server of
 ``dst_api``, beside the models of ``dst_world``. Everything runs on one asyncio loop whose clock
 only the simulation moves. One ``random.Random(seed)`` picks every step: which watch delivers
@@ -66,13 +66,13 @@ from dst_world import (  # noqa: E402
     ready_of,
 )
 
-import kueue_tas.controllers.admission_writes as admission_writes_module  # noqa: E402
+import kueue_tas.controllers.check_entry_writes as admission_writes_module  # noqa: E402
 import kueue_tas.controllers.decision_context as decision_context_module  # noqa: E402
 import kueue_tas.kube.reflector as reflector_module  # noqa: E402
 from kueue_tas.api import constants as c  # noqa: E402
-from kueue_tas.cli.run import LiveState, register  # noqa: E402
 from kueue_tas.controllers.decision_context import DecisionContext  # noqa: E402
-from kueue_tas.controllers.node_repair import NodeRepair  # noqa: E402
+from kueue_tas.controllers.repair.reconciler import NodeRepair  # noqa: E402
+from kueue_tas.controllers.setup import LiveState, setup_controllers  # noqa: E402
 from kueue_tas.kube.events import EventRecorder  # noqa: E402
 from kueue_tas.runtime.config import Settings  # noqa: E402
 from kueue_tas.runtime.manager import Manager  # noqa: E402
@@ -319,7 +319,7 @@ class Simulation:
         manager._events = EventRecorder(
             api, controller=settings.controller_name, instance=f"sim-{self.term}", now=_wall, timer=_SimTime.monotonic
         )
-        self.live = register(manager, settings)
+        self.live = setup_controllers(manager, settings)
         self.manager_task = asyncio.get_running_loop().create_task(manager.run(), name=f"manager-{self.term}")
         self.note(f"controller term {self.term} started")
 

@@ -36,7 +36,7 @@ from admission_harness import (
 from admission_harness import ungater as ungater_of
 
 from kueue_tas.api import constants as c
-from kueue_tas.controllers.assignment_guard import REASON
+from kueue_tas.controllers.guard.reconciler import REASON
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 from kueue_tas.topology.free import domain_free

@@ -1,5 +1,5 @@
 """Stray pods: delete the pods of an admitted workload that its current assignment has no slot
-for (``stray_plan``), so that the Job controller recreates them gated and the ungater sends
+for (``stray.plan``), so that the Job controller recreates them gated and the ungater sends
 them where the assignment says.
 
 Found by the chaos campaign: a node deleted, its slots moved by the node repair, the node
@@ -50,9 +50,10 @@ from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import assignment_trusted
-from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode
+from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.informers import SlimNode
 from kueue_tas.controllers.slice_pods import earlier_slice_pods, workloads_of_pod
-from kueue_tas.controllers.stray_plan import Stray, domain_text, stray_pods
+from kueue_tas.controllers.stray.plan import Stray, domain_text, stray_pods
 from kueue_tas.controllers.workload_events import workload_ref
 from kueue_tas.kube.client import delete_pod
 from kueue_tas.kube.errors import (
@@ -64,13 +65,10 @@ from kueue_tas.kube.errors import (
     retry_after,
     webhook_unreachable,
 )
-from kueue_tas.kube.events import EventSink, ObjectRef
+from kueue_tas.kube.events import ObjectRef
 from kueue_tas.kube.slim import SlimPod
-from kueue_tas.runtime.config import Settings
-from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.codec import decode_assignment_annotation
-from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.slice_replacement import replaced_slice_ref
 
 log = structlog.get_logger(__name__)
@@ -105,29 +103,25 @@ class KubePodDeleter:
 class StrayPods:
     def __init__(
         self,
+        deps: ControllerDeps,
         *,
-        informers: SharedInformers,
-        checks: OurChecks,
         capacity: LiveCapacity,
         deleter: PodDeleter,
-        events: EventSink,
-        metrics: Metrics,
-        settings: Settings,
-        gates: FeatureGates = DEFAULT_GATES,
         clock: Callable[[], float] | None = None,
     ) -> None:
         """``clock``: monotonic seconds (default: the event loop's)."""
+        informers = deps.informers
         self._workloads = informers.workloads.store
         self._pods = informers.pod_store
         self._nodes = informers.nodes.store  # by Node name: what ``pod.spec.nodeName`` names
         self._hosts = informers.hosts  # by hostname label: what a nodeSelector pins to
-        self._checks = checks
+        self._checks = deps.checks
         self._capacity = capacity
         self._deleter = deleter
-        self._events = events
-        self._metrics = metrics
-        self._settings = settings
-        self._gates = gates
+        self._events = deps.events
+        self._metrics = deps.metrics
+        self._settings = deps.settings
+        self._gates = deps.gates
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
         self.queue: WorkQueue[str] = WorkQueue("stray-pods")
         self._since: dict[str, dict[str, float]] = {}  # workload -> pod UID -> stray since

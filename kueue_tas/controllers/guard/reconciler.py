@@ -15,7 +15,7 @@ While an edit is outstanding the capacity model keeps charging what we decided
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import Container
 from typing import Final
 
 import structlog
@@ -31,13 +31,12 @@ from kueue_tas.capacity.assignment_record import (
     without_record,
 )
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.controllers.admission_writes import AdmissionWriter, check_entry, entry_with_message
+from kueue_tas.controllers.check_entry_writes import AdmissionWriter, check_entry, entry_with_message
 from kueue_tas.controllers.decide import Decision, Outcome
-from kueue_tas.controllers.informers import OurChecks, SharedInformers
+from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.rewrites import OurRewrites
 from kueue_tas.controllers.workload_events import workload_ref
 from kueue_tas.kube.errors import Conflict, retry_after
-from kueue_tas.kube.events import EventSink
-from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.codec import decode_assignment_annotation
 
@@ -48,54 +47,22 @@ REASON: Final = "TopologyAssignmentTampered"
 CONFLICT_RETRY_SECONDS: Final = 0.5
 
 
-class OurRewrites:
-    """Annotation texts another reconciler of ours is writing over an admitted workload's
-    assignment (a node repair), by workload key. Between that annotation write and the entry
-    write that records it, the annotation departs from the record: that is us, not an edit."""
-
-    def __init__(self) -> None:
-        self._texts: dict[str, str] = {}
-        self._on_done: list[Callable[[str], None]] = []
-
-    def expect(self, key: str, text: str) -> None:
-        self._texts[key] = text
-
-    def done(self, key: str) -> None:
-        if self._texts.pop(key, None) is not None:
-            for notify in self._on_done:
-                notify(key)
-
-    def writing(self, key: str) -> bool:
-        """Whether a rewrite of ours is in progress for the workload ``key``."""
-        return key in self._texts
-
-    def when_done(self, notify: Callable[[str], None]) -> None:
-        """Call ``notify(key)`` whenever a rewrite ends (landed or dropped)."""
-        self._on_done.append(notify)
-
-    def ours(self, wl: Workload) -> bool:
-        text = self._texts.get(workload_key(wl))
-        return text is not None and wl.metadata.annotations.get(c.TOPOLOGY_ASSIGNMENT_ANNOTATION) == text
-
-
 class AssignmentGuard:
     def __init__(
         self,
+        deps: ControllerDeps,
         *,
-        informers: SharedInformers,
-        checks: OurChecks,
         writer: AdmissionWriter,
-        events: EventSink,
-        settings: Settings,
         rewrites: OurRewrites | None = None,
     ) -> None:
         """``rewrites``: our own rewrites of the annotation in progress (never restored)."""
+        informers = deps.informers
         self._workloads = informers.workloads.store
         self._rewrites = rewrites or OurRewrites()
-        self._checks = checks
+        self._checks = deps.checks
         self._writer = writer
-        self._events = events
-        self._settings = settings
+        self._events = deps.events
+        self._settings = deps.settings
         self._restore: dict[str, str] = {}  # workload -> the annotation text that matched our record
         self.queue: WorkQueue[str] = WorkQueue("assignment-guard")
         self._rewrites.when_done(self.queue.add)  # a repair's tag it left behind gets settled

@@ -1,12 +1,12 @@
 """The writes of a node repair, and what each failure does to the capacity held for it.
 
-Order (``node_repair`` holds the added slots with ``LiveCapacity.hold_extra`` before step 0):
+Order (``repair.reconciler`` holds the added slots with ``LiveCapacity.hold_extra`` before step 0):
 
 0. Our Ready entry announcing the repair: the record as it is, tagged with the new assignment's
    digests (``capacity.assignment_record``), guarded by the resourceVersion of the copy the
    repair was decided on. Retried with backoff until it lands. From here a
    restart loses nothing: the annotation may hold either assignment, and whoever finds the tag
-   with no repair of ours writing it settles it (``assignment_guard``).
+   with no repair of ours writing it settles it (``controllers.guard``).
 1. The new assignment into our annotation, guarded by the resourceVersion of the Workload as
    re-read after step 0 (still the old annotation, our announcement standing; else dropped and
    decided again: the announcement itself changed the version we decided on). A
@@ -51,10 +51,10 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering, repairing, repairs_of
 from kueue_tas.capacity.feed import workload_key
-from kueue_tas.controllers.admission import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
-from kueue_tas.controllers.assignment_guard import OurRewrites
 from kueue_tas.controllers.decision_context import DecisionContext
-from kueue_tas.controllers.repair_plan import our_entry
+from kueue_tas.controllers.repair.plan import our_entry
+from kueue_tas.controllers.rewrites import OurRewrites
+from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import ApiError, Conflict, NotFound, may_have_applied, retry_after
 

@@ -28,15 +28,14 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.capacity.workload_health import workload_placement_problems
-from kueue_tas.controllers.admission_writes import apply_entry, entry_with_message
+from kueue_tas.controllers.check_entry_writes import apply_entry, entry_with_message
+from kueue_tas.controllers.deps import ControllerDeps
 from kueue_tas.controllers.health_note import NOT_ENFORCED, note_of, note_text, with_note
-from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode, on_any_change
+from kueue_tas.controllers.informers import SlimNode, on_any_change
+from kueue_tas.controllers.timings import WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import Conflict, retry_after
-from kueue_tas.kube.events import EventSink
-from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.workqueue import WorkQueue
-from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding, bind_flavors
 from kueue_tas.topology.placement_health import NodeIndex
 
@@ -50,7 +49,6 @@ ALL: Final = "*"
 NODES_SETTLE_SECONDS: Final = 1.0
 CONFLICT_RETRY_SECONDS: Final = 0.5
 WRITE_RETRY_SECONDS: Final = 5.0
-WRITE_RETRY_MAX_SECONDS: Final = 60.0
 
 
 class EntryWriter(Protocol):
@@ -72,21 +70,18 @@ class KubeEntryWriter:
 class TopologyHealth:
     def __init__(
         self,
+        deps: ControllerDeps,
         *,
-        informers: SharedInformers,
-        checks: OurChecks,
         writer: EntryWriter,
-        events: EventSink,
-        settings: Settings,
-        gates: FeatureGates = DEFAULT_GATES,
     ) -> None:
+        informers = deps.informers
         self._informers = informers
         self._workloads = informers.workloads.store
-        self._checks = checks
+        self._checks = deps.checks
         self._writer = writer
-        self._events = events
-        self._settings = settings
-        self._gates = gates
+        self._events = deps.events
+        self._settings = deps.settings
+        self._gates = deps.gates
         self._indexes: dict[str, NodeIndex] = {}  # flavor -> its nodes; rebuilt after node changes
         self._nodes_changed = False
         self._bindings: dict[str, FlavorBinding] | None = None  # dropped on any configuration change

@@ -23,7 +23,7 @@ from typing import Any
 from kueue_tas.api.workload import AdmissionCheckState, Workload
 from kueue_tas.capacity.assignment_record import record_suffix, record_text, repairing_suffix
 from kueue_tas.capacity.node_health import NodeFailure, describe_failures
-from kueue_tas.controllers.admission_writes import entry_with_message
+from kueue_tas.controllers.check_entry_writes import entry_with_message
 from kueue_tas.controllers.decide import CHECK_MESSAGE_LIMIT, PodSetPlacement
 from kueue_tas.controllers.health_note import note_of, with_note
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment

@@ -6,16 +6,17 @@ ClusterQueues from admitting)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import structlog
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck, Topology
-from kueue_tas.controllers.admission_writes import now_rfc3339
+from kueue_tas.controllers.check_entry_writes import now_rfc3339
 from kueue_tas.controllers.check_flavors import meant_flavors, topology_problem
 from kueue_tas.controllers.informers import OurChecks, SharedInformers, on_any_change
+from kueue_tas.controllers.timings import WRITE_RETRY_MAX_SECONDS
 from kueue_tas.kube.client import apply_status
 from kueue_tas.kube.errors import ApiError, retry_after
 from kueue_tas.kube.stores import Store
@@ -23,10 +24,6 @@ from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.flavors import bind_flavors, check_topology
 
 log = structlog.get_logger(__name__)
-
-# A failed condition write is tried again after 1, 2, 4 ... seconds, at most this (also the cap
-# on a server's Retry-After).
-WRITE_RETRY_MAX_SECONDS: Final = 60.0
 
 
 class CheckStatusWriter(Protocol):

@@ -41,7 +41,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import annotated_usage, assignment_trusted, workload_identity
-from kueue_tas.controllers.admission_writes import (
+from kueue_tas.controllers.check_entry_writes import (
     EntryWriteUnknown,
     check_entry,
     merged_annotation,
@@ -52,6 +52,7 @@ from kueue_tas.controllers.check_flavors import unusable_flavors
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.informers import on_any_change
+from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import ApiError, Conflict, ServerError, may_have_applied, retry_after
 from kueue_tas.runtime.workqueue import WorkQueue
@@ -64,9 +65,6 @@ log = structlog.get_logger(__name__)
 # After this long without seeing our entry write come back (e.g. missed across a relist), a
 # still-Pending workload is decided again.
 WRITE_OBSERVE_TIMEOUT_SECONDS: Final = 30.0
-# An entry write that got no answer may still be applied until the apiserver's own request
-# timeout (60 s by default) runs out: its capacity stays held and the Workload is re-read only then.
-UNKNOWN_WRITE_SETTLE_SECONDS: Final = 65.0
 # A 5xx other than 504 is the apiserver's own answer: its handler has finished with the request
 # (committed or not), so a quorum read a moment later settles it. A 504 is different: the
 # apiserver's timeout filter answers while the handler may still commit. Without this, a write
@@ -74,9 +72,6 @@ UNKNOWN_WRITE_SETTLE_SECONDS: Final = 65.0
 ANSWERED_WRITE_SETTLE_SECONDS: Final = 1.0
 # A write refused because the Workload changed: decided again from the informer's newer copy.
 CONFLICT_RETRY_SECONDS: Final = 0.5
-# Backoff after a failed write or re-read: 1, 2, 4 ... seconds, and never more than this
-# (also the cap on a server's Retry-After).
-WRITE_RETRY_MAX_SECONDS: Final = 60.0
 
 # Kubernetes' ValidateAnnotationsSize: the bytes of every annotation's key and value, together.
 ANNOTATIONS_SIZE_LIMIT: Final = 256 * 1024

@@ -1,6 +1,6 @@
 """The TopologyUngater: releases gated pods into their assigned domains, exactly.
 
-Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
+Rules (all here, with the pure pod-to-domain choice in ``ungate/plan.py``):
 
 * Only pods that carry our scheduling gate and our workload label, of a Workload whose
   entry for one of our checks is Ready and whose assignment annotation decodes. An elastic
@@ -18,7 +18,7 @@ Rules (all here, with the pure pod-to-domain choice in ``ungate_plan.py``):
   assignment's hostname value, which need not be the Node's name: NotReady, cordoned, gone, or
   a hostname several Nodes carry, so that no count per hostname could say which Node holds
   what): it stays gated until the node serves again or the node repair moves its slot
-  (``node_repair``); released there it would wait pinned to a node that may never return.
+  (``controllers.repair``); released there it would wait pinned to a node that may never return.
   While other pods of the workload still progress on a cordoned node no repair moves the slot,
   so the wait can be long: each held pod is explained on the pass that holds it back (within
   ``ungate_batch_period_seconds`` of its event), by a ``TopologyPodHeld`` Warning on the pod and
@@ -66,19 +66,17 @@ from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.hostnames import hostname_of
 from kueue_tas.capacity.rules import assignment_trusted
-from kueue_tas.controllers.informers import OurChecks, SharedInformers, SlimNode
+from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.informers import SlimNode
 from kueue_tas.controllers.slice_pods import earlier_slice_pods, workloads_of_pod
-from kueue_tas.controllers.ungate_plan import Expectations, PodView, Release, offers, plan_releases
-from kueue_tas.controllers.ungate_writes import PodPatcher, PodReleaser
+from kueue_tas.controllers.ungate.plan import Expectations, PodView, Release, offers, plan_releases
+from kueue_tas.controllers.ungate.writes import PodPatcher, PodReleaser
 from kueue_tas.controllers.workload_events import workload_ref
-from kueue_tas.kube.events import EventSink, ObjectRef
+from kueue_tas.kube.events import ObjectRef
 from kueue_tas.kube.slim import SlimPod
-from kueue_tas.runtime.config import Settings
-from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.runtime.workqueue import WorkQueue
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
-from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 
 log = structlog.get_logger(__name__)
 
@@ -120,14 +118,9 @@ def view(pod: SlimPod) -> PodView:
 class Ungater:
     def __init__(
         self,
+        deps: ControllerDeps,
         *,
-        informers: SharedInformers,
-        checks: OurChecks,
         patcher: PodPatcher,
-        events: EventSink,
-        metrics: Metrics,
-        settings: Settings,
-        gates: FeatureGates = DEFAULT_GATES,
         clock: Callable[[], float] | None = None,
         node_usable: Callable[[str], bool] | None = None,
         node_problem: Callable[[str], str | None] | None = None,
@@ -140,6 +133,7 @@ class Ungater:
         saying only whether it can (neither: every node can); ``repairing(key)``: a node repair
         of the workload is decided and its writes have not landed yet (call :meth:`repair_ended`
         when they land or are dropped)."""
+        informers, events, metrics, settings = deps.informers, deps.events, deps.metrics, deps.settings
         if node_problem is None and node_usable is not None:
             usable = node_usable
             node_problem = lambda host: None if usable(host) else "cannot take new pods now"  # noqa: E731
@@ -147,12 +141,12 @@ class Ungater:
         self._repairing = repairing
         self.settings = settings
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
-        self.gates = gates
+        self.gates = deps.gates
         self.metrics = metrics
         self._events = events
         self.pod_store = informers.pod_store
         self.workloads = informers.workloads.store
-        self.checks = checks
+        self.checks = deps.checks
         self.queue: WorkQueue[str] = WorkQueue("ungater")
         self.expectations = Expectations()
         self._releaser = PodReleaser(

@@ -3,13 +3,13 @@
 One pass (a single queue key) looks at every admitted workload whose assignment names nodes
 (hostname level), finds the failed ones by the rule in ``kueue_tas.capacity.node_health``, and
 repairs each affected workload in one decision covering all its failed nodes
-(``repair_plan``: the engine's node replacement; only the pods of those nodes move, the rest
+(``repair.plan``: the engine's node replacement; only the pods of those nodes move, the rest
 stays, the PodSet's required level and slice domains are honoured).
 
 The added slots are held (``LiveCapacity.hold_extra``) from the decision on, under the lock
 every admission decision holds, so no other decision can take them; the writes (annotation
 with a resourceVersion precondition, then our Ready entry with the same ``podSetUpdates`` and
-the new record, then an Event) and what each failure does are in ``repair_writes``. They run
+the new record, then an Event) and what each failure does are in ``repair.writes``. They run
 per workload on a queue of their own (``writing``, key: the workload), so the pass decides
 while earlier repairs write, and one workload's slow write holds up no other's.
 
@@ -45,14 +45,12 @@ from kueue_tas.capacity.node_health import (
     podset_hosts,
 )
 from kueue_tas.capacity.rules import UsageEntry, assignment_trusted, workload_identity
-from kueue_tas.controllers.admission import WRITE_RETRY_MAX_SECONDS
-from kueue_tas.controllers.admission_writes import check_entry, entry_with_message, merged_annotation
-from kueue_tas.controllers.assignment_guard import OurRewrites
+from kueue_tas.controllers.check_entry_writes import check_entry, entry_with_message, merged_annotation
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.health_note import note_of, with_note
 from kueue_tas.controllers.informers import SlimNode
-from kueue_tas.controllers.repair_plan import (
+from kueue_tas.controllers.repair.plan import (
     added_assignment,
     moved_summary,
     our_entry,
@@ -60,7 +58,9 @@ from kueue_tas.controllers.repair_plan import (
     ready_entry,
     with_old_record,
 )
-from kueue_tas.controllers.repair_writes import CONFLICT_RETRY_SECONDS, RepairWrites, error_text
+from kueue_tas.controllers.repair.writes import CONFLICT_RETRY_SECONDS, RepairWrites, error_text
+from kueue_tas.controllers.rewrites import OurRewrites
+from kueue_tas.controllers.timings import WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import Conflict, retry_after
 from kueue_tas.kube.slim import SlimPod

@@ -12,7 +12,11 @@ How a write fails decides what happens to the capacity the decision holds: only 
 entry can make a workload Ready, so only an entry write whose outcome is unknown (no
 response, timeout, 5xx; :func:`~kueue_tas.kube.errors.may_have_applied`) keeps it; the
 controller then re-reads the Workload (:meth:`AdmissionWriter.read_workload`) before
-deciding again. Every other failure leaves nothing that holds capacity."""
+deciding again. Every other failure leaves nothing that holds capacity.
+
+The one check-entry writer of the controllers: admission and node repair write through it
+(``DecisionContext.writer``), the assignment guard and topology health build and guard their
+entries with its helpers (the AdmissionCheck status takes only its ``now_rfc3339``)."""
 
 from __future__ import annotations
 

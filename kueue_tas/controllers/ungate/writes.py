@@ -1,6 +1,6 @@
 """The ungater's one write, a pod's release into its domain (our gate removed, the domain's
 nodeSelector added, in one patch guarded by the pod's resourceVersion), and how each outcome
-settles the pod's expectation (the rules are listed in ``ungater``'s docstring)."""
+settles the pod's expectation (the rules are listed in ``ungate.reconciler``'s docstring)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
-from kueue_tas.controllers.ungate_plan import Expectations, Expected, PodView, Release
+from kueue_tas.controllers.ungate.plan import Expectations, Expected, PodView, Release
 from kueue_tas.controllers.workload_events import workload_ref
 from kueue_tas.kube.client import patch_pod
 from kueue_tas.kube.errors import (
@@ -31,7 +31,7 @@ from kueue_tas.kube.stores import PodStore
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 
-log = structlog.get_logger("kueue_tas.controllers.ungater")
+log = structlog.get_logger("kueue_tas.controllers.ungate.reconciler")
 
 # A pass retried after a definite failure (Conflict, NotFound): soon, from what we see then.
 RETRY_SECONDS: Final = 1.0
