@@ -6,6 +6,7 @@ informers, for tests that bring their own nodes or configuration."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,7 +18,9 @@ import builders as mk
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.controllers.admission import WorkloadAdmission
+from kueue_tas.controllers.admission import (
+    WorkloadAdmission,
+)
 from kueue_tas.controllers.admission_writes import AdmissionWriter
 from kueue_tas.controllers.assignment_guard import AssignmentGuard, OurRewrites
 from kueue_tas.controllers.capacity_cache import CapacityCache
@@ -317,3 +320,62 @@ def add_gated_pods(h: Harness, count: int = 8) -> None:
             f"p{i}", namespace="ns", uid=f"p{i}", resource_version="1", labels=labels, gates=[c.SCHEDULING_GATE]
         )
         h.informers.pods.handle_event("ADDED", pod)
+
+
+def evicted(obj: dict[str, Any], *, quota: bool = True) -> dict[str, Any]:
+    """``obj`` as Kueue's eviction leaves it: Evicted, our entry reset to Pending; with ``quota``
+    False also the quota withdrawn (the job has stopped)."""
+    out = copy.deepcopy(obj)
+    previous = out["status"]["admissionChecks"][0]["state"]
+    out["status"]["admissionChecks"] = [
+        {"name": "tas", "state": "Pending", "message": f"Reset to Pending after eviction. Previously: {previous}"}
+    ]
+    out["status"]["conditions"] = [
+        mk.condition("QuotaReserved", quota, reason="QuotaReserved" if quota else "Pending", message="", time=T0),
+        mk.condition("Evicted", reason="Preempted", message="Preempted to accommodate a workload", time=T0),
+    ]
+    if not quota:
+        del out["status"]["admission"]
+    out["metadata"]["resourceVersion"] = str(int(out["metadata"]["resourceVersion"]) + 1)
+    return out
+
+
+def readmitted(obj: dict[str, Any]) -> dict[str, Any]:
+    """Quota reserved again after an eviction: Evicted back to False, our entry still Pending."""
+    out = workload(resource_version=str(int(obj["metadata"]["resourceVersion"]) + 1))
+    if obj["metadata"].get("annotations"):
+        out["metadata"]["annotations"] = copy.deepcopy(obj["metadata"]["annotations"])
+    out["status"]["conditions"].append(mk.condition("Evicted", False, reason="QuotaReserved", message="", time=T0))
+    return out
+
+
+def ready(h: Harness, obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as it is once our last decision's writes are seen: annotation and Ready entry."""
+    out = copy.deepcopy(obj)
+    out["metadata"].setdefault("annotations", {})[c.TOPOLOGY_ASSIGNMENT_ANNOTATION] = h.writes.annotations[-1]
+    out["status"]["admissionChecks"] = [h.writes.checks[-1]]
+    out["metadata"]["resourceVersion"] = str(int(out["metadata"]["resourceVersion"]) + 1)
+    return out
+
+
+def hosts_of(obj: dict[str, Any]) -> dict[str, int]:
+    ((_, assignment),) = decode_assignment_annotation(obj["metadata"]["annotations"][c.TOPOLOGY_ASSIGNMENT_ANNOTATION])
+    assert assignment.levels == (HOST,)
+    return {d.values[0]: d.count for d in assignment.domains}
+
+
+def wl(name: str, count: int = 12, **kw: Any) -> dict[str, Any]:
+    """A Workload of ``count`` one-GPU pods requiring one rack (a rack has 16 GPUs)."""
+    args: dict[str, Any] = {
+        "namespace": "ns",
+        "uid": f"uid-{name}",
+        "resource_version": "5",
+        "queue": None,
+        "admitted_flavor": "gpu",
+        "check": CHECK,
+        "check_state": "Pending",
+        "check_time": T0,
+        "conditions": [mk.condition("QuotaReserved", reason="QuotaReserved", message="", time=T0)],
+    }
+    args.update(kw)
+    return mk.workload(name, count, {"kueue-tas.io/podset-required-topology": RACK}, **args)

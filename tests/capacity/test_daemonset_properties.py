@@ -19,9 +19,7 @@ import random
 from typing import Any
 
 import builders as mk
-from hypothesis import given
-from hypothesis import strategies as st
-from test_capacity_properties import (
+from capacity_histories import (
     BLOCK,
     GPU,
     HOST,
@@ -38,8 +36,10 @@ from test_capacity_properties import (
     pods,
     workloads,
 )
-from test_capacity_properties import final as final_objects
-from test_capacity_properties import live_by_events as live_by_cluster_events
+from capacity_histories import final as final_objects
+from capacity_histories import live_by_events as live_by_cluster_events
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.topology.snapshot import TopologySnapshot

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import builders as mk
 from admission_harness import ALLOCATABLE, RACK
-from test_node_repair import rig, roles
+from repair_harness import rig, roles
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.quantity import MAX_MILLI_UNITS

@@ -11,7 +11,7 @@ import datetime as dt
 
 import pytest
 from admission_harness import Harness, harness
-from test_daemonset_tenant_limits import admitted, daemonset, free_gpus
+from daemonset_scenes import admitted, daemonset, free_gpus
 
 
 @pytest.fixture

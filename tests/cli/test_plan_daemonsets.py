@@ -11,7 +11,7 @@ from pathlib import Path
 
 import builders as mk
 import pytest
-from test_plan_cli import assert_invalid, plan, racks
+from plan_harness import assert_invalid, plan, racks
 
 RACK_JOB = mk.job("rack-job", 8, mk.required(mk.RACK))
 # Two GPUs of every host of rack b0-r0: that rack keeps 4, too few for the rack job.

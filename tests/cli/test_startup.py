@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 HEAVY = ("kubernetes_asyncio", "kubernetes", "aiohttp", "numpy", "pydantic", "prometheus_client", "yaml")
 

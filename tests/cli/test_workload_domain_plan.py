@@ -12,7 +12,7 @@ from typing import Any
 
 import builders as mk
 import pytest
-from test_plan_cli import assert_invalid, plan
+from plan_harness import assert_invalid, plan
 
 WREQ = "kueue-tas.io/workload-required-topology"
 WPREF = "kueue-tas.io/workload-preferred-topology"

@@ -10,126 +10,13 @@ holds the union of their assignments, once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-import builders as mk
 import pytest
-from admission_harness import CHECK, GPU, HOST, RACK, Harness, configure, wire
+from elastic_harness import ELASTIC_ON, OLD_ON_H1, RecordingSnapshot, add, cluster, decide, on, used, workload
 
-from kueue_tas.api import constants as c
 from kueue_tas.kube.errors import Conflict
-from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
 from kueue_tas.topology.features import FeatureGates
-from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.results import PodSetResult
-from kueue_tas.topology.snapshot import TopologySnapshot
-
-HOSTS = ("h1", "h2")  # one rack, 4 GPUs each
-ALLOCATABLE = {"cpu": "16", "pods": "110", GPU: "4"}
-ELASTIC_ON = FeatureGates({"ElasticJobsViaWorkloadSlicesWithTAS": True})
-UNCONSTRAINED = {"kueue-tas.io/podset-unconstrained-topology": "true"}
-
-
-def on(*domains: tuple[str, int]) -> TopologyAssignment:
-    return TopologyAssignment((HOST,), tuple(DomainAssignment((h,), n) for h, n in domains))
-
-
-class RecordingSnapshot(TopologySnapshot):
-    calls: ClassVar[list[dict[str, Any]]] = []
-
-    def place(self, podsets: Sequence[PodSetRequest], **kwargs: Any) -> list[PodSetResult]:
-        if not kwargs.get("allocatable_only"):
-            RecordingSnapshot.calls.append(dict(kwargs))
-        return super().place(podsets, **kwargs)
-
-
-def workload(
-    name: str,
-    count: int,
-    state: str = "Pending",
-    *,
-    assignment: TopologyAssignment | None = None,
-    replaces: str | None = None,
-    check: str = CHECK,
-    finished: bool = False,
-    rv: str = "1",
-) -> dict[str, Any]:
-    annotations = {}
-    if assignment is not None:
-        annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION] = encode_assignment_annotation([("main", assignment)])
-    if replaces is not None:
-        annotations[c.KUEUE_SLICE_REPLACEMENT_ANNOTATION] = replaces
-    conditions = [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": ""}]
-    if finished:
-        conditions.append({"type": "Finished", "status": "True", "reason": "WorkloadSliceReplaced", "message": ""})
-    requests = {"requests": {GPU: "1"}}
-    return {
-        "metadata": {"name": name, "namespace": "ns", "uid": name, "resourceVersion": rv, "annotations": annotations},
-        "spec": {
-            "podSets": [
-                {
-                    "name": "main",
-                    "count": count,
-                    "template": {
-                        "metadata": {"annotations": UNCONSTRAINED},
-                        "spec": {"containers": [{"name": "c", "resources": requests}]},
-                    },
-                }
-            ]
-        },
-        "status": {
-            "conditions": [{**cond, "lastTransitionTime": "2026-01-01T00:00:00Z"} for cond in conditions],
-            "admission": {
-                "clusterQueue": "cq",
-                "podSetAssignments": [{"name": "main", "flavors": {GPU: "gpu"}, "count": count}],
-            },
-            "admissionChecks": [
-                {"name": check, "state": state, "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-            ],
-        },
-    }
-
-
-def cluster(gates: FeatureGates) -> Harness:
-    """Two 4-GPU hosts in one rack under the harness's Kueue configuration."""
-    h = wire(gates, snapshot_class=RecordingSnapshot)
-    for host in HOSTS:
-        h.informers.nodes.handle_event(
-            "ADDED",
-            mk.node(host, labels={RACK: "r1", "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1"),
-        )
-    configure(h.informers)
-    return h
-
-
-def add(h: Harness, obj: dict[str, Any], event: str = "ADDED") -> None:
-    h.informers.workloads.handle_event(event, obj)
-
-
-async def decide(h: Harness, name: str) -> tuple[str, TopologyAssignment | None]:
-    """Decide ``ns/name``: (check state written, its assignment)."""
-    RecordingSnapshot.calls.clear()
-    h.admission._awaiting_write.clear()  # each test step stands for a fresh look
-    checks, annotations = len(h.writes.checks), len(h.writes.annotations)
-    await h.admission.reconcile(f"ns/{name}")
-    [entry] = h.writes.checks[checks:]  # this decision's entry, and only it
-    written = h.writes.annotations[annotations:]
-    return entry["state"], dict(decode_assignment_annotation(written[-1]))["main"] if written else None
-
-
-def used(h: Harness) -> dict[str, int]:
-    """GPUs charged per host, over-commitment included (free capacity would floor at zero)."""
-    snap = h.capacity.snapshot("gpu")
-    assert snap is not None
-    col = snap.capacity.columns[GPU]
-    taken = {host: int(snap.capacity.tas[snap.tree.leaf_index_of((host,)), col]) for host in HOSTS}
-    return {host: n for host, n in taken.items() if n}
-
-
-OLD_ON_H1 = on(("h1", 4))
-
 
 # --- gates off: as before ------------------------------------------------------------------------
 

@@ -19,8 +19,7 @@ import contextlib
 import copy
 from typing import Any
 
-from admission_harness import Harness, Writes, drain, harness, workload
-from test_eviction_readmission import evicted, hosts_of, readmitted, ready
+from admission_harness import Harness, Writes, drain, evicted, harness, hosts_of, readmitted, ready, workload
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload

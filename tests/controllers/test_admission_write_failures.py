@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import builders as mk
 import pytest
-from admission_harness import CHECK, RACK, T0, Harness, Writes, harness
+from admission_harness import Harness, Writes, harness, wl
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -25,23 +24,6 @@ from kueue_tas.controllers.admission import (
 from kueue_tas.controllers.admission_writes import GateInjectionError
 from kueue_tas.kube.errors import Forbidden, NotFound, ServerError, TooManyRequests, TransportError
 from kueue_tas.kube.events import ObjectRef
-
-
-def wl(name: str, count: int = 12, **kw: Any) -> dict[str, Any]:
-    """A Workload of ``count`` one-GPU pods requiring one rack (a rack has 16 GPUs)."""
-    args: dict[str, Any] = {
-        "namespace": "ns",
-        "uid": f"uid-{name}",
-        "resource_version": "5",
-        "queue": None,
-        "admitted_flavor": "gpu",
-        "check": CHECK,
-        "check_state": "Pending",
-        "check_time": T0,
-        "conditions": [mk.condition("QuotaReserved", reason="QuotaReserved", message="", time=T0)],
-    }
-    args.update(kw)
-    return mk.workload(name, count, {"kueue-tas.io/podset-required-topology": RACK}, **args)
 
 
 class FailingWrites(Writes):

@@ -15,16 +15,28 @@ from __future__ import annotations
 
 from typing import Any
 
-import builders as mk
 from admission_harness import Harness
-from test_admission_elastic import ELASTIC_ON, GPU, HOST, HOSTS, add, cluster, decide, on, workload
+from elastic_harness import (
+    ELASTIC_ON,
+    GPU,
+    HOST,
+    HOSTS,
+    add,
+    admitted_new_slice,
+    cluster,
+    decide,
+    on,
+    pod,
+    replaced_then_deleted,
+    with_annotations,
+    workload,
+)
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.controllers.stray_pods import StrayPods
 from kueue_tas.controllers.ungater import Ungater
 from kueue_tas.runtime.config import Settings
-from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.slice_replacement import MAX_KEPT_SLICES, kept_slices, kept_slices_value
 
@@ -39,62 +51,6 @@ def used(k: Harness) -> dict[str, int]:
         leaf = snap.tree.leaf_index_of((host,))
         taken[host] = int(cap.tas[leaf, col]) + int(cap.alloc[leaf, col]) - int(cap.free[leaf, col])
     return {host: n for host, n in taken.items() if n}
-
-
-def pod(name: str, workload_uid: str, node: str | None, *, rv: str = "1") -> dict[str, Any]:
-    """A pod of PodSet main labelled for ``workload_uid``: bound to ``node`` and pinned there by
-    the ungater's nodeSelector, or gated (None)."""
-    return mk.pod(
-        name,
-        node,
-        namespace="ns",
-        uid=f"uid-{name}",
-        resource_version=rv,
-        gpus=1,
-        labels={c.WORKLOAD_LABEL: workload_uid, c.PODSET_LABEL: "main"},
-        selector=None if node is None else {HOST: node},
-        gates=[c.SCHEDULING_GATE] if node is None else [],
-        phase="Running" if node is not None else "Pending",
-    )
-
-
-def with_annotations(obj: dict[str, Any], annotations: dict[str, str]) -> dict[str, Any]:
-    meta = obj["metadata"]
-    return {**obj, "metadata": {**meta, "annotations": {**meta["annotations"], **annotations}}}
-
-
-def admitted_new_slice(k: Harness, assignment: TopologyAssignment, count: int = 4) -> dict[str, Any]:
-    """``slice-2`` as Kueue shows it once our writes landed: Ready, with every annotation we wrote."""
-    written = dict(k.writes.annotation_writes[-1])
-    obj = workload("slice-2", count, "Ready", assignment=assignment, replaces="ns/slice-1", rv="2")
-    return with_annotations(obj, written)
-
-
-async def replaced_then_deleted(k: Harness, old_pods: dict[str, str]) -> dict[str, Any]:
-    """Admit slice-1 (its pods ``old_pods``: name -> host, running), decide slice-2 through the
-    admission reconciler, play back our writes, then Kueue finishes slice-1 and deletes it.
-    Returns slice-2 as admitted."""
-    old = workload("slice-1", len(old_pods), "Ready", assignment=on(*_counts(old_pods)))
-    add(k, old)
-    add(k, workload("other", 2, "Ready", assignment=on(("h1", 2))))
-    for name, host in old_pods.items():
-        k.informers.pods.handle_event("ADDED", pod(name, "slice-1", host))
-    add(k, workload("slice-2", 4, replaces="ns/slice-1"))
-    state, assignment = await decide(k, "slice-2")
-    assert state == "Ready" and assignment == on(("h1", 2), ("h2", 2))
-    new = admitted_new_slice(k, assignment)
-    add(k, new, "MODIFIED")
-    finished = workload("slice-1", len(old_pods), "Ready", assignment=on(*_counts(old_pods)), finished=True, rv="2")
-    add(k, finished, "MODIFIED")
-    k.informers.workloads.handle_event("DELETED", finished)
-    return new
-
-
-def _counts(pods: dict[str, str]) -> list[tuple[str, int]]:
-    out: dict[str, int] = {}
-    for host in pods.values():
-        out[host] = out.get(host, 0) + 1
-    return sorted(out.items())
 
 
 def ungater(k: Harness) -> tuple[Ungater, dict[str, str]]:

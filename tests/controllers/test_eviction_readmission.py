@@ -18,13 +18,23 @@ Pending. Between the two, nothing of the old admission may hold capacity or stee
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import ALLOCATABLE, HOST, T0, Harness, Writes, drain, harness, workload
+from admission_harness import (
+    ALLOCATABLE,
+    HOST,
+    Writes,
+    drain,
+    evicted,
+    harness,
+    hosts_of,
+    readmitted,
+    ready,
+    workload,
+)
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -34,7 +44,6 @@ from kueue_tas.controllers.ungater import Ungater
 from kueue_tas.kube.errors import TransportError
 from kueue_tas.kube.events import ObjectRef
 from kueue_tas.runtime.config import Settings
-from kueue_tas.topology.codec import decode_assignment_annotation
 
 KEY = "ns/wl"
 RACK_OF = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r2"}
@@ -75,48 +84,6 @@ class Patches:
 
     async def write_entry(self, workload: Workload, entry: dict[str, Any]) -> None:
         """The health signal's entry writes (not played back here)."""
-
-
-def evicted(obj: dict[str, Any], *, quota: bool = True) -> dict[str, Any]:
-    """``obj`` as Kueue's eviction leaves it: Evicted, our entry reset to Pending; with ``quota``
-    False also the quota withdrawn (the job has stopped)."""
-    out = copy.deepcopy(obj)
-    previous = out["status"]["admissionChecks"][0]["state"]
-    out["status"]["admissionChecks"] = [
-        {"name": "tas", "state": "Pending", "message": f"Reset to Pending after eviction. Previously: {previous}"}
-    ]
-    out["status"]["conditions"] = [
-        mk.condition("QuotaReserved", quota, reason="QuotaReserved" if quota else "Pending", message="", time=T0),
-        mk.condition("Evicted", reason="Preempted", message="Preempted to accommodate a workload", time=T0),
-    ]
-    if not quota:
-        del out["status"]["admission"]
-    out["metadata"]["resourceVersion"] = str(int(out["metadata"]["resourceVersion"]) + 1)
-    return out
-
-
-def readmitted(obj: dict[str, Any]) -> dict[str, Any]:
-    """Quota reserved again after an eviction: Evicted back to False, our entry still Pending."""
-    out = workload(resource_version=str(int(obj["metadata"]["resourceVersion"]) + 1))
-    if obj["metadata"].get("annotations"):
-        out["metadata"]["annotations"] = copy.deepcopy(obj["metadata"]["annotations"])
-    out["status"]["conditions"].append(mk.condition("Evicted", False, reason="QuotaReserved", message="", time=T0))
-    return out
-
-
-def ready(h: Harness, obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` as it is once our last decision's writes are seen: annotation and Ready entry."""
-    out = copy.deepcopy(obj)
-    out["metadata"].setdefault("annotations", {})[c.TOPOLOGY_ASSIGNMENT_ANNOTATION] = h.writes.annotations[-1]
-    out["status"]["admissionChecks"] = [h.writes.checks[-1]]
-    out["metadata"]["resourceVersion"] = str(int(out["metadata"]["resourceVersion"]) + 1)
-    return out
-
-
-def hosts_of(obj: dict[str, Any]) -> dict[str, int]:
-    ((_, assignment),) = decode_assignment_annotation(obj["metadata"]["annotations"][c.TOPOLOGY_ASSIGNMENT_ANNOTATION])
-    assert assignment.levels == (HOST,)
-    return {d.values[0]: d.count for d in assignment.domains}
 
 
 def pod(name: str, *, node: str | None = None, deleting: bool = False, rv: str = "1") -> dict[str, Any]:

@@ -13,15 +13,14 @@ from typing import Any
 import builders as mk
 import pytest
 from admission_harness import RACK
+from hostname_scenes import HOST, eks, eks_ungater, info, map_failures
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from repair_harness import Rig, Strays, rig, roles
 from structlog.testing import capture_logs
-from test_node_repair import Rig, rig, roles
-from test_stray_pods import Strays
-from test_ungater_controller import Harness, assignment
+from ungater_harness import Harness, assignment
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import feed_pod
 from kueue_tas.capacity.hostnames import NodeHosts, unambiguous
 from kueue_tas.capacity.live import LiveCapacity
@@ -32,24 +31,9 @@ from kueue_tas.controllers import ungater as uc
 from kueue_tas.controllers.capacity_cache import CapacityCache
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.slim import slim_pod
-from kueue_tas.mapview.workloads import WorkloadInputs, workload_views
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.free import domain_free
 from kueue_tas.topology.model import NodeInfo
-
-HOST = c.HOSTNAME_LABEL
-SUFFIX = ".ec2.internal"
-
-
-def eks(host: str) -> str:
-    return host + SUFFIX
-
-
-def info(name: str, host: str | None, **kw: Any) -> NodeInfo:
-    labels = {HOST: host} if host is not None else {}
-    return NodeInfo(name, {**labels, RACK: "r1"}, {"cpu": 1000}, **kw)
-
 
 # --- the index --------------------------------------------------------------------------------
 
@@ -84,19 +68,6 @@ def test_the_node_store_index_follows_relabels_and_deletes() -> None:
 
 
 # --- the ungater --------------------------------------------------------------------------------
-
-
-def eks_ungater(h: Harness) -> None:
-    """The ungater as ``run`` wires it: a node serves when the index says so."""
-    h.ungater = uc.Ungater(
-        informers=h.ungater_informers,
-        checks=h.checks,
-        patcher=h.rec,
-        events=h.rec,
-        metrics=h.metrics,
-        settings=h.ungater.settings,
-        node_problem=h.ungater_informers.hosts.problem,
-    )
 
 
 async def test_ungater_releases_pods_onto_eks_named_nodes() -> None:
@@ -299,27 +270,6 @@ def test_the_map_marks_the_eks_named_node_that_failed_not_the_one_named_like_its
     live.upsert_node(NodeInfo(eks("h1"), {HOST: "h1", RACK: "r1"}, {"cpu": 1000}, unschedulable=True))
     live.upsert_node(NodeInfo("h1", {HOST: "h9", RACK: "r1"}, {"cpu": 1000}))
     assert map_failures(live) == {eks("h1")}
-
-
-def map_failures(live: LiveCapacity) -> set[str]:
-    """The Nodes the map marks failed for a workload admitted with one pod on hostname h1."""
-    text = encode_assignment_annotation([("main", TopologyAssignment((HOST,), (DomainAssignment(("h1",), 1),)))])
-    wl = Workload.model_validate(
-        mk.workload(
-            "wl",
-            1,
-            namespace="ns",
-            uid="u1",
-            queue=None,
-            admitted_flavor="gpu",
-            check="tas",
-            check_state="Ready",
-            check_time="2026-01-01T00:00:00Z",
-            workload_annotations={c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text},
-        )
-    )
-    _, failed = workload_views(WorkloadInputs(live, {"tas": {"gpu"}}), [wl], [])
-    return set(failed)
 
 
 def test_slim_node_keeps_the_hostname_label_apart_from_the_name() -> None:

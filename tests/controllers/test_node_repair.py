@@ -11,147 +11,19 @@ fake clock the test moves.
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import ALLOCATABLE, CHECK, RACK, Harness, guard, harness, workload
+from admission_harness import CHECK, RACK, guard, workload
+from repair_harness import ANN, RACK_OF, Rig, metric, rig, roles
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering, recorded, repairing, without_record
 from kueue_tas.controllers.assignment_guard import OurRewrites
-from kueue_tas.controllers.node_repair import SCAN, NodeRepair
 from kueue_tas.kube.errors import Conflict, ServerError, TransportError
-from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.codec import decode_assignment_annotation
-from kueue_tas.topology.features import FeatureGates
-from kueue_tas.topology.free import domain_free
-
-ANN = c.TOPOLOGY_ASSIGNMENT_ANNOTATION
-GPU = "nvidia.com/gpu"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Rig:
-    """The admission harness plus a NodeRepair on the same informers, capacity and writes."""
-
-    def __init__(self, h: Harness, repair: NodeRepair, clock: Clock, rewrites: OurRewrites) -> None:
-        self.h, self.repair, self.clock, self.rewrites = h, repair, clock, rewrites
-        self.obj: dict[str, Any] = {}
-
-    def node(
-        self, name: str, rack: str, *, ready: bool = True, event: str = "MODIFIED", gpus: int = 8, **kw: Any
-    ) -> None:
-        labels = {RACK: rack, "pool": "gpu"}
-        allocatable = {**ALLOCATABLE, GPU: str(gpus)}
-        self.h.informers.nodes.handle_event(
-            event, mk.node(name, labels=labels, allocatable=allocatable, ready=ready, resource_version="2", **kw)
-        )
-
-    async def admit(self, count: int = 12, annotations: dict[str, str] | None = None) -> dict[str, int]:
-        """Admit ns/wl through the admission reconciler and show its writes through the informer;
-        the hosts and pod counts of its assignment."""
-        wanted = {**workload.args[2], **(annotations or {})}
-        self.obj = mk.workload("wl", count, wanted, **workload.keywords)
-        self.h.add_workload(self.obj)
-        await self.h.admission.reconcile("ns/wl")
-        self.observe()
-        return self.hosts()
-
-    async def read(self, _wl: Workload) -> Workload:
-        """The writer's re-read: the Workload with every write so far (not yet in the informer)."""
-        return Workload.model_validate(self.apiserver())
-
-    def apiserver(self) -> dict[str, Any]:
-        obj = copy.deepcopy(self.obj)
-        if self.h.writes.annotations:
-            obj["metadata"].setdefault("annotations", {})[ANN] = self.h.writes.annotations[-1]
-        if self.h.writes.checks:
-            obj["status"]["admissionChecks"] = [self.h.writes.checks[-1]]
-        return obj
-
-    def observe(self) -> None:
-        """Play the apiserver: the last annotation and entry written land on the Workload."""
-        obj = copy.deepcopy(self.obj)
-        if self.h.writes.annotations:
-            obj["metadata"].setdefault("annotations", {})[ANN] = self.h.writes.annotations[-1]
-        entry = self.h.writes.checks[-1]
-        obj["status"]["admissionChecks"] = [entry]
-        if entry["state"] == "Ready":
-            obj["status"]["conditions"].append(mk.condition("Admitted", time="2026-01-01T00:00:00Z"))
-        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
-        self.obj = obj
-        self.h.modify_workload(obj)
-
-    def wl(self) -> Workload:
-        wl = self.h.informers.workloads.store.get("ns/wl")
-        assert wl is not None
-        return wl
-
-    def hosts(self) -> dict[str, int]:
-        ((_, a),) = decode_assignment_annotation(self.wl().metadata.annotations[ANN])
-        return {d.values[-1]: d.count for d in a.domains}
-
-    async def scan(self) -> float | None:
-        return await self.repair.reconcile(SCAN)
-
-    def free(self, host: str) -> int:
-        snap = self.h.capacity.snapshot("gpu")
-        assert snap is not None
-        return int(domain_free(snap).get((c.HOSTNAME_LABEL, host, GPU), 0))
-
-    async def spare_and_failed_host(self) -> str:
-        """Admit ns/wl, add spare host h5 to the rack of its 4-pod host, and have that host
-        NotReady for the grace period; returns that host."""
-        small, _, rack = roles(await self.admit())
-        self.node("h5", rack, event="ADDED")
-        self.node(small, rack, ready=False)
-        self.clock.now += 30
-        return small
-
-    def events(self, reason: str) -> list[str]:
-        return [m for _, _, r, m in self.h.events.seen if r == reason]
-
-
-def rig(gates: FeatureGates | None = None, **settings: Any) -> Rig:
-    h = harness()
-    clock = Clock()
-    rewrites = OurRewrites()
-    ctx = dataclasses.replace(
-        h.ctx,
-        flavors_of=lambda _check: {"gpu"},
-        settings=Settings(leader_election=False, **settings),
-        clock=clock,
-        gates=gates or h.ctx.gates,
-    )
-    repair = NodeRepair(ctx, rewrites=rewrites, wall=lambda: 0.0)
-    r = Rig(h, repair, clock, rewrites)
-    h.writes.read_workload = r.read  # type: ignore[method-assign]
-    return r
-
-
-RACK_OF = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r2"}
-
-
-def roles(hosts: dict[str, int]) -> tuple[str, str, str]:
-    """(host with 4 pods, host with 8, its rack) of the 12-pod assignment."""
-    small = next(h for h, n in hosts.items() if n == 4)
-    big = next(h for h, n in hosts.items() if n == 8)
-    return small, big, RACK_OF[small]
-
-
-def metric(r: Rig, name: str, labels: dict[str, str] | None = None) -> float:
-    value = r.h.metrics.registry.get_sample_value(name, labels or {})
-    return 0.0 if value is None else value
 
 
 @pytest.fixture

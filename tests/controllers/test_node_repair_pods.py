@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import builders as mk
-from test_node_repair import Rig, metric, rig, roles
+from repair_harness import Rig, metric, rig, roles
 
 from kueue_tas.api import constants as c
 from kueue_tas.controllers.node_repair import SCAN

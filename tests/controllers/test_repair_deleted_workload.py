@@ -16,8 +16,8 @@ import asyncio
 from typing import Any
 
 import builders as mk
-from test_admission_write_failures import wl
-from test_ready_guard import JOB, KEY, WORKLOAD, Cluster, make_cluster
+from admission_harness import wl
+from controller_cluster import JOB, KEY, WORKLOAD, Cluster, make_cluster
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload

@@ -8,12 +8,11 @@ from typing import Any
 import builders as mk
 import pytest
 from admission_harness import RACK, T0
+from controller_cluster import KEY, make_cluster
+from elastic_harness import ELASTIC_ON, HOST, add, cluster, replaced_then_deleted, with_annotations
 from faults import Fault
-from test_admission_elastic import ELASTIC_ON, HOST, add, cluster
-from test_elastic_replaced_deleted import replaced_then_deleted, with_annotations
-from test_hostname_index import eks_ungater, map_failures
-from test_ready_guard import KEY, make_cluster
-from test_ungater_controller import Harness, assignment, workload
+from hostname_scenes import eks_ungater, map_failures
+from ungater_harness import Harness, assignment, workload
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.live import LiveCapacity

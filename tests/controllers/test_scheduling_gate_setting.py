@@ -5,7 +5,7 @@ the pod counts), so pods held by the configured gate are released."""
 from __future__ import annotations
 
 import builders as mk
-from test_ungater_controller import CHECK, UID, FixedChecks, Recorder, assignment, workload
+from ungater_harness import CHECK, UID, FixedChecks, Recorder, assignment, workload
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.pod_counts import podset_pod_counts

@@ -16,87 +16,16 @@ from typing import Any
 import builders as mk
 import pytest
 from admission_harness import CHECK, RACK, ungater
-from test_node_repair import Rig, rig, roles
+from repair_harness import HOST, KEY, LABELS, Strays, rig, roles
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.controllers.stray_plan import stray_pods
-from kueue_tas.controllers.stray_pods import EVENT_REASON, FAILED_REASON, StrayPods
+from kueue_tas.controllers.stray_pods import EVENT_REASON, FAILED_REASON
 from kueue_tas.kube.errors import Conflict, Forbidden, NotFound, ServerError, TooManyRequests
 from kueue_tas.kube.slim import slim_pod
-from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
-
-HOST = c.HOSTNAME_LABEL
-LABELS = {c.WORKLOAD_LABEL: "u1", c.PODSET_LABEL: "main"}
-KEY = "ns/wl"
-
-
-class Deleter:
-    def __init__(self) -> None:
-        self.deleted: list[tuple[str, str, str]] = []  # (namespace, name, uid)
-        self.fail: list[Exception] = []  # raised by the next deletes, in order
-
-    async def delete(self, namespace: str, name: str, uid: str) -> None:
-        if self.fail:
-            raise self.fail.pop(0)
-        self.deleted.append((namespace, name, uid))
-
-    def names(self) -> list[str]:
-        return sorted(name for _, name, _ in self.deleted)
-
-
-class Strays:
-    """The rig plus StrayPods on its informers and capacity, on the rig's clock."""
-
-    def __init__(self, r: Rig, grace: float = 5.0) -> None:
-        self.r = r
-        self.deleter = Deleter()
-        self.strays = StrayPods(
-            informers=r.h.informers,
-            checks=r.h.checks,
-            capacity=r.h.capacity,
-            deleter=self.deleter,
-            events=r.h.events,
-            metrics=r.h.metrics,
-            settings=Settings(leader_election=False, stray_pod_grace_seconds=grace),
-            clock=r.clock,
-        )
-
-    def pod(self, name: str, node: str | None, event: str = "ADDED", rv: str = "1", **kw: Any) -> None:
-        gated = node is None and not kw.get("selector")
-        selector = kw.pop("selector", None if node is None else {HOST: node})
-        obj = mk.pod(
-            name,
-            node,
-            namespace="ns",
-            uid=f"uid-{name}",
-            resource_version=rv,
-            labels=LABELS,
-            gpus=1,
-            gates=[c.SCHEDULING_GATE] if gated else [],
-            selector=selector,
-            **kw,
-        )
-        self.r.h.informers.pods.handle_event(event, obj)
-
-    def running(self, hosts: dict[str, int], prefix: str = "p") -> list[str]:
-        """Bound, running pods filling ``hosts``; their names, host by host."""
-        names = []
-        for host, count in sorted(hosts.items()):
-            for i in range(count):
-                name = f"{prefix}-{host}-{i}"
-                self.pod(name, host)
-                names.append(name)
-        return names
-
-    async def judge(self) -> float | None:
-        return await self.strays.reconcile(KEY)
-
-    def metric(self) -> float:
-        value = self.r.h.metrics.registry.get_sample_value("kueue_tas_stray_pods_terminated_total")
-        return 0.0 if value is None else value
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from test_ungater_controller import HOST, Harness, assignment, workload
+from ungater_harness import HOST, Harness, assignment, workload
 from virtual_time import run_virtual, virtual_clock
 
 from kueue_tas.controllers.ungate_writes import WEBHOOK_RETRY_SECONDS

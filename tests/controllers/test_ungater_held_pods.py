@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builders as mk
 from structlog.testing import capture_logs
-from test_ungater_controller import HOST, Harness, assignment
+from ungater_harness import HOST, Harness, assignment
 
 from kueue_tas.capacity.hostnames import node_serving_problem
 from kueue_tas.controllers import ungater as uc

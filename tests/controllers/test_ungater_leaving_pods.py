@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import builders as mk
 import pytest
-from test_ungater_controller import HOST, Harness, assignment
+from ungater_harness import HOST, Harness, assignment
 
 
 @pytest.fixture

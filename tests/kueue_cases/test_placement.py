@@ -66,7 +66,7 @@ except ImportError:  # pragma: no cover - if tests/ ever becomes a package
     from tests.kueue_cases.schedule_for_tas import SCHEDULE_CASES, SCHEDULE_NOT_TRANSCRIBED
     from tests.kueue_cases.simulate_empty import SIMULATE_EMPTY_CASES
 
-_CASES_DIR = Path(__file__).parent / "kueue_cases"
+_CASES_DIR = Path(__file__).parent
 
 
 def _advanced_modules() -> list[ModuleType]:

@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover
     from tests.kueue_cases.model import KueueCase
     from tests.kueue_cases.run import run_case
 
-_CASES_DIR = Path(__file__).parent / "kueue_cases"
+_CASES_DIR = Path(__file__).parent
 
 
 def _modules() -> list[ModuleType]:

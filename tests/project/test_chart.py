@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_manifests import reader_rules_by_role, served_paths
+from manifest_files import reader_rules_by_role, served_paths
 
 from e2e import chart_docs, chart_lint
 from e2e.helm import CHART_DIR, NAMESPACE, RELEASE, HelmError, template
@@ -29,7 +29,7 @@ from e2e.paths import bin_dir
 from e2e.rbac import base_documents
 from kueue_tas.runtime.config import Settings
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 Key = tuple[str, str | None, str]
 # Labels Helm's conventions add (and the selector label that tells releases apart).
 HELM_LABELS = frozenset(

@@ -13,7 +13,7 @@ from e2e.demo import DEMO_POOL, SAMPLES, DemoObjects, usage_text
 from e2e.paths import bin_dir
 from kueue_tas.cli.main import build_parser
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def ending(tmp_path: Path) -> str:

@@ -26,7 +26,7 @@ from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 REFERENCE = DOCS / "reference"
 

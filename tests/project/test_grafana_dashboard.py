@@ -19,7 +19,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from kueue_tas.runtime.metrics import Metrics
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "manifests" / "grafana" / "kueue-tas-dashboard.json"
 DATASOURCE = {"type": "prometheus", "uid": "${DS_PROMETHEUS}"}
 # Grafana's own interval macros; any stand-in duration parses the same.

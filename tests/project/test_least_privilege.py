@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from test_manifests import BASE, NAMESPACE, config, documents, one
+from manifest_files import BASE, NAMESPACE, POLICY, config, documents, one
 
 SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:kueue-tas"
-POLICY = "kueue-tas-controller-writes"
 
 
 def base() -> list[dict[str, Any]]:

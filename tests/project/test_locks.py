@@ -11,7 +11,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^ \\]+)", re.MULTILINE)
 
 

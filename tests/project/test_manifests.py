@@ -12,9 +12,21 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import builders as mk
 import pytest
 import yaml
+from manifest_files import (
+    BASE,
+    NAMESPACE,
+    REPO,
+    SAMPLES,
+    config,
+    demo_nodes,
+    documents,
+    kustomization,
+    one,
+    reader_rules_by_role,
+    served_paths,
+)
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kinds import KubeObject, parse_object
@@ -22,10 +34,6 @@ from kueue_tas.cli.planner import Planner
 from kueue_tas.runtime.config import Settings, parse_bind
 from kueue_tas.webhook.server import POD_GATE_PATH
 
-REPO = Path(__file__).resolve().parent.parent
-BASE = REPO / "manifests" / "base"
-SAMPLES = REPO / "manifests" / "samples"
-NAMESPACE = "kueue-tas-system"
 IMAGE = "ghcr.io/kueue-tas/kueue-tas:0.1.0"
 TOPOLOGY_ANNOTATIONS = tuple(
     c.DEFAULT_ANNOTATION_PREFIX + k
@@ -62,67 +70,6 @@ EXPECTED_NAMED_CLUSTER_RULES: dict[tuple[str, str], tuple[list[str], set[str]]] 
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): (["kueue-tas"], {"get", "patch"}),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): (["kueue-tas"], {"get", "patch"}),
 }
-
-
-# ---- loading (as kustomize would: resources in order, then `images`) ----------------------------
-
-
-def kustomization(directory: Path) -> dict[str, Any]:
-    data = yaml.safe_load((directory / "kustomization.yaml").read_text())
-    assert isinstance(data, dict)
-    return data
-
-
-def documents(directory: Path) -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
-    for name in kustomization(directory)["resources"]:
-        docs.extend(d for d in yaml.safe_load_all((directory / name).read_text()) if d is not None)
-    for doc in docs:
-        for container in _containers(doc):
-            for rule in kustomization(directory).get("images") or []:
-                if container["image"].split(":")[0] == rule["name"]:
-                    container["image"] = f"{rule.get('newName', rule['name'])}:{rule['newTag']}"
-    return docs
-
-
-def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    if doc["kind"] != "Deployment":
-        return []
-    return list(doc["spec"]["template"]["spec"]["containers"])
-
-
-def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
-    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
-    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
-    return found[0]
-
-
-def config(base: list[dict[str, Any]]) -> dict[str, Any]:
-    data = yaml.safe_load(one(base, "ConfigMap")["data"]["config.yaml"])
-    assert isinstance(data, dict)
-    return data
-
-
-@pytest.fixture(scope="module")
-def base() -> list[dict[str, Any]]:
-    return documents(BASE)
-
-
-@pytest.fixture(scope="module")
-def samples() -> list[dict[str, Any]]:
-    return documents(SAMPLES)
-
-
-@pytest.fixture(scope="module")
-def deployment(base: list[dict[str, Any]]) -> dict[str, Any]:
-    return one(base, "Deployment")
-
-
-@pytest.fixture(scope="module")
-def manager(deployment: dict[str, Any]) -> dict[str, Any]:
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert isinstance(container, dict)
-    return container
 
 
 # ---- files ---------------------------------------------------------------------------------------
@@ -196,40 +143,6 @@ def _rules(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if d["kind"] in ("ClusterRole", "Role") and d["metadata"]["name"] not in READER_ROLES
         for r in d["rules"]
     ]
-
-
-def served_paths() -> dict[str, set[str]]:
-    """The routes the metrics and the map servers register, by the reader ClusterRole (its name
-    less the ``kueue-tas-`` prefix) that must grant `get` on exactly them (tests/test_chart.py too)."""
-    from kueue_tas.cli.map_server import MapServer
-    from kueue_tas.runtime.health import HealthServer
-
-    class NoSource:
-        kind = "read"
-        max_age = 10.0
-
-        def usable(self) -> bool:
-            return True
-
-        async def build(self) -> Any:
-            raise RuntimeError("never built here")
-
-    metrics_app = HealthServer(Settings(leader_election=False)).make_metrics_app()
-    map_app = MapServer("127.0.0.1:0", NoSource(), replica="r0").make_app()  # type: ignore[arg-type]
-    return {
-        "metrics-reader": {r.canonical for r in metrics_app.router.resources()},
-        "map-reader": {r.canonical for r in map_app.router.resources()},
-    }
-
-
-def reader_rules_by_role(docs: list[dict[str, Any]], prefix: str = "kueue-tas-") -> dict[str, set[str]]:
-    """What each reader ClusterRole of ``docs`` grants: only `get`, on non-resource URLs."""
-    out: dict[str, set[str]] = {}
-    for role in served_paths():
-        (rule,) = one(docs, "ClusterRole", prefix + role)["rules"]
-        assert set(rule) == {"nonResourceURLs", "verbs"} and rule["verbs"] == ["get"], rule
-        out[role] = set(rule["nonResourceURLs"])
-    return out
 
 
 def test_reader_roles_grant_get_on_exactly_what_is_served(base: list[dict[str, Any]]) -> None:
@@ -566,24 +479,9 @@ def test_sample_workloads_are_annotated(samples: list[dict[str, Any]]) -> None:
     )
 
 
-def _demo_nodes() -> list[dict[str, Any]]:
-    """The demo's pool (e2e/demo.py DEMO_POOL): 2 blocks x 4 racks x 8 hosts of 8 GPUs."""
-    allocatable = {"cpu": "96", "memory": "1Ti", "pods": "110", "nvidia.com/gpu": "8"}
-    return [
-        mk.node(
-            f"gpu-b{b}-r{r}-h{h}",
-            labels={"e2e.kueue-tas.io/pool": "gpu", mk.BLOCK: f"b{b}", mk.RACK: f"b{b}-r{r}"},
-            allocatable=allocatable,
-        )
-        for b in range(1, 3)
-        for r in range(1, 5)
-        for h in range(1, 9)
-    ]
-
-
 def test_samples_fit_the_demo_cluster(samples: list[dict[str, Any]]) -> None:
     """The controller's own planner places both sample workloads, the Job inside one rack."""
-    nodes = _demo_nodes()
+    nodes = demo_nodes()
     objects: list[KubeObject] = [o for o in (parse_object(d) for d in [*nodes, *samples]) if o is not None]
     plans = {p.name: p for p in Planner(objects).run()}
     assert set(plans) == {"sample-rack-job", "sample-jobset"}

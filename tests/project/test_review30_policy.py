@@ -11,14 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from test_least_privilege import POLICY, base
-from test_manifests import one
+from manifest_files import BASE, POLICY, documents, one
 
 from kueue_tas.api import constants as c
 
 
 def policy() -> dict[str, Any]:
-    return one(base(), "ValidatingAdmissionPolicy", POLICY)
+    return one(documents(BASE), "ValidatingAdmissionPolicy", POLICY)
 
 
 def rules_for(resource: str) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_manifests import SAMPLES, _demo_nodes, documents, kustomization
+from manifest_files import SAMPLES, demo_nodes, documents, kustomization
 
 from kueue_tas.api.kinds import KubeObject, parse_object
 from kueue_tas.api.podsets import podsets_of
@@ -22,14 +22,14 @@ BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-
 
 @pytest.fixture(scope="module")
 def plans() -> dict[str, Any]:
-    nodes = _demo_nodes()
+    nodes = demo_nodes()
     docs = [*nodes, *documents(SAMPLES), *documents(ADVANCED)]
     objects: list[KubeObject] = [o for o in (parse_object(d) for d in docs) if o is not None]
     return {p.name: p for p in Planner(objects).run()}
 
 
 def node_labels() -> dict[str, dict[str, str]]:
-    return {n["metadata"]["name"]: n["metadata"]["labels"] for n in _demo_nodes()}
+    return {n["metadata"]["name"]: n["metadata"]["labels"] for n in demo_nodes()}
 
 
 def test_every_file_listed() -> None:

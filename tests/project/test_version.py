@@ -24,7 +24,7 @@ from kueue_tas.cli.main import build_parser, main
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.version import version
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FALLBACK = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools_scm"]["fallback_version"]
 SCM = [sys.executable, "-m", "setuptools_scm"]
 PIP_WHEEL = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index"]

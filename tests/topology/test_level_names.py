@@ -10,7 +10,7 @@ import builders as mk
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_plan_cli import assert_invalid, hosts, plan
+from plan_harness import assert_invalid, hosts, plan
 
 from kueue_tas.api.kueue_objects import Topology
 from kueue_tas.api.workload import Workload

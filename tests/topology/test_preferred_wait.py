@@ -132,7 +132,7 @@ async def test_a_podset_that_fits_one_rack_never_waits() -> None:
 
 
 def test_plan_says_the_controller_would_hold_it_first(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from test_plan_cli import plan
+    from plan_harness import plan
 
     # The builders' cluster: racks of 2 hosts x 4 GPUs; 12 pods fit in no rack.
     res = plan(tmp_path, capsys, [*mk.cluster(), mk.job("w", 12, {PREF: mk.RACK, WAIT: "10m"})])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import builders as mk
 import pytest
-from test_plan_cli import assert_invalid, plan
+from plan_harness import assert_invalid, plan
 
 from kueue_tas.api.workload import PodSetTopologyRequestModel
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment

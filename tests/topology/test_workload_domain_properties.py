@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_required_preferred_properties import LEVELS, Path, clusters, snapshot
+from random_clusters import LEVELS, Path, clusters, snapshot
 
 from kueue_tas.topology.model import PodSetRequest, TopologyRequest
 from kueue_tas.topology.results import PodSetResult

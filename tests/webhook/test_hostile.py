@@ -22,8 +22,8 @@ import pytest_asyncio
 from builders import REQUIRED, job
 from builders import topology as topology_obj
 from loop_watch import loop_gaps
-from test_webhook_server import HOSTS, FakeCaches, pod_review, review, write_cert
-from test_webhook_server import client_context as new_client_context
+from webhook_harness import HOSTS, FakeCaches, pod_review, review, write_cert
+from webhook_harness import client_context as new_client_context
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import Topology

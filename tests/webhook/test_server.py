@@ -7,8 +7,7 @@ import asyncio
 import base64
 import datetime as dt
 import json
-import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +25,9 @@ from cryptography.x509.verification import (
     Store,
     VerificationError,
 )
+from webhook_harness import HOSTS, NOW, FakeCaches, client_context, pod_review, review, write_cert
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.kueue_objects import Topology
 from kueue_tas.capacity.creation_checks import TopologyView
 from kueue_tas.kube.errors import AlreadyExists, Conflict, Forbidden, Invalid, NotFound
@@ -39,46 +38,6 @@ from kueue_tas.topology.features import DEFAULT_GATES
 from kueue_tas.webhook import cert_keeper
 from kueue_tas.webhook.cert_keeper import FileCerts, SecretCerts
 from kueue_tas.webhook.server import PATH, POD_GATE_PATH, REFRESH_SECONDS, WebhookServer
-
-NOW = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
-HOSTS = ["kueue-tas-webhook.kueue-tas-system.svc", "127.0.0.1"]
-
-
-class FakeCaches:
-    def __init__(self, views: Sequence[TopologyView], synced: bool = True) -> None:
-        self.views = list(views)
-        self.is_synced = synced
-
-    def synced(self) -> bool:
-        return self.is_synced
-
-    def topologies_for(self, obj: KubeObject) -> Sequence[TopologyView]:
-        return self.views
-
-    def start(self) -> None:
-        pass
-
-    async def stop(self) -> None:
-        pass
-
-
-def write_cert(directory: Path, cert: ServingCert) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "tls.crt").write_bytes(cert.cert_pem)
-    (directory / "tls.key").write_bytes(cert.key_pem)
-
-
-def client_context(ca_pem: bytes) -> ssl.SSLContext:
-    ctx = ssl.create_default_context(cadata=ca_pem.decode())
-    return ctx
-
-
-def review(obj: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None) -> dict[str, Any]:
-    request = {"uid": "u-1", "kind": {"group": "batch", "version": "v1", "kind": obj["kind"]}, "operation": operation}
-    request["object"] = obj
-    if old is not None:
-        request["oldObject"] = old
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
 @pytest_asyncio.fixture
@@ -150,21 +109,6 @@ async def test_before_the_caches_sync_reviews_are_allowed_and_counted_as_errors(
     assert server.readiness() == (False, "webhook caches not synced")
     metrics = server.metrics.render()[0].decode()
     assert 'kueue_tas_webhook_reviews_total{kind="Job",operation="CREATE",result="error"} 1.0' in metrics
-
-
-def pod_review(labels: dict[str, str], gates: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "x"}]}
-    if gates is not None:
-        spec["schedulingGates"] = gates
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"generateName": "train-", "namespace": "team-a", "labels": labels},
-        "spec": spec,
-    }
-    body = review(pod)
-    body["request"]["kind"] = {"group": "", "version": "v1", "kind": "Pod"}
-    return body
 
 
 async def post_to(server: WebhookServer, ca_pem: bytes, path: str, body: Any) -> Any:

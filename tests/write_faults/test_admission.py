@@ -17,9 +17,8 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import Harness, harness
+from admission_harness import Harness, harness, wl
 from faults import ALL_FAULTS, FakeApiServer, Fault, faulty_client, until_settled
-from test_admission_write_failures import wl
 
 from kueue_tas.api import constants as c
 from kueue_tas.controllers.admission_writes import KubeAdmissionWriter
