@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 import builders as mk
+from vocab import GPU, HOST, RACK, REQUIRED
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -38,9 +39,6 @@ from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.free import domain_free
 from kueue_tas.topology.snapshot import TopologySnapshot
 
-RACK = "example.com/rack"
-HOST = c.HOSTNAME_LABEL
-GPU = "nvidia.com/gpu"
 CHECK = "tas"
 HOSTS = ("h1", "h2", "h3", "h4")
 ALLOCATABLE = {"cpu": "16", "pods": "110", GPU: "8"}
@@ -51,7 +49,7 @@ workload = partial(
     mk.workload,
     "wl",
     8,
-    {"kueue-tas.io/podset-required-topology": RACK},
+    {REQUIRED: RACK},
     namespace="ns",
     uid="u1",
     resource_version="5",
@@ -378,4 +376,4 @@ def wl(name: str, count: int = 12, **kw: Any) -> dict[str, Any]:
         "conditions": [mk.condition("QuotaReserved", reason="QuotaReserved", message="", time=T0)],
     }
     args.update(kw)
-    return mk.workload(name, count, {"kueue-tas.io/podset-required-topology": RACK}, **args)
+    return mk.workload(name, count, {REQUIRED: RACK}, **args)

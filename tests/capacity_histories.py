@@ -16,6 +16,7 @@ from unittest import mock
 import builders as mk
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from vocab import BLOCK, GPU, HOST, RACK, REQUIRED
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kinds import parse_object
@@ -35,8 +36,7 @@ from kueue_tas.topology.codec import decode_assignment_annotation, encode_assign
 from kueue_tas.topology.free import level_free
 from kueue_tas.topology.snapshot import TopologySnapshot
 
-BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
-GPU, FOO = "nvidia.com/gpu", "example.com/foo"
+FOO = "example.com/foo"
 POOL = "pool"
 KUEUE = "kueue.x-k8s.io/v1beta2"
 Obj = dict[str, Any]
@@ -127,7 +127,7 @@ def pods(draw: st.DrawFn, name: str) -> Obj:
         elif shape == "racks":
             spec["nodeSelector"] = {BLOCK: b, RACK: f"{b}-{r}"}
     elif kind == "annotated":
-        annotations["kueue-tas.io/podset-required-topology"] = RACK
+        annotations[REQUIRED] = RACK
     elif kind == "kueue-annotated":  # Kueue's prefix, not ours: a non-TAS pod for us
         annotations["kueue.x-k8s.io/podset-required-topology"] = RACK
     requests = {"cpu": f"{draw(st.integers(0, 3000))}m", GPU: str(draw(st.integers(0, 3)))}

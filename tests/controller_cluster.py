@@ -8,9 +8,10 @@ import dataclasses
 from typing import Any
 
 import builders as mk
-from admission_harness import ALLOCATABLE, CHECK, RACK, T0, Harness, harness, wl
+from admission_harness import ALLOCATABLE, CHECK, T0, Harness, harness, wl
 from faults import FakeApiServer, FaultySession, faulty_client
 from kubernetes_asyncio import client as k8s
+from vocab import RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload

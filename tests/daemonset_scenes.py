@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import builders as mk
-from admission_harness import HOST, Harness, workload
+from admission_harness import Harness, workload
+from vocab import GPU, HOST
 
 from kueue_tas.topology.free import domain_free
 
-GPU = "nvidia.com/gpu"
 EVERYTHING = [{"operator": "Exists"}]
 
 

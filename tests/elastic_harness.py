@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import builders as mk
-from admission_harness import CHECK, GPU, HOST, RACK, Harness, configure, wire
+from admission_harness import CHECK, Harness, configure, wire
+from vocab import GPU, HOST, RACK, UNCONSTRAINED
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
@@ -20,7 +21,6 @@ from kueue_tas.topology.snapshot import TopologySnapshot
 HOSTS = ("h1", "h2")  # one rack, 4 GPUs each
 ALLOCATABLE = {"cpu": "16", "pods": "110", GPU: "4"}
 ELASTIC_ON = FeatureGates({"ElasticJobsViaWorkloadSlicesWithTAS": True})
-UNCONSTRAINED = {"kueue-tas.io/podset-unconstrained-topology": "true"}
 
 
 def on(*domains: tuple[str, int]) -> TopologyAssignment:
@@ -64,7 +64,7 @@ def workload(
                     "name": "main",
                     "count": count,
                     "template": {
-                        "metadata": {"annotations": UNCONSTRAINED},
+                        "metadata": {"annotations": {UNCONSTRAINED: "true"}},
                         "spec": {"containers": [{"name": "c", "resources": requests}]},
                     },
                 }

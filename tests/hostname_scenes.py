@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import builders as mk
-from admission_harness import RACK
 from ungater_harness import Harness
+from vocab import HOST, RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -18,7 +18,6 @@ from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo
 
-HOST = c.HOSTNAME_LABEL
 SUFFIX = ".ec2.internal"
 
 

@@ -9,7 +9,8 @@ import dataclasses
 from typing import Any
 
 import builders as mk
-from admission_harness import ALLOCATABLE, RACK, Harness, harness, workload
+from admission_harness import ALLOCATABLE, Harness, harness, workload
+from vocab import GPU, HOST, RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -22,7 +23,6 @@ from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.free import domain_free
 
 ANN = c.TOPOLOGY_ASSIGNMENT_ANNOTATION
-GPU = "nvidia.com/gpu"
 
 
 class Clock:
@@ -146,7 +146,6 @@ def metric(r: Rig, name: str, labels: dict[str, str] | None = None) -> float:
     return 0.0 if value is None else value
 
 
-HOST = c.HOSTNAME_LABEL
 LABELS = {c.WORKLOAD_LABEL: "u1", c.PODSET_LABEL: "main"}
 KEY = "ns/wl"
 

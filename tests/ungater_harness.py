@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any
 
 import builders as mk
+from vocab import HOST
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck
@@ -21,7 +22,6 @@ from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 
-HOST = c.HOSTNAME_LABEL
 CHECK = "tas-check"
 UID = "wl-uid-1"
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import builders as mk
 import pytest
+from vocab import REQUIRED
 
 from kueue_tas.api.core_objects import Job
 from kueue_tas.api.podsets import PodSetSpec, podsets_of, podsets_of_job, podsets_of_jobset, podsets_of_workload
@@ -20,7 +21,7 @@ TEMPLATE: dict[str, Any] = {
             "batch.kubernetes.io/job-name": "train",
             "batch.kubernetes.io/controller-uid": "u",
         },
-        "annotations": {"kueue-tas.io/podset-required-topology": "rack"},
+        "annotations": {REQUIRED: "rack"},
     },
     "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
 }

@@ -3,6 +3,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from vocab import GPU
 
 from kueue_tas.api.quantity import (
     QuantityError,
@@ -71,7 +72,7 @@ def test_non_quantity_types_rejected(bad: object) -> None:
         ("memory", "1Ki", 1024),
         ("memory", "100m", 1),  # 0.1 byte rounds up
         ("memory", "2e3", 2000),
-        ("nvidia.com/gpu", "8", 8),
+        (GPU, "8", 8),
         ("pods", "110", 110),
         ("ephemeral-storage", "1.1", 2),
     ],
@@ -98,7 +99,7 @@ def test_resource_list_to_ints() -> None:
 
 @pytest.mark.parametrize(
     ("resource", "value"),
-    [("cpu", "9223372036854776"), ("memory", "9223372036854776"), ("nvidia.com/gpu", "10E"), ("cpu", "-10E")],
+    [("cpu", "9223372036854776"), ("memory", "9223372036854776"), (GPU, "10E"), ("cpu", "-10E")],
 )
 def test_amount_beyond_int64_milli_units_is_refused_with_the_resource(resource: str, value: str) -> None:
     with pytest.raises(QuantityError, match=f"{resource!r} is out of range"):

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from vocab import GPU
 
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.resources import aggregate_container_requests, container_requests, pod_requests
@@ -116,13 +117,13 @@ def test_overhead_added_after_init_max() -> None:
 
 def test_limits_fill_missing_requests_per_resource() -> None:
     # SetDefaults_Pod / Kueue UseLimitsAsMissingRequestsInPod: per resource, not all-or-nothing
-    c = ctr("a", {"cpu": "100m"}, {"cpu": "2", "memory": "1Gi", "nvidia.com/gpu": "1"})
+    c = ctr("a", {"cpu": "100m"}, {"cpu": "2", "memory": "1Gi", GPU: "1"})
     assert container_requests(c) == {
         "cpu": Decimal("0.1"),
         "memory": 1024**3,
-        "nvidia.com/gpu": 1,
+        GPU: 1,
     }
-    assert pod_requests({"containers": [c]}) == {"cpu": 100, "memory": 1024**3, "nvidia.com/gpu": 1}
+    assert pod_requests({"containers": [c]}) == {"cpu": 100, "memory": 1024**3, GPU: 1}
 
 
 def test_limits_only_container_uses_limits() -> None:
@@ -150,11 +151,11 @@ def test_explicit_zero_request_is_not_replaced_by_limit() -> None:
 def test_pod_level_requests_replace_container_aggregate() -> None:
     spec = {
         "resources": {"requests": {"cpu": "4", "memory": "8Gi"}},
-        "containers": [ctr("a", {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "2"})],
+        "containers": [ctr("a", {"cpu": "1", "memory": "1Gi", GPU: "2"})],
         "overhead": {"cpu": "100m"},
     }
     # extended resources are not pod-level resources: still from containers
-    assert pod_requests(spec) == {"cpu": 4100, "memory": 8 * 1024**3, "nvidia.com/gpu": 2}
+    assert pod_requests(spec) == {"cpu": 4100, "memory": 8 * 1024**3, GPU: 2}
 
 
 def test_pod_level_limits_default_requests() -> None:

@@ -20,13 +20,9 @@ from typing import Any
 
 import builders as mk
 from capacity_histories import (
-    BLOCK,
-    GPU,
-    HOST,
     NODE_NAMES,
     POOL,
     PROPERTY,
-    RACK,
     capacity_command,
     free_by_domain,
     histories,
@@ -40,6 +36,7 @@ from capacity_histories import final as final_objects
 from capacity_histories import live_by_events as live_by_cluster_events
 from hypothesis import given
 from hypothesis import strategies as st
+from vocab import BLOCK, GPU, HOST, RACK
 
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.topology.snapshot import TopologySnapshot

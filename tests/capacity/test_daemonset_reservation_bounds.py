@@ -14,6 +14,7 @@ import builders as mk
 import map_scene as scene
 import pytest
 from structlog.testing import capture_logs
+from vocab import GPU
 
 from kueue_tas.capacity.daemonsets import (
     DEFAULT_POLICY,
@@ -34,7 +35,6 @@ from kueue_tas.controllers.capacity_cache import CapacityCache
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.topology.model import NodeInfo
 
-GPU = "nvidia.com/gpu"
 T = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 # The capacity command reads the time of day: a DaemonSet created in 2100 is still held.
 LATER = datetime(2100, 1, 1, tzinfo=UTC).timestamp() - T

@@ -7,10 +7,10 @@ repair moved workloads off a Ready node."""
 from __future__ import annotations
 
 import builders as mk
-from admission_harness import ALLOCATABLE, RACK
+from admission_harness import ALLOCATABLE
 from repair_harness import rig, roles
+from vocab import HOST, RACK, REQUIRED
 
-from kueue_tas.api import constants as c
 from kueue_tas.api.quantity import MAX_MILLI_UNITS
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
@@ -22,7 +22,6 @@ from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.free import domain_free
 
-HOST = c.HOSTNAME_LABEL
 HUGE = "example.com/huge"
 MOST = MAX_MILLI_UNITS // 1000  # base units of a non-cpu resource
 
@@ -56,7 +55,7 @@ def test_the_capacity_model_places_on_it_and_its_totals_stay_exact() -> None:
     cap.set_flavors({"gpu": FlavorSpec("gpu", "topo", (RACK, HOST), {"pool": "gpu"})})
     for name in ("h1", "h2"):
         cap.upsert_node(slim_node(huge_node(name)))
-    podset = mk.podset("main", 3, {"kueue-tas.io/podset-required-topology": HOST}, gpus=0)
+    podset = mk.podset("main", 3, {REQUIRED: HOST}, gpus=0)
     podset["template"]["spec"]["containers"][0]["resources"] = {"requests": {HUGE: "1"}}
     wl = Workload.model_validate(
         mk.workload("a", 3, podsets=[podset], namespace="ns", queue=None, admitted_flavor={HUGE: "gpu"})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from vocab import HOST, RACK
 
-from kueue_tas.api import constants as c
 from kueue_tas.capacity.hostnames import NodeHosts
 from kueue_tas.capacity.node_health import (
     FailureKind,
@@ -22,8 +22,6 @@ from kueue_tas.capacity.node_health import (
 from kueue_tas.topology.inputs import node_info
 from kueue_tas.topology.model import NodeInfo, Taint, Toleration
 
-RACK = "example.com/rack"
-HOST = c.HOSTNAME_LABEL
 LEVELS = (RACK, HOST)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vocab import BLOCK, HOST, RACK, REQUIRED
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -34,8 +35,6 @@ from kueue_tas.topology.model import NodeInfo
 from kueue_tas.topology.snapshot import TopologySnapshot
 from kueue_tas.topology.tree import TopologyTree
 
-BLOCK, RACK, HOST = "example.com/block", "example.com/rack", c.HOSTNAME_LABEL
-REQ = "kueue-tas.io/podset-required-topology"
 NEAR_INT64_CORES = "9223372036854775"  # x 1000 millicores: just under 2**63
 
 
@@ -63,7 +62,7 @@ def live(levels: tuple[str, ...], nodes: list[NodeInfo]) -> LiveCapacity:
 
 
 def workload(name: str, count: int, cpu: str, level: str = RACK) -> Workload:
-    podset = mk.podset("main", count, {REQ: level}, cpu=cpu)
+    podset = mk.podset("main", count, {REQUIRED: level}, cpu=cpu)
     return Workload.model_validate(
         mk.workload(name, count, podsets=[podset], namespace="ns", queue=None, admitted_flavor="gpu")
     )
@@ -202,7 +201,7 @@ def test_trusted_workload_whose_template_is_out_of_range_keeps_its_slots_full() 
     # We never admit such a template (decide rejects it), but an edit can make one: the controller
     # must neither fail its informer handler (nor its resync loop) nor free the slots.
     on_h0 = TopologyAssignment((HOST,), (DomainAssignment(("r1-h0",), 1),))
-    podset = mk.podset("main", 1, {REQ: HOST}, cpu="1e20")
+    podset = mk.podset("main", 1, {REQUIRED: HOST}, cpu="1e20")
     wl = Workload.model_validate(
         mk.workload(
             "edited",

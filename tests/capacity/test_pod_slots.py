@@ -10,6 +10,7 @@ import random
 import builders as mk
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vocab import BLOCK, GPU, RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.live import LiveCapacity
@@ -23,8 +24,6 @@ from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.free import domain_free
 from kueue_tas.topology.model import NodeInfo, PodSetRequest, TopologyRequest
 
-BLOCK, RACK = "example.com/block", "example.com/rack"
-GPU = "nvidia.com/gpu"
 NODES = {"n1": "r1", "n2": "r1", "n3": "r2", "n4": "r2"}
 WL = "ns/train"
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import builders as mk
 import pytest
+from vocab import ASSIGNMENT, CONTROLLER, GPU, PODSET_LABEL, RACK, UNCONSTRAINED, WORKLOAD_LABEL
 
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.workload import Workload
@@ -28,10 +29,6 @@ from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo
 from kueue_tas.topology.snapshot import TopologySnapshot
-
-RACK = "example.com/rack"
-GPU = "nvidia.com/gpu"
-ANNOTATION = "kueue-tas.io/topology-assignment"
 
 # --- pods -------------------------------------------------------------------------------------
 
@@ -65,10 +62,10 @@ def test_unbound_pods_are_not_charged() -> None:
 
 def test_pods_carrying_our_labels_or_annotations_are_charged_too_the_labels_are_only_a_claim() -> None:
     # Issue 12, defect 2: a label or annotation anyone can write must not make a pod invisible.
-    labelled = slim_pod(n1_pod(labels={"kueue-tas.io/workload": "w", "kueue-tas.io/podset": "main"}))
+    labelled = slim_pod(n1_pod(labels={WORKLOAD_LABEL: "w", PODSET_LABEL: "main"}))
     assert pod_charge(labelled) == ("n1", {"cpu": 550, "memory": 1024**3, "pods": 1})
     assert pod_claim(labelled) == PodClaim("ns", "w", "main", ())
-    annotated = slim_pod(n1_pod(annotations={"kueue-tas.io/podset-unconstrained-topology": "true"}))
+    annotated = slim_pod(n1_pod(annotations={UNCONSTRAINED: "true"}))
     assert pod_charge(annotated) is not None and pod_claim(annotated) is None
     assert pod_charge(slim_pod(n1_pod(annotations={"kueue.x-k8s.io/podset-required-topology": "rack"}))) is not None
     # Terminating pods run until they are gone (Kueue #10076).
@@ -117,7 +114,7 @@ def test_an_undecodable_annotation_holds_nothing_for_the_controller_and_is_an_er
     assert workload_usage(wl, {"tas"}, {"gpu"}) is None
     with pytest.raises(UsageError) as err:
         workload_usage(wl, {"tas"}, {"gpu"}, strict=True)
-    assert err.value.field == f"metadata.annotations[{ANNOTATION}]"
+    assert err.value.field == f"metadata.annotations[{ASSIGNMENT}]"
 
 
 def test_an_assignment_of_a_podset_the_spec_lacks() -> None:
@@ -144,10 +141,10 @@ def test_several_tas_flavors_on_one_podset() -> None:
 
 def test_spec_topology_name_maps_a_flavor_only_when_asked_and_no_check_governs_it() -> None:
     topo = Topology.model_validate(mk.topology("topo", (RACK,)))
-    check = AdmissionCheck.model_validate(mk.admission_check("tas", "topo", "kueue-tas.io/topology"))
+    check = AdmissionCheck.model_validate(mk.admission_check("tas", "topo", CONTROLLER))
     cq = ClusterQueue.model_validate(mk.cluster_queue("cq", ("gpu",), {"tas": ["gpu"]}, covered=(GPU,), quota=None))
     flavors = {"kueue-own": ResourceFlavor.model_validate(mk.flavor("kueue-own", {}))}
-    ours = our_checks([check], "kueue-tas.io/topology")
+    ours = our_checks([check], CONTROLLER)
     specs, per_check = flavor_specs(ours, [cq], {"topo": topo}.get, flavors.get)
     assert set(specs) == {"gpu"} and per_check == {"tas": {"gpu"}}
     mapped = {"kueue-own": "topo"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vocab import GPU
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.capacity.live import LiveCapacity
@@ -15,7 +16,6 @@ from kueue_tas.topology.free import domain_free
 from kueue_tas.topology.model import NodeInfo
 
 HOSTS = ("h0", "h1", "h2")
-GPU = "nvidia.com/gpu"
 ALLOCATABLE = 100  # large enough that free capacity never floors at zero: every charge shows
 OLD, NEW, OTHER = "ns/old", "ns/new", "ns/other"
 

@@ -14,9 +14,10 @@ from __future__ import annotations
 import itertools
 
 import builders as mk
-from admission_harness import CHECK, GPU, HOST, RACK, harness
+from admission_harness import CHECK, harness
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vocab import BLOCK, GPU, HOST, RACK, REQUIRED
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.live import LiveCapacity
@@ -30,7 +31,7 @@ from kueue_tas.topology.tree import TopologyTree
 
 
 def required(level: str) -> dict[str, str]:
-    return {"kueue-tas.io/podset-required-topology": level}
+    return {REQUIRED: level}
 
 
 async def test_open_slots_stay_charged_when_the_topology_comes_back_without_the_hostname() -> None:
@@ -109,7 +110,7 @@ async def test_open_slots_stay_charged_when_the_topology_comes_back_without_the_
 
 # --- the rule, over any change of levels --------------------------------------------------------
 
-ZONE, BLOCK = "example.com/zone", "example.com/block"
+ZONE = "example.com/zone"
 KEYS = (ZONE, BLOCK, RACK, HOST)
 ALLOCATABLE = 100
 

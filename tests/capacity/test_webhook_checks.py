@@ -6,13 +6,28 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from builders import BLOCK, HOST, PREFERRED, RACK, REQUIRED, SLICE_LEVEL, SLICE_SIZE, job, jobset, replicated_job
 from builders import admission_check as admission_check_obj
 from builders import cluster_queue as cluster_queue_obj
+from builders import job, jobset, replicated_job
 from builders import topology as topology_obj
 from builders import workload as workload_obj
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vocab import (
+    ASSIGNMENT,
+    BLOCK,
+    HOST,
+    LEVEL_NAMES,
+    PREFERRED,
+    PREFERRED_WAIT_STARTED,
+    RACK,
+    REQUIRED,
+    SLICE_LEVEL,
+    SLICE_SIZE,
+    WORKLOAD_PREFERRED,
+    WORKLOAD_REQUIRED,
+    ZONE,
+)
 
 from kueue_tas.api.kinds import parse_object
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, Topology
@@ -26,10 +41,7 @@ from kueue_tas.capacity.creation_checks import (
 from kueue_tas.topology.features import DEFAULT_GATES
 
 PREFIX = "kueue-tas.io/"
-WL_REQUIRED = "kueue-tas.io/workload-required-topology"
-WL_PREFERRED = "kueue-tas.io/workload-preferred-topology"
-ZONE = "topology.kubernetes.io/zone"
-NAMED = {"kueue-tas.io/level-names": f"zone={ZONE},block={BLOCK},rack={RACK},host={HOST}"}
+NAMED = {LEVEL_NAMES: f"zone={ZONE},block={BLOCK},rack={RACK},host={HOST}"}
 
 
 def view(levels: tuple[str, ...] = (ZONE, BLOCK, RACK, HOST), name: str = "dc", names: bool = True) -> TopologyView:
@@ -57,7 +69,7 @@ def osmo_jobset(workload_level: str, model_level: str = "rack") -> dict[str, Any
         [replicated_job(f"model{i}", 1, 4, 4, {REQUIRED: model_level}) for i in (1, 2)],
     )
     js["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
-    js["metadata"]["annotations"] = {WL_REQUIRED: workload_level}
+    js["metadata"]["annotations"] = {WORKLOAD_REQUIRED: workload_level}
     return js
 
 
@@ -115,7 +127,7 @@ def test_a_podset_broader_than_its_workload_names_both_levels() -> None:
     (problem,) = verdict.problems
     assert problem.startswith("JobSet/team-a/osmo: metadata.annotations: ")
     assert 'its required level "block" is broader than the workload\'s level "rack"' in problem
-    assert WL_REQUIRED in problem
+    assert WORKLOAD_REQUIRED in problem
 
 
 def test_the_osmo_jobset_passes() -> None:
@@ -125,14 +137,14 @@ def test_the_osmo_jobset_passes() -> None:
 def test_a_malformed_workload_level_is_refused() -> None:
     verdict = create(osmo_jobset("zone!"))
     assert verdict.problems and verdict.problems[0].startswith("JobSet/team-a/osmo: metadata.annotations: ")
-    assert WL_REQUIRED in verdict.problems[0]
+    assert WORKLOAD_REQUIRED in verdict.problems[0]
 
 
 def test_workload_preferred_above_required_is_refused() -> None:
     js = osmo_jobset("block")
-    js["metadata"]["annotations"][WL_PREFERRED] = "zone"
+    js["metadata"]["annotations"][WORKLOAD_PREFERRED] = "zone"
     verdict = create(js)
-    assert not verdict.allowed and WL_PREFERRED in verdict.problems[0]
+    assert not verdict.allowed and WORKLOAD_PREFERRED in verdict.problems[0]
 
 
 def test_a_typo_in_a_key_is_a_warning_not_a_refusal() -> None:
@@ -179,19 +191,21 @@ def running(obj: dict[str, Any]) -> dict[str, Any]:
 def test_changing_the_workload_level_of_a_running_jobset_is_refused() -> None:
     old = running(osmo_jobset("zone"))
     new = copy.deepcopy(old)
-    new["metadata"]["annotations"][WL_REQUIRED] = "block"
+    new["metadata"]["annotations"][WORKLOAD_REQUIRED] = "block"
     (problem,) = update(old, new).problems
     assert problem == (
-        f"JobSet/team-a/osmo: metadata.annotations[{WL_REQUIRED}]: changed from 'zone' to 'block': a constraint "
+        f"JobSet/team-a/osmo: metadata.annotations[{WORKLOAD_REQUIRED}]: changed from 'zone' to 'block': a constraint "
         "may not change while the workload is admitted (the JobSet not suspended; its pods were placed for the "
         "old value)"
     )
 
 
 def test_removing_a_constraint_of_an_admitted_workload_is_refused() -> None:
-    old = workload_obj("mine", 4, {REQUIRED: "rack"}, workload_annotations={WL_REQUIRED: "zone"}, admitted_flavor="gpu")
+    old = workload_obj(
+        "mine", 4, {REQUIRED: "rack"}, workload_annotations={WORKLOAD_REQUIRED: "zone"}, admitted_flavor="gpu"
+    )
     new = copy.deepcopy(old)
-    del new["metadata"]["annotations"][WL_REQUIRED]
+    del new["metadata"]["annotations"][WORKLOAD_REQUIRED]
     (problem,) = update(old, new).problems
     assert "removed (was 'zone')" in problem and "has quota reserved" in problem
 
@@ -210,11 +224,11 @@ def test_updates_that_leave_the_constraints_alone_pass_even_when_they_no_longer_
     # when the Topology has since lost the level (the admitter and the repair deal with that).
     old = job("train", 4, {REQUIRED: "rakc"})
     new = running(old)
-    new["metadata"]["annotations"] = {"kueue-tas.io/topology-assignment": "x"}
+    new["metadata"]["annotations"] = {ASSIGNMENT: "x"}
     assert update(old, new).allowed
     wl = workload_obj("mine", 4, {REQUIRED: "rack"}, admitted_flavor="gpu")
     written = copy.deepcopy(wl)
-    written["metadata"]["annotations"] = {"kueue-tas.io/preferred-wait-started": "2026-01-01T00:00:00Z"}
+    written["metadata"]["annotations"] = {PREFERRED_WAIT_STARTED: "2026-01-01T00:00:00Z"}
     assert update(wl, written).allowed
 
 
@@ -244,7 +258,7 @@ KEYS += [PREFIX + s for s in ("podset-slice-required-topology", "podset-group-na
 @settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(st.sampled_from(KEYS), st.text(max_size=80), max_size=4),
-    st.dictionaries(st.sampled_from([WL_REQUIRED, WL_PREFERRED]), st.text(max_size=40), max_size=2),
+    st.dictionaries(st.sampled_from([WORKLOAD_REQUIRED, WORKLOAD_PREFERRED]), st.text(max_size=40), max_size=2),
 )
 def test_any_annotation_values_get_a_verdict_that_names_the_object(
     podset_annotations: dict[str, str], workload_annotations: dict[str, str]

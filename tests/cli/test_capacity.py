@@ -14,6 +14,7 @@ from typing import Any
 
 import builders as mk
 import pytest
+from vocab import BLOCK, CONTROLLER, GPU, HOST, PODSET_LABEL, RACK, UNCONSTRAINED, WORKLOAD_LABEL
 
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.workload import Workload
@@ -25,9 +26,6 @@ from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 
-BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
-GPU = "nvidia.com/gpu"
-CONTROLLER = "kueue-tas.io/topology"
 HOSTS = (("h11", "b1-r1"), ("h12", "b1-r1"), ("h21", "b1-r2"), ("h22", "b1-r2"))
 
 
@@ -135,7 +133,7 @@ def test_pods_that_hold_nothing_outside_assignments_are_not_charged() -> None:
     assert pod_charge(slim_pod(ns_pod("ds", "h11", gpus=2))) == ("h11", {"cpu": 1000, GPU: 2, "pods": 1})
 
 
-OURS = {"kueue-tas.io/workload": "uid-wl", "kueue-tas.io/podset": "main"}
+OURS = {WORKLOAD_LABEL: "uid-wl", PODSET_LABEL: "main"}
 ON_H21_SELECTOR = {HOST: "h21"}
 
 
@@ -143,7 +141,7 @@ def test_user_pod_with_our_labels_but_no_admitted_workload_is_charged() -> None:
     # Issue 12, defect 2: labels and annotations anyone can write never make a pod invisible.
     pods = [
         ns_pod("labelled", "h12", gpus=3, labels=OURS),
-        ns_pod("annotated", "h22", gpus=2, annotations={"kueue-tas.io/podset-unconstrained-topology": "true"}),
+        ns_pod("annotated", "h22", gpus=2, annotations={UNCONSTRAINED: "true"}),
     ]
     d = by_values(flavor_view(pods=pods, workloads=[]))
     assert d[("b1", "b1-r1", "h12")].free[GPU] == 5
@@ -165,8 +163,8 @@ def test_pod_of_our_admitted_workload_is_charged_exactly_once() -> None:
     ("pod", "why"),
     [
         (ns_pod("out", "h12", gpus=3, labels=OURS), "bound outside the workload's domains"),
-        (ns_pod("x", "h21", gpus=3, labels=OURS | {"kueue-tas.io/workload": "uid-other"}), "another workload"),
-        (ns_pod("x", "h21", gpus=3, labels=OURS | {"kueue-tas.io/podset": "ghost"}), "a PodSet it lacks"),
+        (ns_pod("x", "h21", gpus=3, labels=OURS | {WORKLOAD_LABEL: "uid-other"}), "another workload"),
+        (ns_pod("x", "h21", gpus=3, labels=OURS | {PODSET_LABEL: "ghost"}), "a PodSet it lacks"),
         (ns_pod("x", "h21", gpus=3, labels=OURS, namespace="elsewhere"), "another namespace"),
     ],
 )
@@ -235,15 +233,15 @@ def test_bar_shows_the_free_share_and_never_rounds_away_the_extremes() -> None:
 
 
 TEXT = """\
-Topology topo: example.com/block > example.com/rack > kubernetes.io/hostname
+Topology topo: cloud.provider.com/topology-block > cloud.provider.com/topology-rack > kubernetes.io/hostname
   Flavor gpu: 4 node(s), node labels pool=a; bars: free/allocatable nvidia.com/gpu, * = most free nvidia.com/gpu on its level
-    example.com/block=b1      [################....]  nvidia.com/gpu 26/32  pods 435/440  *
-      example.com/rack=b1-r1  [##################..]  nvidia.com/gpu 14/16  pods 219/220  *
-        host=h11              [###############.....]  nvidia.com/gpu 6/8    pods 109/110
-        host=h12              [####################]  nvidia.com/gpu 8/8    pods 110/110  *
-      example.com/rack=b1-r2  [###############.....]  nvidia.com/gpu 12/16  pods 216/220
-        host=h21              [##########..........]  nvidia.com/gpu 4/8    pods 106/110
-        host=h22              [####################]  nvidia.com/gpu 8/8    pods 110/110
+    cloud.provider.com/topology-block=b1      [################....]  nvidia.com/gpu 26/32  pods 435/440  *
+      cloud.provider.com/topology-rack=b1-r1  [##################..]  nvidia.com/gpu 14/16  pods 219/220  *
+        host=h11                              [###############.....]  nvidia.com/gpu 6/8    pods 109/110
+        host=h12                              [####################]  nvidia.com/gpu 8/8    pods 110/110  *
+      cloud.provider.com/topology-rack=b1-r2  [###############.....]  nvidia.com/gpu 12/16  pods 216/220
+        host=h21                              [##########..........]  nvidia.com/gpu 4/8    pods 106/110
+        host=h22                              [####################]  nvidia.com/gpu 8/8    pods 110/110
 """  # noqa: E501
 
 
@@ -269,9 +267,9 @@ def test_topology_without_flavor_and_flavor_without_nodes_say_so() -> None:
         ]
     )
     assert text.splitlines() == [
-        "Topology lonely: example.com/rack",
+        "Topology lonely: cloud.provider.com/topology-rack",
         "  no flavor: no ClusterQueue lists ...",
-        "Topology topo: example.com/block > example.com/rack > kubernetes.io/hostname",
+        "Topology topo: cloud.provider.com/topology-block > cloud.provider.com/topology-rack > kubernetes.io/hostname",
         "  Flavor gpu: 0 node(s), node labels pool=a; bars: free/allocatable cpu, * = most free cpu on its level",
         "    no eligible node (Ready, schedulable, with the flavor's node labels and every level label)",
     ]
@@ -328,9 +326,9 @@ def test_depth_shows_only_the_top_levels() -> None:
     topo = cap.TopologyCapacity("topo", (BLOCK, RACK, HOST), (flavor_view(),))
     lines = cap.render_text([topo], depth=2).splitlines()
     assert [ln.split()[0] for ln in lines[2:]] == [
-        "example.com/block=b1",
-        "example.com/rack=b1-r1",
-        "example.com/rack=b1-r2",
+        "cloud.provider.com/topology-block=b1",
+        "cloud.provider.com/topology-rack=b1-r1",
+        "cloud.provider.com/topology-rack=b1-r2",
     ]
     (f,) = cap.capacity_json([topo], depth=1)["topologies"][0]["flavors"]
     assert [lvl["key"] for lvl in f["levels"]] == [BLOCK]

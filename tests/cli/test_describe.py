@@ -15,6 +15,22 @@ from typing import Any
 
 import builders as mk
 import pytest
+from vocab import ASSIGNMENT as ASSIGNMENT_ANNOTATION
+from vocab import (
+    BLOCK,
+    CONTROLLER,
+    GPU,
+    HOST,
+    PODSET_LABEL,
+    PREFERRED,
+    RACK,
+    REQUIRED,
+    SCHEDULING_GATE,
+    SLICE_LEVEL,
+    SLICE_SIZE,
+    UNCONSTRAINED,
+    WORKLOAD_LABEL,
+)
 
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.object_base import Condition
@@ -31,13 +47,10 @@ from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.model import NodeInfo
 
-BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
-GPU = "nvidia.com/gpu"
-GATE = "kueue-tas.io/topology"
 UID = "0f0e-uid"
 
 
-def kueue(controller: str = "kueue-tas.io/topology", levels: tuple[str, ...] = (BLOCK, RACK, HOST)) -> TasConfig:
+def kueue(controller: str = CONTROLLER, levels: tuple[str, ...] = (BLOCK, RACK, HOST)) -> TasConfig:
     cq = mk.cluster_queue("cq", ("gpu", "cpu"), {"tas": ["gpu"]}, covered=(GPU, "cpu"), quota=None)
     cfg = KueueConfig(
         topologies={"topo": Topology.model_validate(mk.topology("topo", levels))},
@@ -45,7 +58,7 @@ def kueue(controller: str = "kueue-tas.io/topology", levels: tuple[str, ...] = (
         checks={"tas": AdmissionCheck.model_validate(mk.admission_check("tas", "topo", controller))},
         queues=[ClusterQueue.model_validate(cq)],
     )
-    return tas_config(cfg, "kueue-tas.io/topology")
+    return tas_config(cfg, CONTROLLER)
 
 
 def nodes() -> list[NodeInfo]:
@@ -82,7 +95,7 @@ def workload(*, quota: bool = True, admitted: bool = True, **changes: Any) -> Wo
     args: dict[str, Any] = {
         "namespace": "ns",
         "uid": UID,
-        "annotations": {"kueue-tas.io/podset-required-topology": BLOCK},
+        "annotations": {REQUIRED: BLOCK},
         "gpus": 4,
         "assignment": ASSIGNMENT,
         "admitted_flavor": "gpu" if quota else None,
@@ -95,9 +108,7 @@ def workload(*, quota: bool = True, admitted: bool = True, **changes: Any) -> Wo
 
 
 # A pod of ns/train (PodSet main), Pending unless a test says otherwise.
-train_pod = partial(
-    mk.pod, namespace="ns", phase="Pending", labels={"kueue-tas.io/workload": UID, "kueue-tas.io/podset": "main"}
-)
+train_pod = partial(mk.pod, namespace="ns", phase="Pending", labels={WORKLOAD_LABEL: UID, PODSET_LABEL: "main"})
 
 
 PODS = [
@@ -107,7 +118,7 @@ PODS = [
         train_pod("p1", "node-h11", phase="Running"),
         train_pod("p2", "node-h12", phase="Running"),
         train_pod("p3", selector={HOST: "h12", "pool": "a"}),  # released to h12, not bound yet
-        train_pod("p4", gates=(GATE,)),
+        train_pod("p4", gates=(SCHEDULING_GATE,)),
         train_pod("p5", "node-h22", phase="Running"),  # bound outside every assigned domain
         train_pod("p6", "node-h21", phase="Succeeded"),
     )
@@ -119,13 +130,13 @@ Workload ns/train
   QuotaReserved: True    QuotaReserved: Quota reserved in ClusterQueue cq
   Admitted:      True    Admitted: The workload is admitted
   Check tas:     Ready   topology assignment: main: 6 pods in 3 domain(s)
-  PodSet main: 6 pod(s), flavor gpu, topology topo, required example.com/block
+  PodSet main: 6 pod(s), flavor gpu, topology topo, required cloud.provider.com/topology-block
     pods: 7 (3 bound, 1 pending, 1 gated, 1 bound outside the assignment, 1 finished)
-    example.com/block=b1: 6 pod(s)
-      example.com/rack=b1-r1: 4 pod(s)
+    cloud.provider.com/topology-block=b1: 6 pod(s)
+      cloud.provider.com/topology-rack=b1-r1: 4 pod(s)
         host=h11: 2 pod(s)   [bound 2, pending 0]
         host=h12: 2 pod(s)   [bound 1, pending 1]
-      example.com/rack=b1-r2: 2 pod(s)
+      cloud.provider.com/topology-rack=b1-r2: 2 pod(s)
         host=h21: 2 pod(s)   [bound 0, pending 0]
 """
 
@@ -164,9 +175,7 @@ def test_released_pod_without_an_assigned_domain_is_unplaced() -> None:
 
 
 def test_pods_of_other_podsets_are_not_counted() -> None:
-    (ps,) = describe(
-        pods=[train_pod("w", "node-h11", labels={"kueue-tas.io/workload": UID, "kueue-tas.io/podset": "workers"})]
-    ).podsets
+    (ps,) = describe(pods=[train_pod("w", "node-h11", labels={WORKLOAD_LABEL: UID, PODSET_LABEL: "workers"})]).podsets
     assert ps.pods.total == 0
 
 
@@ -181,8 +190,8 @@ def test_full_path_assignment_needs_no_node_lookup() -> None:
     lines = render_text(desc).splitlines()
     assert lines[-3:] == [
         "    pods: 2 (1 bound, 1 pending, 0 gated)",
-        "    example.com/block=b1: 6 pod(s)",
-        "      example.com/rack=b1-r2: 6 pod(s)   [bound 1, pending 1]",
+        "    cloud.provider.com/topology-block=b1: 6 pod(s)",
+        "      cloud.provider.com/topology-rack=b1-r2: 6 pod(s)   [bound 1, pending 1]",
     ]
 
 
@@ -259,7 +268,7 @@ EVENTS: list[dict[str, Any]] = [
         "type": "Warning",
         "reason": "TopologyRequestRejected",
         "message": "can never fit",
-        "reportingComponent": "kueue-tas.io/topology",
+        "reportingComponent": CONTROLLER,
         "eventTime": "2026-11-21T04:39:19.958535Z",
     },
     {
@@ -334,10 +343,10 @@ def test_implied_and_invalid_topology_requests() -> None:
     (ps,) = describe(workload(annotations={})).podsets
     assert ps.request == {"implied": True}
     assert "no topology annotation (placed as unconstrained)" in render_text(describe(workload(annotations={})))
-    bad = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-unconstrained-topology": "true"}
+    bad = {REQUIRED: BLOCK, UNCONSTRAINED: "true"}
     (ps,) = describe(workload(annotations=bad)).podsets
     assert ps.request is None and ps.message.startswith("invalid topology annotations: ")
-    pair = {"kueue-tas.io/podset-required-topology": BLOCK, "kueue-tas.io/podset-preferred-topology": RACK}
+    pair = {REQUIRED: BLOCK, PREFERRED: RACK}
     (ps,) = describe(workload(annotations=pair)).podsets
     assert ps.request == {"required": BLOCK, "preferred": RACK}
     assert request_text(ps.request) == f"required {BLOCK}, preferred {RACK}"
@@ -345,9 +354,9 @@ def test_implied_and_invalid_topology_requests() -> None:
 
 def test_slices_request_text() -> None:
     ann = {
-        "kueue-tas.io/podset-required-topology": BLOCK,
-        "kueue-tas.io/podset-slice-required-topology": RACK,
-        "kueue-tas.io/podset-slice-size": "2",
+        REQUIRED: BLOCK,
+        SLICE_LEVEL: RACK,
+        SLICE_SIZE: "2",
     }
     (ps,) = describe(workload(annotations=ann)).podsets
     assert ps.request == {"required": BLOCK, "sliceLevel": RACK, "sliceSize": 2}
@@ -355,7 +364,7 @@ def test_slices_request_text() -> None:
 
 
 def test_malformed_annotation_is_a_note() -> None:
-    desc = describe(workload(assignment=None, workload_annotations={"kueue-tas.io/topology-assignment": "{nope"}))
+    desc = describe(workload(assignment=None, workload_annotations={ASSIGNMENT_ANNOTATION: "{nope"}))
     assert desc.notes[0].startswith("annotation kueue-tas.io/topology-assignment is malformed: ")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import builders as mk
 import pytest
+from vocab import GPU, SLICE_CONSTRAINTS
 
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
@@ -18,8 +19,6 @@ from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.features import KUEUE_DEFAULTS, FeatureGates
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, PodSetRequest, TopologyRequest
-
-LAYERS = "kueue-tas.io/podset-slice-required-topology-constraints"
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +51,7 @@ def test_unknown_gate_is_one_line_naming_the_known_ones(tmp_path: Path, capsys: 
 
 def test_gates_reach_request_parsing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     layers = json.dumps([{"topology": mk.RACK, "size": 4}, {"topology": mk.HOST, "size": 2}])
-    job = mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, LAYERS: layers})
+    job = mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, SLICE_CONSTRAINTS: layers})
     code, _, err = plan(tmp_path, capsys, [*mk.cluster(), job])
     assert code == 0, err
     code, _, err = plan(tmp_path, capsys, [*mk.cluster(), job], "--feature-gates", "TASMultiLayerTopology=false")
@@ -98,15 +97,15 @@ def test_live_capacity_follows_the_overlapping_gate() -> None:
         live.set_flavors(
             {f: FlavorSpec(f, "topo", (HOSTNAME_LABEL,), spec) for f in ("a", "b")},
         )
-        live.upsert_node(NodeInfo("n1", {HOSTNAME_LABEL: "n1", "pool": "gpu"}, {"nvidia.com/gpu": 4, "pods": 10}))
+        live.upsert_node(NodeInfo("n1", {HOSTNAME_LABEL: "n1", "pool": "gpu"}, {GPU: 4, "pods": 10}))
         assignment = TopologyAssignment((HOSTNAME_LABEL,), (DomainAssignment(("n1",), 4),))
-        live.set_workload_usage("ns/w", (UsageEntry("a", assignment, {"nvidia.com/gpu": 1}),))
+        live.set_workload_usage("ns/w", (UsageEntry("a", assignment, {GPU: 1}),))
         return live
 
     def fits_on_b(live: LiveCapacity) -> bool:
         snap = live.snapshot("b")
         assert snap is not None
-        request = PodSetRequest("main", 1, {"nvidia.com/gpu": 1}, TopologyRequest(required=HOSTNAME_LABEL))
+        request = PodSetRequest("main", 1, {GPU: 1}, TopologyRequest(required=HOSTNAME_LABEL))
         [result] = snap.place([request])
         return result.assignment is not None
 

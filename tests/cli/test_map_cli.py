@@ -13,7 +13,8 @@ from typing import Any
 import builders as mk
 import map_scene as scene
 import pytest
-from map_scene import RACK, Element, host_key, parse_page
+from map_scene import Element, host_key, parse_page
+from vocab import RACK
 
 from kueue_tas.cli import capacity as cap
 from kueue_tas.cli.cluster_read import ClusterState
@@ -128,7 +129,7 @@ def test_describe_prints_the_why_not_after_its_existing_lines() -> None:
     lines = text.splitlines()
     at = lines.index("    why not (placing it now):")
     assert lines[at + 1 :][:2] == [
-        "      fits 2 of 3 pod(s) in one domain of example.com/rack; the best, b2/b2-r3, holds 2",
+        "      fits 2 of 3 pod(s) in one domain of cloud.provider.com/topology-rack; the best, b2/b2-r3, holds 2",
         "      nodes: 4 in the topology, 2 excluded (resource nvidia.com/gpu: 1, taint maint=soon:NoSchedule: 1)",
     ]
     assert lines[at - 1] == "    not placed: check tas is Retry"  # the PodSet's own line stays
@@ -171,7 +172,7 @@ def test_capacity_run_without_html_is_unchanged(
     fake_read(monkeypatch)
     code, out, _ = run(capsys, "capacity")
     assert code == 0 and out.startswith(
-        "Topology topo: example.com/block > example.com/rack > kubernetes.io/hostname\n"
+        "Topology topo: cloud.provider.com/topology-block > cloud.provider.com/topology-rack > kubernetes.io/hostname\n"
     )
 
 
@@ -205,7 +206,9 @@ def test_describe_command_places_a_pending_workload(
     fake_describe_read(monkeypatch, may_list_everything=True)
     code, out, err = run(capsys, "describe", "workload", "big", "-n", "ns")
     assert (code, err) == (0, "")
-    assert "    why not (placing it now):\n      fits 2 of 3 pod(s) in one domain of example.com/rack" in out
+    assert (
+        "    why not (placing it now):\n      fits 2 of 3 pod(s) in one domain of cloud.provider.com/topology-rack"
+    ) in out
 
 
 def test_describe_without_leave_to_list_every_pod_shows_the_rest(

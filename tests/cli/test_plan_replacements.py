@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import builders as mk
+from vocab import PODSET_LABEL
 
 from kueue_tas.api.kinds import parse_object
 from kueue_tas.cli.planner import Planner, WorkloadPlan
@@ -177,7 +178,7 @@ def test_elastic_slice_keeps_the_old_pods_where_they_are_with_its_gates() -> Non
 
 def running(workload: str, host: str, n: int) -> list[dict[str, Any]]:
     """``n`` one-GPU pods of ``workload`` (labelled by name: it has no UID) released onto ``host``."""
-    labels = {mk.WORKLOAD_LABEL: workload, "kueue-tas.io/podset": "main"}
+    labels = {mk.WORKLOAD_LABEL: workload, PODSET_LABEL: "main"}
     return [mk.pod(f"{workload}-{host}-{i}", host, gpus=1, labels=labels, selector={mk.HOST: host}) for i in range(n)]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import builders as mk
 import pytest
+from vocab import BLOCK, GROUP_NAME, RACK, SLICE_CONSTRAINTS
 
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.live import LiveCapacity
@@ -18,8 +19,6 @@ from kueue_tas.cli.main import main
 from kueue_tas.controllers.decide import Outcome, decide
 from kueue_tas.topology.model import HOSTNAME_LABEL
 
-LAYERS = "kueue-tas.io/podset-slice-required-topology-constraints"
-GROUP = "kueue-tas.io/podset-group-name"
 NOT_FIT_RACK_9 = 'topology "topo" allows to fit only 8 out of 9 pod(s)'
 
 
@@ -106,24 +105,28 @@ def test_field_slice_level_without_size_gets_kueues_answer(tmp_path: Path, capsy
 
 def test_layer_level_problems_are_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     unknown = json.dumps([{"topology": mk.RACK, "size": 4}, {"topology": "gpu-tray", "size": 2}])
-    code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, LAYERS: unknown})])
+    code, _, err = run_plan(
+        tmp_path, capsys, [*mk.cluster(), mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, SLICE_CONSTRAINTS: unknown})]
+    )
     assert code == 1
     assert err.startswith(
-        f"error: Job/team-a/j: spec.template.metadata.annotations[{LAYERS}[1].topology]: unknown topology level "
-        '"gpu-tray"'
+        f"error: Job/team-a/j: spec.template.metadata.annotations[{SLICE_CONSTRAINTS}[1].topology]: "
+        'unknown topology level "gpu-tray"'
     )
     upside_down = json.dumps([{"topology": mk.HOST, "size": 4}, {"topology": mk.RACK, "size": 2}])
-    job = mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, LAYERS: upside_down})
+    job = mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, SLICE_CONSTRAINTS: upside_down})
     code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), job])
     assert code == 1
     assert err == (
-        f"error: Job/team-a/j: spec.template.metadata.annotations[{LAYERS}[1].topology]: "
+        f"error: Job/team-a/j: spec.template.metadata.annotations[{SLICE_CONSTRAINTS}[1].topology]: "
         f"additional slice layer topology {mk.RACK} must be at a lower level than {mk.HOST}"
     )
 
 
 def test_malformed_layers_are_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, LAYERS: "[]"})])
+    code, _, err = run_plan(
+        tmp_path, capsys, [*mk.cluster(), mk.job("j", 8, {mk.REQUIRED: mk.BLOCK, SLICE_CONSTRAINTS: "[]"})]
+    )
     assert code == 1
     assert "topology constraints must contain between 1 and 3 entries" in err
     assert err.startswith("error: Job/team-a/j: spec.template.metadata.annotations: ")
@@ -140,8 +143,8 @@ def lws(leader: dict[str, str], workers: dict[str, str], worker_pods: int = 4) -
 
 
 def test_group_rules_are_invalid_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rack = {mk.REQUIRED: mk.RACK, GROUP: "g"}
-    code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), lws(rack, {mk.REQUIRED: mk.BLOCK, GROUP: "g"})])
+    rack = {mk.REQUIRED: mk.RACK, GROUP_NAME: "g"}
+    code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), lws(rack, {mk.REQUIRED: mk.BLOCK, GROUP_NAME: "g"})])
     assert code == 1
     leader_path = "spec.replicatedJobs[0].template.spec.template.metadata.annotations"
     workers_path = "spec.replicatedJobs[1].template.spec.template.metadata.annotations"
@@ -153,13 +156,13 @@ def test_group_rules_are_invalid_input(tmp_path: Path, capsys: pytest.CaptureFix
     code, _, err = run_plan(tmp_path, capsys, [*mk.cluster(), lws(rack, {mk.REQUIRED: mk.RACK})])
     assert code == 1
     assert err == (
-        f'error: JobSet/team-a/lws: {leader_path}[{GROUP}]: invalid value "g": '
+        f'error: JobSet/team-a/lws: {leader_path}[{GROUP_NAME}]: invalid value "g": '
         "can only define groups of exactly 2 pod sets, got: 1 pod set(s)"
     )
 
 
 def test_valid_group_is_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rack = {mk.REQUIRED: mk.RACK, GROUP: "g"}
+    rack = {mk.REQUIRED: mk.RACK, GROUP_NAME: "g"}
     code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), lws(rack, rack)])
     assert code == 0, err
     [wl] = out["workloads"]
@@ -203,8 +206,6 @@ def test_podset_after_a_failed_group_is_not_placed(tmp_path: Path, capsys: pytes
 
 # --- the admission decision ---------------------------------------------------------------------
 
-BLOCK, RACK = "example.com/block", "example.com/rack"
-
 
 def live_capacity() -> LiveCapacity:
     live = LiveCapacity()
@@ -237,21 +238,23 @@ def test_decide_rejects_unknown_field_level_and_bad_groups() -> None:
         'PodSet "main": topologyRequest.preferred: unknown topology level "zone"; '
         f'Topology "topo" has levels {BLOCK}, {RACK}, {HOSTNAME_LABEL}'
     )
-    both = {mk.REQUIRED: RACK, GROUP: "g"}
+    both = {mk.REQUIRED: RACK, GROUP_NAME: "g"}
     d = decide(kueue_workload([("a", 2, both, None), ("b", 2, both, None)]), {"gpu"}, live_capacity())
     assert d.outcome is Outcome.REJECTED
     assert d.message.startswith(
-        f'PodSet "a": annotation {GROUP}: invalid value "g": can only define groups where at least one pod set has '
-        "only 1 replica, got: 2 replica(s) and 2 replica(s) in the group"
+        f'PodSet "a": annotation {GROUP_NAME}: invalid value "g": can only define groups where at least one pod set '
+        "has only 1 replica, got: 2 replica(s) and 2 replica(s) in the group"
     )
 
 
 def test_decide_rejects_layers_out_of_order() -> None:
     layers = json.dumps([{"topology": HOSTNAME_LABEL, "size": 2}, {"topology": RACK, "size": 1}])
-    d = decide(kueue_workload([("main", 4, {mk.REQUIRED: BLOCK, LAYERS: layers}, None)]), {"gpu"}, live_capacity())
+    d = decide(
+        kueue_workload([("main", 4, {mk.REQUIRED: BLOCK, SLICE_CONSTRAINTS: layers}, None)]), {"gpu"}, live_capacity()
+    )
     assert d.outcome is Outcome.REJECTED
     assert d.message == (
-        f'PodSet "main": annotation {LAYERS}[1].topology: '
+        f'PodSet "main": annotation {SLICE_CONSTRAINTS}[1].topology: '
         f"additional slice layer topology {RACK} must be at a lower level than {HOSTNAME_LABEL}"
     )
 
@@ -259,7 +262,7 @@ def test_decide_rejects_layers_out_of_order() -> None:
 def test_group_is_placed_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A leader + 7 workers fit one rack (8 GPUs) together; a leader + 8 workers do not, though
     each PodSet alone would."""
-    rack = {mk.REQUIRED: mk.RACK, GROUP: "g"}
+    rack = {mk.REQUIRED: mk.RACK, GROUP_NAME: "g"}
     ok = mk.jobset("ok", [mk.replicated_job("leader", 1, 1, 1, rack), mk.replicated_job("workers", 1, 7, 7, rack)])
     code, out, err = run_plan(tmp_path, capsys, [*mk.cluster(), ok])
     assert code == 0, err

@@ -13,9 +13,7 @@ from typing import Any
 import builders as mk
 import pytest
 from plan_harness import assert_invalid, plan
-
-WREQ = "kueue-tas.io/workload-required-topology"
-WPREF = "kueue-tas.io/workload-preferred-topology"
+from vocab import WORKLOAD_PREFERRED, WORKLOAD_REQUIRED
 
 
 def two_models(**annotations: str) -> dict[str, Any]:
@@ -42,7 +40,7 @@ def test_the_jobsets_required_block_keeps_both_instances_in_one_block(
     busy = mk.job("busy", 3, {mk.REQUIRED: mk.RACK})
     plain = plan(tmp_path, capsys, [*mk.cluster(), busy, two_models()])
     assert plain.code == 0, plain.err
-    wide = plan(tmp_path, capsys, [*mk.cluster(), busy, two_models(**{WREQ: mk.BLOCK})])
+    wide = plan(tmp_path, capsys, [*mk.cluster(), busy, two_models(**{WORKLOAD_REQUIRED: mk.BLOCK})])
     assert wide.code == 0, wide.err
     [_, wl] = wide.json["workloads"]
     assert wl["workloadTopology"] == {"required": mk.BLOCK}
@@ -53,11 +51,11 @@ def test_the_jobsets_required_block_keeps_both_instances_in_one_block(
 
 
 def test_the_text_view_names_the_one_domain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    res = plan(tmp_path, capsys, [*mk.cluster(), two_models(**{WREQ: mk.BLOCK})], output="text")
+    res = plan(tmp_path, capsys, [*mk.cluster(), two_models(**{WORKLOAD_REQUIRED: mk.BLOCK})], output="text")
     assert res.code == 0, res.err
     lines = res.out.splitlines()
     assert f"  workload in {mk.BLOCK} b0 (workload-required-topology: {mk.BLOCK})" in lines, res.out
-    spread = plan(tmp_path, capsys, [*mk.cluster(), two_models(**{WPREF: mk.RACK})], output="text")
+    spread = plan(tmp_path, capsys, [*mk.cluster(), two_models(**{WORKLOAD_PREFERRED: mk.RACK})], output="text")
     assert f"  workload in {mk.BLOCK} b0 (workload-required-topology" not in spread.out
     assert f"  workload spread over 2 domains of {mk.RACK} (workload-preferred-topology: {mk.RACK}: " in spread.out
 
@@ -66,7 +64,7 @@ def test_a_workload_reads_its_owners_annotations_from_the_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     owner = mk.job("train", 12, uid="job-uid")
-    owner["metadata"]["annotations"] = {WREQ: "nonsense!"}
+    owner["metadata"]["annotations"] = {WORKLOAD_REQUIRED: "nonsense!"}
     wl = mk.workload("wl", 12, {mk.REQUIRED: mk.RACK}, owner=owner, admitted_flavor="gpu")
     res = plan(tmp_path, capsys, [*mk.cluster(), owner, wl])
     assert_invalid(res, "Workload/team-a/wl: workload: annotation 'kueue-tas.io/workload-required-topology': ")
@@ -76,11 +74,17 @@ def test_a_workload_reads_its_owners_annotations_from_the_input(
     ("annotations", "fragment"),
     [
         (
-            {WREQ: mk.RACK, WPREF: mk.BLOCK},
-            f'workload: annotation {WPREF}: level "{mk.BLOCK}" is above the required level "{mk.RACK}"',
+            {WORKLOAD_REQUIRED: mk.RACK, WORKLOAD_PREFERRED: mk.BLOCK},
+            f'workload: annotation {WORKLOAD_PREFERRED}: level "{mk.BLOCK}" is above the required level "{mk.RACK}"',
         ),
-        ({WREQ: "row"}, f'workload: annotation {WREQ}: unknown topology level "row"; Topology "topo" has levels'),
-        ({WREQ: mk.HOST}, f'PodSet "model1": its required level "{mk.RACK}" is broader than the workload\'s level'),
+        (
+            {WORKLOAD_REQUIRED: "row"},
+            f'workload: annotation {WORKLOAD_REQUIRED}: unknown topology level "row"; Topology "topo" has levels',
+        ),
+        (
+            {WORKLOAD_REQUIRED: mk.HOST},
+            f'PodSet "model1": its required level "{mk.RACK}" is broader than the workload\'s level',
+        ),
     ],
 )
 def test_a_constraint_that_cannot_hold_is_one_error_line(

@@ -12,7 +12,8 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import CHECK, RACK, Harness, harness, wire, workload
+from admission_harness import CHECK, Harness, harness, wire, workload
+from vocab import RACK, REQUIRED
 
 from kueue_tas.api import constants as c
 from kueue_tas.controllers.admission import WRITE_OBSERVE_TIMEOUT_SECONDS
@@ -116,7 +117,7 @@ def ten_gpus(name: str, **kw: Any) -> dict[str, Any]:
     return mk.workload(
         name,
         10,
-        {"kueue-tas.io/podset-required-topology": RACK},
+        {REQUIRED: RACK},
         namespace="ns",
         uid=f"uid-{name}",
         resource_version=kw.pop("resource_version", "5"),

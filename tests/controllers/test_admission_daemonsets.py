@@ -8,12 +8,12 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import HOST, RACK, Harness, harness, workload
+from admission_harness import Harness, harness, workload
+from vocab import GPU, HOST, RACK
 
 from kueue_tas.topology.codec import decode_assignment_annotation
 from kueue_tas.topology.free import domain_free
 
-GPU = "nvidia.com/gpu"
 RACKS = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r2"}
 
 # A GPU agent pinned to rack r1, taking 5 of each node's 8 GPUs: r1 keeps 6, too few for the

@@ -14,7 +14,8 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import RACK, Harness, Writes, harness, workload
+from admission_harness import Harness, Writes, harness, workload
+from vocab import RACK, REQUIRED
 
 from kueue_tas.api.workload import Workload
 from kueue_tas.kube.errors import ServerError
@@ -44,7 +45,7 @@ class HeldWrites(Writes):
 def wl(name: str, uid: str, count: int = 16) -> dict[str, Any]:
     """``admission_harness.workload`` under another name: ``count`` pods requiring a rack."""
     keywords = {**workload.keywords, "uid": uid}
-    return mk.workload(name, count, {"kueue-tas.io/podset-required-topology": RACK}, **keywords)
+    return mk.workload(name, count, {REQUIRED: RACK}, **keywords)
 
 
 def racks_of(writes: Writes) -> list[str]:

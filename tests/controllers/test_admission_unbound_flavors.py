@@ -7,7 +7,8 @@ configuration change that fixes it decides the workload again."""
 from __future__ import annotations
 
 import builders as mk
-from admission_harness import CHECK, RACK, Harness, drain, harness, workload
+from admission_harness import CHECK, Harness, drain, harness, workload
+from vocab import GPU, LEVEL_NAMES, RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -67,7 +68,7 @@ async def test_topology_with_malformed_level_names_never_ready_until_mended() ->
     does; mending only the annotation (the spec unchanged) decides the workload again."""
     h = harness()
     bad = mk.topology("topo", (RACK, c.HOSTNAME_LABEL), resource_version="2")
-    bad["metadata"]["annotations"] = {"kueue-tas.io/level-names": f"rack={RACK},rack={c.HOSTNAME_LABEL}"}
+    bad["metadata"]["annotations"] = {LEVEL_NAMES: f"rack={RACK},rack={c.HOSTNAME_LABEL}"}
     h.informers.topologies.handle_event("MODIFIED", bad)
     h.add_workload(workload())
     await decided_pending(
@@ -77,7 +78,7 @@ async def test_topology_with_malformed_level_names_never_ready_until_mended() ->
     )
     await drain(h)
     good = mk.topology("topo", (RACK, c.HOSTNAME_LABEL), resource_version="3")
-    good["metadata"]["annotations"] = {"kueue-tas.io/level-names": f"rack={RACK}"}
+    good["metadata"]["annotations"] = {LEVEL_NAMES: f"rack={RACK}"}
     h.informers.topologies.handle_event("MODIFIED", good)
     assert await drain(h) == ["ns/wl"]
     assert await h.admission.reconcile("ns/wl") is None
@@ -89,7 +90,7 @@ async def test_flavor_on_two_topologies_never_ready() -> None:
     # A second check of ours puts ``gpu`` on another Topology through another ClusterQueue.
     h.informers.topologies.handle_event("ADDED", mk.topology("other", (RACK,), resource_version="1"))
     h.informers.checks.handle_event("ADDED", mk.admission_check("tas2", "other", resource_version="1"))
-    cq2 = mk.cluster_queue("cq2", ("gpu",), {"tas2": ["gpu"]}, covered=("nvidia.com/gpu",), resource_version="1")
+    cq2 = mk.cluster_queue("cq2", ("gpu",), {"tas2": ["gpu"]}, covered=(GPU,), resource_version="1")
     h.informers.queues.handle_event("ADDED", cq2)
     h.add_workload(workload())
     await decided_pending(
@@ -104,8 +105,8 @@ async def test_one_conflicting_flavor_leaves_the_others_governed() -> None:
     h.informers.flavors.handle_event("ADDED", mk.flavor("spare", {"pool": "gpu"}, resource_version="1"))
     h.informers.topologies.handle_event("ADDED", mk.topology("other", (RACK,), resource_version="1"))
     h.informers.checks.handle_event("ADDED", mk.admission_check("tas2", "other", resource_version="1"))
-    cq2 = mk.cluster_queue("cq2", ("spare",), {"tas2": ["spare"]}, covered=("nvidia.com/gpu",), resource_version="1")
-    cq3 = mk.cluster_queue("cq3", ("spare",), {CHECK: ["spare"]}, covered=("nvidia.com/gpu",), resource_version="1")
+    cq2 = mk.cluster_queue("cq2", ("spare",), {"tas2": ["spare"]}, covered=(GPU,), resource_version="1")
+    cq3 = mk.cluster_queue("cq3", ("spare",), {CHECK: ["spare"]}, covered=(GPU,), resource_version="1")
     h.informers.queues.handle_event("ADDED", cq2)
     h.informers.queues.handle_event("ADDED", cq3)
     h.add_workload(workload())  # on ``gpu``, which only ``tas`` puts on ``topo``

@@ -12,15 +12,13 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import GPU, HOST, RACK, Harness, harness, workload
+from admission_harness import Harness, harness, workload
+from vocab import GPU, HOST, RACK, REQUIRED, WORKLOAD_PREFERRED, WORKLOAD_REQUIRED
 
 from kueue_tas.api import constants as c
 from kueue_tas.kube.errors import TransportError
 from kueue_tas.topology.codec import decode_assignment_annotation
 
-WREQ = "kueue-tas.io/workload-required-topology"
-WPREF = "kueue-tas.io/workload-preferred-topology"
-PREQ = "kueue-tas.io/podset-required-topology"
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "uid": "job-uid"}}
 
 
@@ -41,7 +39,7 @@ class Owners:
 
 def two_podsets(a_level: str = HOST, rv: str = "5", **kw: Any) -> dict[str, Any]:
     """ns/wl: PodSets a and b of 8 one-GPU pods, each required in one ``a_level`` domain."""
-    sets = [mk.podset(n, 8, {PREQ: a_level}, gpus=1) for n in ("a", "b")]
+    sets = [mk.podset(n, 8, {REQUIRED: a_level}, gpus=1) for n in ("a", "b")]
     return workload(podsets=sets, resource_version=rv, owner=JOB, **kw)
 
 
@@ -69,7 +67,7 @@ async def test_without_the_constraint_the_podsets_take_hosts_in_both_racks() -> 
 
 
 async def test_the_jobs_required_rack_puts_every_podset_in_one_rack() -> None:
-    owners = Owners({WREQ: RACK, "unrelated": "x"})
+    owners = Owners({WORKLOAD_REQUIRED: RACK, "unrelated": "x"})
     h = with_busy_h2(harness(owners=owners))
     entry = await decide(h, two_podsets())
     assert entry["state"] == "Ready", entry["message"]
@@ -82,20 +80,20 @@ async def test_the_jobs_required_rack_puts_every_podset_in_one_rack() -> None:
 
 
 async def test_the_workloads_own_annotation_is_read_without_asking_the_owner() -> None:
-    owners = Owners({WREQ: "nonsense level"})
+    owners = Owners({WORKLOAD_REQUIRED: "nonsense level"})
     h = with_busy_h2(harness(owners=owners))
-    entry = await decide(h, two_podsets(workload_annotations={WREQ: RACK}))
+    entry = await decide(h, two_podsets(workload_annotations={WORKLOAD_REQUIRED: RACK}))
     assert entry["state"] == "Ready" and hosts_of(h) == {"a": {"h3"}, "b": {"h4"}}
     assert owners.reads == []
 
 
 async def test_nothing_fits_in_one_rack_is_a_retry_naming_the_roomiest_rack() -> None:
-    h = with_busy_h2(harness(owners=Owners({WREQ: RACK})))
+    h = with_busy_h2(harness(owners=Owners({WORKLOAD_REQUIRED: RACK})))
     h.informers.pods.handle_event("ADDED", mk.pod("other2", "h4", namespace="x", gpus=1, uid="other2"))
     entry = await decide(h, two_podsets())
     assert entry["state"] == "Retry"
     assert entry["message"].startswith(
-        'PodSet "a": no domain of level "example.com/rack" has room for every PodSet of the workload together'
+        f'PodSet "a": no domain of level "{RACK}" has room for every PodSet of the workload together'
     )
 
 
@@ -103,32 +101,32 @@ async def test_nothing_fits_in_one_rack_is_a_retry_naming_the_roomiest_rack() ->
     ("owner_annotations", "podset_level", "expected"),
     [
         (
-            {WREQ: HOST},
+            {WORKLOAD_REQUIRED: HOST},
             RACK,
             f'PodSet "a": its required level "{RACK}" is broader than the workload\'s level "host" '
-            f"(annotation {WREQ}); a PodSet's levels must be the workload's level or below it",
+            f"(annotation {WORKLOAD_REQUIRED}); a PodSet's levels must be the workload's level or below it",
         ),
         (
-            {WREQ: "Rack!"},
+            {WORKLOAD_REQUIRED: "Rack!"},
             HOST,
-            f"workload: annotation '{WREQ}': invalid value \"Rack!\": ",
+            f"workload: annotation '{WORKLOAD_REQUIRED}': invalid value \"Rack!\": ",
         ),
         (
-            {WREQ: "zone"},
+            {WORKLOAD_REQUIRED: "zone"},
             HOST,
-            f'workload: annotation {WREQ}: unknown topology level "zone"; Topology "topo" has levels '
+            f'workload: annotation {WORKLOAD_REQUIRED}: unknown topology level "zone"; Topology "topo" has levels '
             f"{RACK}, {HOST}; level names: host",
         ),
         (
-            {WREQ: RACK, WPREF: RACK},
+            {WORKLOAD_REQUIRED: RACK, WORKLOAD_PREFERRED: RACK},
             HOST,
             None,
         ),
         (
-            {WREQ: HOST, WPREF: RACK},
+            {WORKLOAD_REQUIRED: HOST, WORKLOAD_PREFERRED: RACK},
             HOST,
-            f'workload: annotation {WPREF}: level "{RACK}" is above the required level "{HOST}" '
-            f"(annotation {WREQ}); the preferred level must be the required level or a level below it",
+            f'workload: annotation {WORKLOAD_PREFERRED}: level "{RACK}" is above the required level "{HOST}" '
+            f"(annotation {WORKLOAD_REQUIRED}); the preferred level must be the required level or a level below it",
         ),
     ],
 )
@@ -161,5 +159,5 @@ async def test_an_owner_that_cannot_be_read_holds_the_decision_with_a_warning() 
 
 
 def test_the_annotation_keys_are_ours() -> None:
-    assert tuple("kueue-tas.io/" + s for s in c.WORKLOAD_ANNOTATION_SUFFIXES) == (WREQ, WPREF)
-    assert GPU == "nvidia.com/gpu"
+    assert tuple("kueue-tas.io/" + s for s in c.WORKLOAD_ANNOTATION_SUFFIXES) == (WORKLOAD_REQUIRED, WORKLOAD_PREFERRED)
+    assert GPU == GPU

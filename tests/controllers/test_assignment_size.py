@@ -12,7 +12,8 @@ import string
 from typing import Any
 
 import builders as mk
-from admission_harness import CHECK, HOST, Writes, harness, workload
+from admission_harness import CHECK, Writes, harness, workload
+from vocab import GPU, HOST, RACK, UNCONSTRAINED
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -121,12 +122,12 @@ async def test_live_workload_too_large_to_record_is_rejected_and_holds_nothing()
             "ADDED",
             mk.node(
                 n,
-                labels={"example.com/rack": "r9", "pool": "gpu"},
-                allocatable={"cpu": "4", "pods": "110", "nvidia.com/gpu": "1"},
+                labels={RACK: "r9", "pool": "gpu"},
+                allocatable={"cpu": "4", "pods": "110", GPU: "1"},
                 resource_version="1",
             ),
         )
-    unconstrained = {"kueue-tas.io/podset-unconstrained-topology": "true"}
+    unconstrained = {UNCONSTRAINED: "true"}
     obj: dict[str, Any] = workload(podsets=[mk.podset("main", N, unconstrained)])
     h.add_workload(obj)
     assert await h.admission.reconcile("ns/wl") is None

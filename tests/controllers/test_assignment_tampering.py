@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from admission_harness import (
     CHECK,
-    HOST,
     HOSTS,
     Harness,
     add_gated_pods,
@@ -22,6 +21,7 @@ from admission_harness import (
     workload,
 )
 from admission_harness import ungater as ungater_of
+from vocab import GPU, HOST
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -43,7 +43,7 @@ def per_host(h: Harness) -> dict[str, int]:
     snap = h.capacity.snapshot("gpu")
     assert snap is not None
     free = domain_free(snap)
-    return {host: int(free[(HOST, host, "nvidia.com/gpu")]) for host in HOSTS}
+    return {host: int(free[(HOST, host, GPU)]) for host in HOSTS}
 
 
 async def test_our_ready_entry_records_the_assignment() -> None:

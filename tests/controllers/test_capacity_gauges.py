@@ -6,6 +6,7 @@ import asyncio
 
 import builders as mk
 from prometheus_client.parser import text_string_to_metric_families
+from vocab import BLOCK, GPU, RACK
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.capacity.live import LiveCapacity
@@ -15,7 +16,6 @@ from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.free import domain_free
 
-BLOCK, RACK = "example.com/block", "example.com/rack"
 LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)
 
 
@@ -35,15 +35,15 @@ def assignment(*domains: tuple[str, int]) -> TopologyAssignment:
 
 def test_domain_free_sums_leaves_per_level_minus_all_usage() -> None:
     cap = live()
-    cap.upsert_pod("kube-system/ds-1", "b1-r1-h1", {"cpu": 500, "nvidia.com/gpu": 1, "pods": 1})
+    cap.upsert_pod("kube-system/ds-1", "b1-r1-h1", {"cpu": 500, GPU: 1, "pods": 1})
     cap.set_workload_usage(
-        "ns/a", (UsageEntry("gpu", assignment(("b1-r1-h1", 3), ("b1-r1-h2", 8)), {"nvidia.com/gpu": 1, "cpu": 100}),)
+        "ns/a", (UsageEntry("gpu", assignment(("b1-r1-h1", 3), ("b1-r1-h2", 8)), {GPU: 1, "cpu": 100}),)
     )
-    cap.assume("ns/b", (UsageEntry("gpu", assignment(("b1-r2-h2", 2)), {"nvidia.com/gpu": 2}),))
+    cap.assume("ns/b", (UsageEntry("gpu", assignment(("b1-r2-h2", 2)), {GPU: 2}),))
     snap = cap.snapshot("gpu")
     assert snap is not None
     free = domain_free(snap)
-    gpu = {(lvl, dom): v for (lvl, dom, res), v in free.items() if res == "nvidia.com/gpu"}
+    gpu = {(lvl, dom): v for (lvl, dom, res), v in free.items() if res == GPU}
     assert gpu == {
         (BLOCK, "b1"): 4 + 0 + 8 + 4,
         (RACK, "b1,b1-r1"): 4,
@@ -60,12 +60,12 @@ def test_domain_free_sums_leaves_per_level_minus_all_usage() -> None:
 
 def test_domain_free_never_negative() -> None:
     cap = live()
-    cap.upsert_pod("x/over", "b1-r2-h1", {"nvidia.com/gpu": 12, "pods": 1})
+    cap.upsert_pod("x/over", "b1-r2-h1", {GPU: 12, "pods": 1})
     snap = cap.snapshot("gpu")
     assert snap is not None
     free = domain_free(snap)
-    assert free[(HOSTNAME_LABEL, "b1-r2-h1", "nvidia.com/gpu")] == 0
-    assert free[(RACK, "b1,b1-r2", "nvidia.com/gpu")] == 8
+    assert free[(HOSTNAME_LABEL, "b1-r2-h1", GPU)] == 0
+    assert free[(RACK, "b1,b1-r2", GPU)] == 8
 
 
 def samples(m: Metrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -86,11 +86,11 @@ def test_publish_follows_the_model_and_drops_flavors_no_longer_governed() -> Non
         ("domain", "b1,b1-r1"),
         ("flavor", "gpu"),
         ("level", RACK),
-        ("resource", "nvidia.com/gpu"),
+        ("resource", GPU),
         ("topology", "topo"),
     )
     assert got[key] == 16
-    cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r1-h1", 5)), {"nvidia.com/gpu": 1}),))
+    cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r1-h1", 5)), {GPU: 1}),))
     publish_domain_free(m, cap)
     assert samples(m, "kueue_tas_domain_free")[key] == 11
     cap.set_flavors({})
@@ -108,11 +108,11 @@ def test_gauges_publish_after_touch_and_periodically() -> None:
             ("domain", "b1-r2-h1"),
             ("flavor", "gpu"),
             ("level", HOSTNAME_LABEL),
-            ("resource", "nvidia.com/gpu"),
+            ("resource", GPU),
             ("topology", "topo"),
         )
         assert samples(m, "kueue_tas_domain_free")[key] == 8
-        cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r2-h1", 6)), {"nvidia.com/gpu": 1}),))
+        cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r2-h1", 6)), {GPU: 1}),))
         gauges.touch()
         await asyncio.sleep(0.05)
         assert samples(m, "kueue_tas_domain_free")[key] == 2
@@ -125,9 +125,9 @@ def test_metric_numbers_are_the_capacity_commands_numbers() -> None:
     from kueue_tas.cli.capacity import flavor_capacity
 
     cap = live()
-    cap.upsert_pod("kube-system/ds-1", "b1-r1-h1", {"cpu": 500, "nvidia.com/gpu": 1, "pods": 1})
-    cap.upsert_pod("x/over", "b1-r2-h1", {"nvidia.com/gpu": 12, "pods": 1})
-    cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r1-h2", 5)), {"nvidia.com/gpu": 1}),))
+    cap.upsert_pod("kube-system/ds-1", "b1-r1-h1", {"cpu": 500, GPU: 1, "pods": 1})
+    cap.upsert_pod("x/over", "b1-r2-h1", {GPU: 12, "pods": 1})
+    cap.set_workload_usage("ns/a", (UsageEntry("gpu", assignment(("b1-r1-h2", 5)), {GPU: 1}),))
     snap = cap.snapshot("gpu")
     assert snap is not None
     free = domain_free(snap)

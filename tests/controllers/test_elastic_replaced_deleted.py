@@ -18,8 +18,6 @@ from typing import Any
 from admission_harness import Harness
 from elastic_harness import (
     ELASTIC_ON,
-    GPU,
-    HOST,
     HOSTS,
     add,
     admitted_new_slice,
@@ -31,6 +29,7 @@ from elastic_harness import (
     with_annotations,
     workload,
 )
+from vocab import GPU, HOST
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload

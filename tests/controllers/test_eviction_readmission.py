@@ -23,18 +23,8 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import (
-    ALLOCATABLE,
-    HOST,
-    Writes,
-    drain,
-    evicted,
-    harness,
-    hosts_of,
-    readmitted,
-    ready,
-    workload,
-)
+from admission_harness import ALLOCATABLE, Writes, drain, evicted, harness, hosts_of, readmitted, ready, workload
+from vocab import HOST, RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -167,7 +157,7 @@ async def test_readmission_is_placed_afresh_and_nothing_of_the_old_admission_lin
     assert sorted(patches.sent.values()) == sorted(h for h, n in old_hosts.items() for _ in range(n))
     assert len(ungater.expectations) == 8
     # The old host goes NotReady: the health signal names the old admission's rack.
-    labels = {"example.com/rack": RACK_OF[old_host], "pool": "gpu"}
+    labels = {RACK: RACK_OF[old_host], "pool": "gpu"}
     h.informers.nodes.handle_event("MODIFIED", mk.node(old_host, labels=labels, allocatable=ALLOCATABLE, ready=False))
     await health.reconcile(KEY)
     assert [e[2] for e in h.events.seen if e[2] == NOT_ENFORCED_REASON] == [NOT_ENFORCED_REASON]

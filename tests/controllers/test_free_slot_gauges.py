@@ -11,6 +11,7 @@ from pathlib import Path
 import builders as mk
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from vocab import BLOCK, GPU, RACK
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.capacity.live import LiveCapacity
@@ -24,9 +25,7 @@ from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.free_slots import free_slots, parse_pod_shape
 from kueue_tas.topology.level_names import level_names
 
-BLOCK, RACK = "example.com/block", "example.com/rack"
 LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)
-GPU = "nvidia.com/gpu"
 SHAPES = (parse_pod_shape("nvidia.com/gpu=8"), parse_pod_shape("nvidia.com/gpu=1"))
 SLOTS, FREE = "kueue_tas_domain_free_slots", "kueue_tas_free_domains"
 
@@ -196,10 +195,10 @@ def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.free_slot_levels is None
     assert s.pod_shapes() == SHAPES
     monkeypatch.setenv("KUEUE_TAS_FREE_SLOT_SHAPES", "nvidia.com/gpu=4,cpu=32; cpu=1")
-    monkeypatch.setenv("KUEUE_TAS_FREE_SLOT_LEVELS", "rack,example.com/block")
+    monkeypatch.setenv("KUEUE_TAS_FREE_SLOT_LEVELS", f"rack,{BLOCK}")
     s = Settings.load()
     assert [shape.requests for shape in s.pod_shapes()] == [{GPU: 4, "cpu": 32000}, {"cpu": 1000}]
-    assert s.free_slot_levels == ("rack", "example.com/block")
+    assert s.free_slot_levels == ("rack", BLOCK)
 
 
 def test_file_values(tmp_path: Path) -> None:

@@ -12,13 +12,13 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import RACK
-from hostname_scenes import HOST, eks, eks_ungater, info, map_failures
+from hostname_scenes import eks, eks_ungater, info, map_failures
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from repair_harness import Rig, Strays, rig, roles
 from structlog.testing import capture_logs
 from ungater_harness import Harness, assignment
+from vocab import HOST, RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.feed import feed_pod

@@ -15,8 +15,9 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import CHECK, RACK, guard, workload
+from admission_harness import CHECK, guard, workload
 from repair_harness import ANN, RACK_OF, Rig, metric, rig, roles
+from vocab import GROUP_NAME, RACK, REQUIRED, SLICE_LEVEL, SLICE_SIZE
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -282,7 +283,7 @@ async def test_a_node_back_within_the_grace_changes_nothing(r: Rig) -> None:
 
 
 async def test_the_replacement_keeps_whole_slices(r: Rig) -> None:
-    slices = {"kueue-tas.io/podset-slice-required-topology": c.HOSTNAME_LABEL, "kueue-tas.io/podset-slice-size": "4"}
+    slices = {SLICE_LEVEL: c.HOSTNAME_LABEL, SLICE_SIZE: "4"}
     before = await r.admit(annotations=slices)
     small, _, rack = roles(before)
     r.node("h5", rack, event="ADDED", gpus=2)
@@ -368,7 +369,7 @@ async def test_a_podset_group_is_repaired_inside_the_domain_it_shares() -> None:
     """A leader + workers group (podset-group-name) placed together in one rack: the failed
     worker host's pods move inside that rack, the leader stays where it is."""
     r = rig()
-    group = {"kueue-tas.io/podset-required-topology": RACK, "kueue-tas.io/podset-group-name": "g"}
+    group = {REQUIRED: RACK, GROUP_NAME: "g"}
     podsets = [mk.podset("leader", 1, group, gpus=1), mk.podset("workers", 12, group, gpus=1)]
     r.obj = mk.workload("wl", podsets=podsets, **{k: v for k, v in workload.keywords.items()})
     r.h.add_workload(r.obj)

@@ -17,9 +17,10 @@ import dataclasses
 
 import builders as mk
 import pytest
-from admission_harness import ALLOCATABLE, CHECK, RACK, T0, harness
+from admission_harness import ALLOCATABLE, CHECK, T0, harness
 from controller_cluster import KEY, RACK_OF, STATUS, WORKLOAD, Cluster, make_cluster
 from faults import Fault, Interleave, faulty_client
+from vocab import RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload

@@ -7,12 +7,13 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import RACK, T0
+from admission_harness import T0
 from controller_cluster import KEY, make_cluster
-from elastic_harness import ELASTIC_ON, HOST, add, cluster, replaced_then_deleted, with_annotations
+from elastic_harness import ELASTIC_ON, add, cluster, replaced_then_deleted, with_annotations
 from faults import Fault
 from hostname_scenes import eks_ungater, map_failures
 from ungater_harness import Harness, assignment, workload
+from vocab import HOST, RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.live import LiveCapacity

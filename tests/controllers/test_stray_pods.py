@@ -15,8 +15,9 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import CHECK, RACK, ungater
-from repair_harness import HOST, KEY, LABELS, Strays, rig, roles
+from admission_harness import CHECK, ungater
+from repair_harness import KEY, LABELS, Strays, rig, roles
+from vocab import HOST, RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.assignment_record import assignment_tampering

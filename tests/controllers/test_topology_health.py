@@ -15,8 +15,9 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import CHECK, HOST, RACK, Harness, guard, harness, workload
+from admission_harness import CHECK, Harness, guard, harness, workload
 from faults import FakeApiServer, faulty_client
+from vocab import GPU, HOST, RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -78,7 +79,7 @@ class Cluster:
 
 
 def node(name: str, rack: str, *, ready: bool = True, rv: str = "2") -> dict[str, Any]:
-    alloc = {"cpu": "16", "pods": "110", "nvidia.com/gpu": "8"}
+    alloc = {"cpu": "16", "pods": "110", GPU: "8"}
     return mk.node(name, labels={RACK: rack, "pool": "gpu"}, allocatable=alloc, ready=ready, resource_version=rv)
 
 

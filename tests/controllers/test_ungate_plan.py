@@ -6,12 +6,14 @@ from collections import Counter
 
 from hypothesis import given
 from hypothesis import strategies as st
+from vocab import HOST
 
 from kueue_tas.controllers.ungate_plan import PodView, plan_releases
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 
-H = "kubernetes.io/hostname"
-A = TopologyAssignment((H,), (DomainAssignment(("x1",), 2), DomainAssignment(("x2",), 3), DomainAssignment(("x3",), 1)))
+A = TopologyAssignment(
+    (HOST,), (DomainAssignment(("x1",), 2), DomainAssignment(("x2",), 3), DomainAssignment(("x3",), 1))
+)
 
 
 def gated(i: int, idx: int | None = None) -> PodView:
@@ -19,11 +21,11 @@ def gated(i: int, idx: int | None = None) -> PodView:
 
 
 def running(i: int, host: str, idx: int | None = None) -> PodView:
-    return PodView(f"u{i}", f"p{i}", False, {H: host}, completion_index=idx, created=f"t{i:03d}")
+    return PodView(f"u{i}", f"p{i}", False, {HOST: host}, completion_index=idx, created=f"t{i:03d}")
 
 
 def hosts(releases: list) -> Counter[str]:  # type: ignore[type-arg]
-    return Counter(r.node_selector[H] for r in releases)
+    return Counter(r.node_selector[HOST] for r in releases)
 
 
 def test_greedy_fills_domains_in_assignment_order() -> None:
@@ -41,13 +43,13 @@ def test_replacement_goes_to_freed_slot() -> None:
     # p1 on x1 failed and is gone from the live list; its replacement p9 must go to x1.
     pods = [running(0, "x1"), running(2, "x2"), running(3, "x2"), running(4, "x2"), running(5, "x3"), gated(9)]
     rel = plan_releases(A, pods, count=6)
-    assert [(r.pod.name, r.node_selector[H]) for r in rel] == [("p9", "x1")]
+    assert [(r.pod.name, r.node_selector[HOST]) for r in rel] == [("p9", "x1")]
 
 
 def test_in_flight_releases_are_not_repeated_or_overfilled() -> None:
     pods = [gated(i) for i in range(6)]
     first = plan_releases(A, pods, count=6)
-    in_flight = {r.pod.uid: (r.node_selector[H],) for r in first[:4]}
+    in_flight = {r.pod.uid: (r.node_selector[HOST],) for r in first[:4]}
     second = plan_releases(A, pods, count=6, in_flight=in_flight)
     assert {r.pod.uid for r in second}.isdisjoint(in_flight)
     assert hosts(second) + Counter(v[0] for v in in_flight.values()) == {"x1": 2, "x2": 3, "x3": 1}
@@ -56,14 +58,14 @@ def test_in_flight_releases_are_not_repeated_or_overfilled() -> None:
 def test_rank_mode_keeps_consecutive_ranks_together() -> None:
     pods = [gated(i, idx=5 - i) for i in range(6)]
     rel = plan_releases(A, pods, count=6)
-    by_index = {r.pod.completion_index: r.node_selector[H] for r in rel}
+    by_index = {r.pod.completion_index: r.node_selector[HOST] for r in rel}
     assert by_index == {0: "x1", 1: "x1", 2: "x2", 3: "x2", 4: "x2", 5: "x3"}
 
 
 def test_rank_mode_jobset_uses_job_index() -> None:
     pods = [PodView(f"u{j}{i}", f"p{j}{i}", True, completion_index=i, job_index=j) for j in range(2) for i in range(3)]
     rel = plan_releases(A, pods, count=6, sub_groups=2)
-    got = {(r.pod.job_index, r.pod.completion_index): r.node_selector[H] for r in rel}
+    got = {(r.pod.job_index, r.pod.completion_index): r.node_selector[HOST] for r in rel}
     assert got[(0, 0)] == "x1" and got[(0, 2)] == "x2" and got[(1, 2)] == "x3"
 
 
@@ -80,7 +82,7 @@ def test_rank_collision_falls_back_to_greedy() -> None:
 def test_never_more_pods_than_a_domain_holds(
     counts: list[int], states: list[tuple[bool, int]], with_rank: bool
 ) -> None:
-    assignment = TopologyAssignment((H,), tuple(DomainAssignment((f"x{i}",), c) for i, c in enumerate(counts)))
+    assignment = TopologyAssignment((HOST,), tuple(DomainAssignment((f"x{i}",), c) for i, c in enumerate(counts)))
     total = sum(counts)
     pods = []
     for i, (is_gated, host) in enumerate(states):
@@ -90,9 +92,9 @@ def test_never_more_pods_than_a_domain_holds(
         else:
             pods.append(running(i, f"x{host % len(counts)}", idx))
     rel = plan_releases(assignment, pods, count=total)
-    live = Counter(p.node_selector[H] for p in pods if not p.gated) + hosts(rel)
+    live = Counter(p.node_selector[HOST] for p in pods if not p.gated) + hosts(rel)
     for i, c in enumerate(counts):
-        already = sum(1 for p in pods if not p.gated and p.node_selector[H] == f"x{i}")
+        already = sum(1 for p in pods if not p.gated and p.node_selector[HOST] == f"x{i}")
         assert live[f"x{i}"] <= max(c, already), (counts, states)
     assert len({r.pod.uid for r in rel}) == len(rel)
     assert all(r.pod.gated for r in rel)

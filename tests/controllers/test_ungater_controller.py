@@ -11,7 +11,8 @@ from typing import Any
 
 import builders as mk
 import pytest
-from ungater_harness import CHECK, HOST, Harness, assignment, workload
+from ungater_harness import CHECK, Harness, assignment, workload
+from vocab import HOST
 
 from kueue_tas.api import constants as c
 from kueue_tas.controllers.ungate_writes import ungate_patch

@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from ungater_harness import HOST, Harness, assignment, workload
+from ungater_harness import Harness, assignment, workload
 from virtual_time import run_virtual, virtual_clock
+from vocab import HOST
 
 from kueue_tas.controllers.ungate_writes import WEBHOOK_RETRY_SECONDS
 from kueue_tas.kube.errors import Conflict, Forbidden, ServerError, TooManyRequests, TransportError

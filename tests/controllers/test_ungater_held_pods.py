@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import builders as mk
 from structlog.testing import capture_logs
-from ungater_harness import HOST, Harness, assignment
+from ungater_harness import Harness, assignment
+from vocab import HOST
 
 from kueue_tas.capacity.hostnames import node_serving_problem
 from kueue_tas.controllers import ungater as uc

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import builders as mk
 import pytest
-from ungater_harness import HOST, Harness, assignment
+from ungater_harness import Harness, assignment
+from vocab import HOST
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import builders as mk
 import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
+from vocab import GPU, HOST, REQUIRED
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.resources import pod_requests
@@ -691,7 +692,7 @@ REAL_POD: dict[str, Any] = {
             c.JOB_COMPLETION_INDEX_LABEL: "12",
             c.JOBSET_JOB_INDEX_LABEL: "3",
         },
-        "annotations": {"kueue-tas.io/podset-required-topology": "rack"},
+        "annotations": {REQUIRED: "rack"},
         "deletionTimestamp": "2026-01-01T00:00:00Z",
     },
     "spec": {
@@ -705,7 +706,7 @@ REAL_POD: dict[str, Any] = {
         "containers": [
             {
                 "name": "main",
-                "resources": {"requests": {"cpu": "2"}, "limits": {"nvidia.com/gpu": "8", "memory": "2Gi"}},
+                "resources": {"requests": {"cpu": "2"}, "limits": {GPU: "8", "memory": "2Gi"}},
             }
         ],
         "overhead": {"cpu": "10m"},
@@ -749,7 +750,7 @@ def test_slim_pod_matches_inputs_conversions() -> None:
 
 def test_slim_node_is_node_info() -> None:
     raw = {
-        "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1", "rack": "r1"}},
+        "metadata": {"name": "n1", "labels": {HOST: "n1", "rack": "r1"}},
         "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}]},
         "status": {"allocatable": {"cpu": "8", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]},
     }

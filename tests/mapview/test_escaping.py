@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 
 import builders as mk
-from map_scene import GPU, HOST, Element, parse_page
+from map_scene import Element, parse_page
+from vocab import BLOCK, GPU, HOST, RACK, REQUIRED
 
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import capacity_from_lists
@@ -22,7 +23,6 @@ from kueue_tas.mapview.workloads import WorkloadInputs
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.model import NodeInfo, Taint
 
-BLOCK, RACK = "example.com/block", "example.com/rack"
 NODE = '"><script>alert("node")</script>'
 HOSTNAME = "h'</script><!--"
 BLOCK_VALUE = "<img src=x onerror=alert(1)>"
@@ -44,7 +44,7 @@ def hostile_page() -> str:
         {GPU: 8, "cpu": 8000, "pods": 110},
         (Taint(TAINT, "", "NoSchedule"),),
     )
-    required = {"kueue-tas.io/podset-required-topology": RACK}
+    required = {REQUIRED: RACK}
     admitted = mk.workload(
         NAME,
         1,

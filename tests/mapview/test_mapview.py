@@ -7,7 +7,8 @@ import json
 
 import map_scene as scene
 import pytest
-from map_scene import BLOCK, GPU, HOST, RACK, Element, host_key, parse_page
+from map_scene import Element, host_key, parse_page
+from vocab import BLOCK, GPU, HOST, RACK
 
 from kueue_tas.api.pod_shape import parse_pod_shape
 from kueue_tas.capacity.pod_counts import PodCounts

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from vocab import HOST
+
 from benchmarks.placement_diff import Locator, explain, verdict
 
 SCENARIO = {
-    "topology": {"levels": ["rack", "kubernetes.io/hostname"]},
+    "topology": {"levels": ["rack", HOST]},
     "nodes": [
         {"name": "h1", "labels": {"rack": "r1"}},
         {"name": "h2", "labels": {"rack": "r1"}},
@@ -17,7 +19,7 @@ SCENARIO = {
 def result(*domains: tuple[str, int]) -> dict[str, object]:
     return {
         "assignment": {
-            "levels": ["kubernetes.io/hostname"],
+            "levels": [HOST],
             "domains": [{"values": [h], "count": n} for h, n in domains],
         }
     }

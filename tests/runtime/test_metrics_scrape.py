@@ -12,12 +12,13 @@ import threading
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from vocab import GPU
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.runtime.health import HealthServer
 from kueue_tas.runtime.metrics import Metrics
 
-RESOURCES = ("cpu", "memory", "pods", "nvidia.com/gpu")
+RESOURCES = ("cpu", "memory", "pods", GPU)
 
 
 def metrics_of_nodes(nodes: int) -> Metrics:

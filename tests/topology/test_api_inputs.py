@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from vocab import GPU, HOST, REQUIRED, SLICE_LEVEL, SLICE_SIZE
 
 from kueue_tas.api.core_objects import Node
 from kueue_tas.api.quantity import QuantityError
@@ -29,14 +30,14 @@ from kueue_tas.topology.request import TopologyRequestError
 NODE: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "Node",
-    "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1", "rack": "r1"}},
+    "metadata": {"name": "n1", "labels": {HOST: "n1", "rack": "r1"}},
     "spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule"}, {"key": "x", "effect": "NoExecute"}]},
     "status": {
         "allocatable": {
             "cpu": "7910m",
             "memory": "31Gi",
             "pods": "110",
-            "nvidia.com/gpu": "8",
+            GPU: "8",
             "ephemeral-storage": "1.5",
         },
         "conditions": [{"type": "Ready", "status": "True"}],
@@ -47,8 +48,8 @@ NODE: dict[str, Any] = {
 def test_node_info_from_dict_and_model() -> None:
     expected = NodeInfo(
         name="n1",
-        labels={"kubernetes.io/hostname": "n1", "rack": "r1"},
-        allocatable={"cpu": 7910, "memory": 31 * 1024**3, "pods": 110, "nvidia.com/gpu": 8, "ephemeral-storage": 2},
+        labels={HOST: "n1", "rack": "r1"},
+        allocatable={"cpu": 7910, "memory": 31 * 1024**3, "pods": 110, GPU: 8, "ephemeral-storage": 2},
         taints=(Taint("gpu", "true", "NoSchedule"), Taint("x", "", "NoExecute")),
         ready=True,
         unschedulable=False,
@@ -117,12 +118,12 @@ def test_node_constraints_absent_vs_empty() -> None:
 
 
 TEMPLATE: dict[str, Any] = {
-    "metadata": {"annotations": {"kueue-tas.io/podset-required-topology": "rack"}},
+    "metadata": {"annotations": {REQUIRED: "rack"}},
     "spec": {
         "nodeSelector": {"pool": "gpu"},
         "tolerations": [{"key": "gpu", "operator": "Exists"}],
         "initContainers": [{"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}}],
-        "containers": [{"name": "c", "resources": {"limits": {"cpu": "2", "nvidia.com/gpu": "1"}}}],
+        "containers": [{"name": "c", "resources": {"limits": {"cpu": "2", GPU: "1"}}}],
     },
 }
 
@@ -130,7 +131,7 @@ TEMPLATE: dict[str, Any] = {
 def test_podset_request() -> None:
     req = podset_request("workers", 4, TEMPLATE)
     assert req.name == "workers" and req.count == 4
-    assert req.requests == {"cpu": 2100, "nvidia.com/gpu": 1}
+    assert req.requests == {"cpu": 2100, GPU: 1}
     assert "pods" not in req.requests
     assert req.topology == TopologyRequest(required="rack")
     assert not req.implied
@@ -148,8 +149,8 @@ def test_podset_request_validates_against_count() -> None:
     template = {
         "metadata": {
             "annotations": {
-                "kueue-tas.io/podset-slice-required-topology": "rack",
-                "kueue-tas.io/podset-slice-size": "5",
+                SLICE_LEVEL: "rack",
+                SLICE_SIZE: "5",
             }
         }
     }

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vocab import BLOCK, GPU, RACK
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
@@ -24,9 +25,7 @@ from kueue_tas.topology.free_slots import (
 from kueue_tas.topology.model import NodeInfo, PodSetRequest, TopologyRequest
 from kueue_tas.topology.snapshot import TopologySnapshot
 
-BLOCK, RACK = "example.com/block", "example.com/rack"
 LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)
-GPU = "nvidia.com/gpu"
 
 
 # ---- pod shapes ----------------------------------------------------------------------------------
@@ -54,7 +53,7 @@ def test_shapes_read_in_the_engines_units(text: str, requests: dict[str, int]) -
         ("gpu=x", "pod shape 'gpu=x': 'x' is not a quantity"),
         ("", "pod shape '': empty"),
         ("   ", "pod shape '': empty"),
-        ("nvidia.com/gpu", "pod shape 'nvidia.com/gpu': 'nvidia.com/gpu' is not resource=quantity"),
+        (GPU, "pod shape 'nvidia.com/gpu': 'nvidia.com/gpu' is not resource=quantity"),
         ("gpu=1,,cpu=1", "pod shape 'gpu=1,,cpu=1': '' is not resource=quantity"),
         ("=4", "pod shape '=4': '=4' is not resource=quantity"),
         ("gpu=1,gpu=2", "pod shape 'gpu=1,gpu=2': resource 'gpu' appears twice"),

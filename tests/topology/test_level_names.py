@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from plan_harness import assert_invalid, hosts, plan
+from vocab import GPU, ZONE
 
 from kueue_tas.api.kueue_objects import Topology
 from kueue_tas.api.workload import Workload
@@ -28,7 +29,6 @@ from kueue_tas.topology.level_names import (
 )
 from kueue_tas.topology.model import NodeInfo, PodSetRequest, SliceLayer, TopologyRequest
 
-ZONE = "topology.kubernetes.io/zone"
 LEVELS = (mk.BLOCK, mk.RACK, mk.HOST)
 NAMED = f"block={mk.BLOCK},rack={mk.RACK}"
 
@@ -105,7 +105,7 @@ def _capacity(raw: str | None) -> LiveCapacity:
     for rack in ("b1-r1", "b1-r2"):
         for h in range(2):
             labels = {mk.BLOCK: "b1", mk.RACK: rack, "pool": "gpu", mk.HOST: f"{rack}-h{h}"}
-            live.upsert_node(NodeInfo(f"{rack}-h{h}", labels, {"nvidia.com/gpu": 4, "pods": 110}))
+            live.upsert_node(NodeInfo(f"{rack}-h{h}", labels, {GPU: 4, "pods": 110}))
     return live
 
 
@@ -215,7 +215,7 @@ def test_capacity_names_its_levels() -> None:
 
     snap = _capacity(NAMED).snapshot("gpu")
     assert snap is not None
-    fc = flavor_capacity("gpu", {"pool": "gpu"}, snap, "nvidia.com/gpu")
+    fc = flavor_capacity("gpu", {"pool": "gpu"}, snap, GPU)
     assert [(lvl.key, lvl.name) for lvl in fc.levels] == [(mk.BLOCK, "block"), (mk.RACK, "rack"), (mk.HOST, "host")]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+from vocab import BLOCK, GPU, HOST, RACK
 
-from kueue_tas.api import constants as c
 from kueue_tas.capacity.assignment_record import record_suffix, recorded
 from kueue_tas.controllers.decide import CHECK_MESSAGE_LIMIT
 from kueue_tas.controllers.health_note import note_of, with_note, without_note
@@ -14,9 +14,7 @@ from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.model import NodeInfo, SliceLayer, TopologyRequest
 from kueue_tas.topology.placement_health import NodeIndex, PlacedPodSet, placement_problems, required_levels
 
-BLOCK, RACK, HOST = "example.com/block", "example.com/rack", c.HOSTNAME_LABEL
 LEVELS = (BLOCK, RACK, HOST)
-GPU = "nvidia.com/gpu"
 
 
 def node(name: str, rack: str, *, block: str = "b1", ready: bool = True, gpus: int = 4, **labels: str) -> NodeInfo:

@@ -17,14 +17,12 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import RACK, Harness, harness, workload
+from admission_harness import Harness, harness, workload
+from vocab import PREFERRED, PREFERRED_WAIT, RACK, REQUIRED
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology.request import parse_topology_request, validate_topology_annotations
 
-PREF = "kueue-tas.io/podset-preferred-topology"
-REQ = "kueue-tas.io/podset-required-topology"
-WAIT = "kueue-tas.io/podset-preferred-topology-wait"
 START = datetime(2026, 11, 23, 10, 0, 0, tzinfo=UTC)
 
 
@@ -61,12 +59,12 @@ async def decide(h: Harness, obj: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("annotations", "problem"),
     [
-        ({PREF: RACK, WAIT: "10m"}, None),
-        ({REQ: "zone", PREF: RACK, WAIT: "1h30m"}, None),
-        ({REQ: RACK, WAIT: "10m"}, f"forbidden: may not be set when '{PREF}' is not specified"),
-        ({PREF: RACK, WAIT: "ten minutes"}, "must be a duration such as 90s, 10m or 1h30m"),
-        ({PREF: RACK, WAIT: "0s"}, "must be more than 0s and at most 24h"),
-        ({PREF: RACK, WAIT: "25h"}, "must be more than 0s and at most 24h"),
+        ({PREFERRED: RACK, PREFERRED_WAIT: "10m"}, None),
+        ({REQUIRED: "zone", PREFERRED: RACK, PREFERRED_WAIT: "1h30m"}, None),
+        ({REQUIRED: RACK, PREFERRED_WAIT: "10m"}, f"forbidden: may not be set when '{PREFERRED}' is not specified"),
+        ({PREFERRED: RACK, PREFERRED_WAIT: "ten minutes"}, "must be a duration such as 90s, 10m or 1h30m"),
+        ({PREFERRED: RACK, PREFERRED_WAIT: "0s"}, "must be more than 0s and at most 24h"),
+        ({PREFERRED: RACK, PREFERRED_WAIT: "25h"}, "must be more than 0s and at most 24h"),
     ],
 )
 def test_the_wait_is_checked(annotations: dict[str, str], problem: str | None) -> None:
@@ -74,9 +72,11 @@ def test_the_wait_is_checked(annotations: dict[str, str], problem: str | None) -
     if problem is None:
         assert errors == []
         request = parse_topology_request(annotations)
-        assert request is not None and request.preferred_wait == {"10m": 600, "1h30m": 5400}[annotations[WAIT]]
+        assert (
+            request is not None and request.preferred_wait == {"10m": 600, "1h30m": 5400}[annotations[PREFERRED_WAIT]]
+        )
     else:
-        assert len(errors) == 1 and problem in errors[0] and WAIT in errors[0], errors
+        assert len(errors) == 1 and problem in errors[0] and PREFERRED_WAIT in errors[0], errors
 
 
 # --- through the admission reconciler -------------------------------------------------------------
@@ -84,7 +84,7 @@ def test_the_wait_is_checked(annotations: dict[str, str], problem: str | None) -
 
 async def test_without_a_wait_preferred_spreads_at_once() -> None:
     h = busy(harness(wall=lambda: START))
-    entry = await decide(h, wl(14, {PREF: RACK}))
+    entry = await decide(h, wl(14, {PREFERRED: RACK}))
     assert entry["state"] == "Ready" and racks_used(h) == {"r1", "r2"}
     assert h.writes.wait_starts == []
 
@@ -92,7 +92,7 @@ async def test_without_a_wait_preferred_spreads_at_once() -> None:
 async def test_held_then_placed_in_one_rack_once_one_frees_within_the_wait() -> None:
     now = [START]
     h = busy(harness(wall=lambda: now[0]))
-    entry = await decide(h, wl(14, {PREF: RACK, WAIT: "10m"}))
+    entry = await decide(h, wl(14, {PREFERRED: RACK, PREFERRED_WAIT: "10m"}))
     assert entry["state"] == "Retry"
     assert entry["message"] == (
         f'PodSet "main": waiting until 2026-11-23T10:10:00Z for one domain of level "{RACK}" to hold all 14 '
@@ -105,7 +105,7 @@ async def test_held_then_placed_in_one_rack_once_one_frees_within_the_wait() -> 
     # Kueue evicts and requeues it; 3 minutes later the pod on h4 has ended: rack r2 holds 14.
     now[0] = START + timedelta(minutes=3)
     h.informers.pods.handle_event("DELETED", mk.pod("other-h4", "h4", namespace="x", gpus=4, uid="h4"))
-    entry = await decide(h, wl(14, {PREF: RACK, WAIT: "10m"}, rv="6", started="2026-11-23T10:00:00Z"))
+    entry = await decide(h, wl(14, {PREFERRED: RACK, PREFERRED_WAIT: "10m"}, rv="6", started="2026-11-23T10:00:00Z"))
     assert entry["state"] == "Ready" and racks_used(h) == {"r2"}
     assert h.writes.wait_starts == ["2026-11-23T10:00:00Z"], "never written twice"
 
@@ -114,19 +114,19 @@ async def test_placed_over_several_racks_once_the_wait_is_over() -> None:
     now = [START + timedelta(minutes=4)]
     h = busy(harness(wall=lambda: now[0]))
     # Held before (by this replica or another): the wait counts from the recorded start.
-    obj = wl(14, {PREF: RACK, WAIT: "5m"}, started="2026-11-23T10:00:00Z")
+    obj = wl(14, {PREFERRED: RACK, PREFERRED_WAIT: "5m"}, started="2026-11-23T10:00:00Z")
     entry = await decide(h, obj)
     assert entry["state"] == "Retry" and "waiting until 2026-11-23T10:05:00Z" in entry["message"]
     assert entry["requeueAfterSeconds"] <= 60, "decided again by the time the wait ends"
     assert h.writes.wait_starts == []
     now[0] = START + timedelta(minutes=5, seconds=1)
-    entry = await decide(h, wl(14, {PREF: RACK, WAIT: "5m"}, rv="6", started="2026-11-23T10:00:00Z"))
+    entry = await decide(h, wl(14, {PREFERRED: RACK, PREFERRED_WAIT: "5m"}, rv="6", started="2026-11-23T10:00:00Z"))
     assert entry["state"] == "Ready" and racks_used(h) == {"r1", "r2"}
 
 
 async def test_a_podset_that_fits_one_rack_never_waits() -> None:
     h = busy(harness(wall=lambda: START))
-    entry = await decide(h, wl(10, {PREF: RACK, WAIT: "10m"}))
+    entry = await decide(h, wl(10, {PREFERRED: RACK, PREFERRED_WAIT: "10m"}))
     assert entry["state"] == "Ready" and len(racks_used(h)) == 1
     assert h.writes.wait_starts == []
 
@@ -135,12 +135,12 @@ def test_plan_says_the_controller_would_hold_it_first(tmp_path: Any, capsys: pyt
     from plan_harness import plan
 
     # The builders' cluster: racks of 2 hosts x 4 GPUs; 12 pods fit in no rack.
-    res = plan(tmp_path, capsys, [*mk.cluster(), mk.job("w", 12, {PREF: mk.RACK, WAIT: "10m"})])
+    res = plan(tmp_path, capsys, [*mk.cluster(), mk.job("w", 12, {PREFERRED: mk.RACK, PREFERRED_WAIT: "10m"})])
     assert res.code == 0, res.err
     [ps] = res.json["workloads"][0]["podSets"]
     assert ps["message"] == (
         "held first for up to 10m (podset-preferred-topology-wait) until one domain of level "
         f'"{mk.RACK}" holds all 12 pods; placed as shown once the wait is over'
     )
-    fits = plan(tmp_path, capsys, [*mk.cluster(), mk.job("w", 8, {PREF: mk.RACK, WAIT: "10m"})])
+    fits = plan(tmp_path, capsys, [*mk.cluster(), mk.job("w", 8, {PREFERRED: mk.RACK, PREFERRED_WAIT: "10m"})])
     assert fits.json["workloads"][0]["podSets"][0]["message"] == ""

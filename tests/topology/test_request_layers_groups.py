@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from vocab import BLOCK, HOST, RACK
 
 from kueue_tas.api.workload import PodSetTopologyRequestModel
 from kueue_tas.topology.features import FeatureGates
@@ -32,9 +33,6 @@ SLICE = P + "podset-slice-required-topology"
 SIZE = P + "podset-slice-size"
 LAYERS = P + "podset-slice-required-topology-constraints"
 GROUP = P + "podset-group-name"
-BLOCK = "cloud.com/block"
-RACK = "cloud.com/rack"
-HOST = "kubernetes.io/hostname"
 LEVELS = (BLOCK, RACK, HOST)
 NVL72 = json.dumps([{"topology": RACK, "size": 16}, {"topology": HOST, "size": 4}])
 MULTI_LAYER_OFF = FeatureGates({"TASMultiLayerTopology": False})

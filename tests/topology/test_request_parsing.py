@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from vocab import BLOCK, HOST, PREFERRED_WAIT, RACK
 
 from kueue_tas.topology.model import TopologyRequest
 from kueue_tas.topology.request import (
@@ -25,8 +26,6 @@ SLICE = P + "podset-slice-required-topology"
 SIZE = P + "podset-slice-size"
 LAYERS = P + "podset-slice-required-topology-constraints"
 GROUP = P + "podset-group-name"
-RACK = "cloud.com/topology-rack"
-BLOCK = "cloud.com/topology-block"
 
 
 def errors_of(annotations: dict[str, str], count: int | None = None, prefix: str = P) -> list[str]:
@@ -39,7 +38,7 @@ def errors_of(annotations: dict[str, str], count: int | None = None, prefix: str
 
 def test_keys() -> None:
     keys = annotation_keys()
-    assert keys.all == (REQ, PREF, UNC, SLICE, SIZE, LAYERS, GROUP, "kueue-tas.io/podset-preferred-topology-wait")
+    assert keys.all == (REQ, PREF, UNC, SLICE, SIZE, LAYERS, GROUP, PREFERRED_WAIT)
     assert annotation_keys("kueue.x-k8s.io/").required == "kueue.x-k8s.io/podset-required-topology"
     with pytest.raises(ValueError, match="must end with '/'"):
         annotation_keys("kueue-tas.io")
@@ -123,7 +122,7 @@ def test_invalid_label_names(key: str, value: str) -> None:
     assert any(f'"{value}"' in m for m in errs)
 
 
-@pytest.mark.parametrize("value", [RACK, "rack", "kubernetes.io/hostname", "a.b-c_d", "x" * 63, "R1"])
+@pytest.mark.parametrize("value", [RACK, "rack", HOST, "a.b-c_d", "x" * 63, "R1"])
 def test_valid_label_names(value: str) -> None:
     assert label_name_errors(value) == []
     assert parse_topology_request({REQ: value}) == TopologyRequest(required=value)

@@ -17,6 +17,7 @@ from pathlib import Path
 import builders as mk
 import pytest
 from plan_harness import assert_invalid, plan
+from vocab import HOST, RACK
 
 from kueue_tas.api.workload import PodSetTopologyRequestModel
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
@@ -24,7 +25,7 @@ from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.find_assignment import PlaceOptions, find_topology_assignment
 from kueue_tas.topology.groups import GroupMember, group_errors
 from kueue_tas.topology.levels import level_problem
-from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, PodSetRequest, TopologyRequest
+from kueue_tas.topology.model import NodeInfo, PodSetRequest, TopologyRequest
 from kueue_tas.topology.placement import PlacementFailure
 from kueue_tas.topology.request import parse_topology_request, validate_topology_annotations
 from kueue_tas.topology.request_field import topology_request_from_field
@@ -32,7 +33,7 @@ from kueue_tas.topology.snapshot import TopologySnapshot
 
 P = "kueue-tas.io/"
 REQ, PREF, UNC = P + "podset-required-topology", P + "podset-preferred-topology", P + "podset-unconstrained-topology"
-ZONE, RACK, HOST = "zone", "cloud.provider.com/topology-rack", HOSTNAME_LABEL
+ZONE = "zone"
 LEVELS = (ZONE, RACK, HOST)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import builders as mk
 import pytest
+from vocab import PREFERRED, RACK, REQUIRED, SLICE_CONSTRAINTS, SLICE_LEVEL, SLICE_SIZE
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.api.workload import Workload
@@ -18,13 +19,6 @@ from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.cli.main import main
 from kueue_tas.controllers.decide import Outcome, decide
 from kueue_tas.topology.request import TopologyRequestError, parse_topology_request, slice_count_problem
-
-RACK = "example.com/rack"
-REQ = "kueue-tas.io/podset-required-topology"
-PREF = "kueue-tas.io/podset-preferred-topology"
-SLICE_LEVEL = "kueue-tas.io/podset-slice-required-topology"
-SLICE_SIZE = "kueue-tas.io/podset-slice-size"
-LAYERS = "kueue-tas.io/podset-slice-required-topology-constraints"
 
 
 def capacity() -> LiveCapacity:
@@ -51,7 +45,7 @@ def test_slice_count_problem() -> None:
 
 def test_slice_not_dividing_count_single_domain_is_rejected() -> None:
     # Before: 2 of 3 pods assigned to one host, all 3 pinned there by the nodeSelector.
-    d = decide(admitted(3, {PREF: RACK, SLICE_LEVEL: HOSTNAME_LABEL, SLICE_SIZE: "2"}), {"gpu"}, capacity())
+    d = decide(admitted(3, {PREFERRED: RACK, SLICE_LEVEL: HOSTNAME_LABEL, SLICE_SIZE: "2"}), {"gpu"}, capacity())
     assert d.outcome is Outcome.REJECTED and d.placements == []
     assert d.message == (
         f'PodSet "main": annotation {SLICE_SIZE!r}: invalid value "2": must evenly divide pod set count 3'
@@ -60,21 +54,24 @@ def test_slice_not_dividing_count_single_domain_is_rejected() -> None:
 
 def test_slice_not_dividing_count_several_domains_is_rejected() -> None:
     # Before: 8 of 10 pods assigned over two hosts, the other 2 gated forever.
-    d = decide(admitted(10, {REQ: RACK, SLICE_LEVEL: HOSTNAME_LABEL, SLICE_SIZE: "4"}), {"gpu"}, capacity())
+    d = decide(admitted(10, {REQUIRED: RACK, SLICE_LEVEL: HOSTNAME_LABEL, SLICE_SIZE: "4"}), {"gpu"}, capacity())
     assert d.outcome is Outcome.REJECTED and d.placements == []
     assert d.message.endswith('invalid value "4": must evenly divide pod set count 10')
 
 
 def test_dividing_slices_still_place_every_pod() -> None:
-    d = decide(admitted(12, {REQ: RACK, SLICE_LEVEL: HOSTNAME_LABEL, SLICE_SIZE: "4"}), {"gpu"}, capacity())
+    d = decide(admitted(12, {REQUIRED: RACK, SLICE_LEVEL: HOSTNAME_LABEL, SLICE_SIZE: "4"}), {"gpu"}, capacity())
     assert d.outcome is Outcome.READY and d.placements[0].assignment.total == 12
 
 
 def test_multi_layer_first_layer_not_dividing_count_is_rejected() -> None:
     layers = json.dumps([{"topology": RACK, "size": 4}, {"topology": HOSTNAME_LABEL, "size": 2}])
-    d = decide(admitted(6, {LAYERS: layers}), {"gpu"}, capacity())
+    d = decide(admitted(6, {SLICE_CONSTRAINTS: layers}), {"gpu"}, capacity())
     assert d.outcome is Outcome.REJECTED
-    assert d.message == f'PodSet "main": annotation {LAYERS!r}: invalid value 4: must evenly divide pod set count 6'
+    assert (
+        d.message
+        == f'PodSet "main": annotation {SLICE_CONSTRAINTS!r}: invalid value 4: must evenly divide pod set count 6'
+    )
 
 
 def test_topology_request_field_not_dividing_count_is_rejected() -> None:
@@ -97,7 +94,7 @@ def test_topology_request_field_not_dividing_count_is_rejected() -> None:
 
 def test_partially_admitted_count_is_the_one_checked() -> None:
     # Kueue admitted 6 of 8 (partial admission): the 8 in the spec divides by 4, the 6 does not.
-    sliced = {REQ: RACK, SLICE_LEVEL: HOSTNAME_LABEL, SLICE_SIZE: "4"}
+    sliced = {REQUIRED: RACK, SLICE_LEVEL: HOSTNAME_LABEL, SLICE_SIZE: "4"}
     wl = mk.workload("a", 8, sliced, queue=None, admitted_flavor="gpu")
     wl["status"]["admission"]["podSetAssignments"][0]["count"] = 6
     d = decide(Workload.model_validate(wl), {"gpu"}, capacity())
@@ -105,7 +102,7 @@ def test_partially_admitted_count_is_the_one_checked() -> None:
 
 
 def test_plan_refuses_it_with_the_same_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    job = mk.job("j", 10, {REQ: mk.BLOCK, SLICE_LEVEL: mk.RACK, SLICE_SIZE: "4"})
+    job = mk.job("j", 10, {REQUIRED: mk.BLOCK, SLICE_LEVEL: mk.RACK, SLICE_SIZE: "4"})
     path = mk.write_yaml(tmp_path / "in.yaml", [*mk.cluster(), job])
     assert main(["plan", "-f", path, "-o", "json"]) == 1
     out, err = capsys.readouterr()
@@ -116,6 +113,6 @@ def test_plan_refuses_it_with_the_same_rule(tmp_path: Path, capsys: pytest.Captu
 
 def test_request_error_lists_it_with_other_problems() -> None:
     with pytest.raises(TopologyRequestError) as exc:
-        parse_topology_request({SLICE_LEVEL: RACK, SLICE_SIZE: "3", REQ: "Not A Label!"}, count=7)
+        parse_topology_request({SLICE_LEVEL: RACK, SLICE_SIZE: "3", REQUIRED: "Not A Label!"}, count=7)
     assert any("must evenly divide pod set count 7" in e for e in exc.value.errors)
     assert len(exc.value.errors) >= 2

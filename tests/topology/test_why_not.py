@@ -15,6 +15,7 @@ from collections import defaultdict
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vocab import GPU
 
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.find_assignment import PlaceOptions, find_topology_assignment
@@ -26,7 +27,6 @@ from kueue_tas.topology.why_not import Exclusions, WhyNot
 
 BLOCK, RACK, HOST = "block", "rack", HOSTNAME_LABEL
 LEVELS = (BLOCK, RACK, HOST)
-GPU = "nvidia.com/gpu"
 Path = tuple[str, str, str]
 
 
@@ -74,7 +74,7 @@ def test_required_names_the_best_domain_and_its_count_as_the_text_does() -> None
     )
     # b1-r1 holds 6 and b1-r2 (h4 only) holds 6 too, and so does b2-r3: the first in name order.
     assert (w.level, w.domain, w.domain_fit, w.fit, w.needed, w.one_domain) == (RACK, ("b1", "b1-r1"), 6, 6, 8, True)
-    assert w.exclusions == Exclusions(6, (("nvidia.com/gpu", 1),), (("maint:NoSchedule", 1),))
+    assert w.exclusions == Exclusions(6, ((GPU, 1),), (("maint:NoSchedule", 1),))
     assert w.exclusions.excluded == 2
     assert w.exclusions.reasons() == (("resource nvidia.com/gpu", 1), ("taint maint:NoSchedule", 1))
     assert w.unit == "pod"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from vocab import GPU
 
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, PodSetRequest, TopologyRequest
 from kueue_tas.topology.results import PodSetResult
@@ -23,7 +24,6 @@ from kueue_tas.topology.workload_domain import WorkloadTopology, podset_level_pr
 
 ZONE, BLOCK, RACK, HOST = "zone", "block", "rack", HOSTNAME_LABEL
 LEVELS = (ZONE, BLOCK, RACK, HOST)
-GPU = "nvidia.com/gpu"
 
 
 def node(zone: str, block: str, rack: str, host: str, gpus: int) -> NodeInfo:

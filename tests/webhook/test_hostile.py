@@ -19,9 +19,10 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
-from builders import REQUIRED, job
+from builders import job
 from builders import topology as topology_obj
 from loop_watch import loop_gaps
+from vocab import REQUIRED
 from webhook_harness import HOSTS, FakeCaches, pod_review, review, write_cert
 from webhook_harness import client_context as new_client_context
 

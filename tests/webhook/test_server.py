@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
-from builders import REQUIRED, job
+from builders import job
 from builders import topology as topology_obj
 from cryptography import x509
 from cryptography.x509.verification import (
@@ -25,6 +25,7 @@ from cryptography.x509.verification import (
     Store,
     VerificationError,
 )
+from vocab import REQUIRED
 from webhook_harness import HOSTS, NOW, FakeCaches, client_context, pod_review, review, write_cert
 
 from kueue_tas.api import constants as c

@@ -16,7 +16,8 @@ from typing import Any
 import builders as mk
 import pytest
 from faults import ALL_FAULTS, FakeApiServer, Fault, faulty_client, until_settled
-from ungater_harness import HOST, UID, Harness, assignment
+from ungater_harness import UID, Harness, assignment
+from vocab import HOST
 
 from kueue_tas.api import constants as c
 from kueue_tas.controllers.ungate_writes import KubePodPatcher
