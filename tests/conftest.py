@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -39,3 +40,11 @@ def _restore_logging() -> Iterator[None]:
     the test; later tests must not inherit that set-up."""
     yield
     reset_logging()
+
+
+@pytest.fixture
+def no_settings_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``KUEUE_TAS_*`` variable of the environment pytest runs in reaches ``Settings``."""
+    for key in list(os.environ):
+        if key.upper().startswith("KUEUE_TAS_"):
+            monkeypatch.delenv(key)

@@ -7,7 +7,7 @@ priority class), only a pod that fits on the empty node, and only for a bounded 
 from __future__ import annotations
 
 import pytest
-from admission_harness import Harness, harness
+from admission_harness import Harness
 from daemonset_scenes import admitted, daemonset, free_gpus
 
 
@@ -44,8 +44,3 @@ async def test_a_reservation_whose_pod_stayed_unbound_for_long_has_lapsed(h: Har
     h.informers.daemonsets.handle_event("ADDED", daemonset("kube-system", 1, created="2020-01-01T00:00:00Z"))
     assert free_gpus(h) == [8, 8, 8, 8]
     assert await admitted(h) == "Ready"
-
-
-@pytest.fixture
-def h() -> Harness:
-    return harness()

@@ -10,13 +10,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from admission_harness import Harness, harness
+from admission_harness import Harness
 from daemonset_scenes import admitted, daemonset, free_gpus
-
-
-@pytest.fixture
-def h() -> Harness:
-    return harness()
 
 
 def just_now() -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,7 @@ from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.features import KUEUE_DEFAULTS, FeatureGates
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo, PodSetRequest, TopologyRequest
 
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.upper().startswith("KUEUE_TAS_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("no_settings_env")
 
 
 def plan(tmp_path: Path, capsys: pytest.CaptureFixture[str], objects: list[dict[str, Any]], *args: str) -> Any:

@@ -38,13 +38,7 @@ from kueue_tas.runtime.metrics import Metrics
 Client = TestClient[aiohttp.web.Request, aiohttp.web.Application]
 
 
-@pytest.fixture(autouse=True)
-def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    for var in list(os.environ):
-        if var.upper().startswith("KUEUE_TAS_"):
-            monkeypatch.delenv(var)
+pytestmark = pytest.mark.usefixtures("no_settings_env")
 
 
 def settings(**kw: Any) -> Settings:

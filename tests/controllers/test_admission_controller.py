@@ -20,11 +20,6 @@ from kueue_tas.controllers.admission import WRITE_OBSERVE_TIMEOUT_SECONDS
 from kueue_tas.kube.errors import Conflict
 
 
-@pytest.fixture
-def h() -> Harness:
-    return harness()
-
-
 async def test_stale_pending_after_our_annotation_write_is_not_decided_again(h: Harness) -> None:
     h.informers.workloads.handle_event("ADDED", workload())
     assert h.admission.queue.num_waiting() + len(h.admission.queue) == 1

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import builders as mk
-import pytest
-from admission_harness import Harness, harness, workload
+from admission_harness import Harness, workload
 from vocab import GPU, HOST, RACK
 
 from kueue_tas.topology.codec import decode_assignment_annotation
@@ -19,11 +18,6 @@ RACKS = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r2"}
 # A GPU agent pinned to rack r1, taking 5 of each node's 8 GPUs: r1 keeps 6, too few for the
 # harness's workload (8 one-GPU pods requiring one rack).
 AGENT = mk.daemonset("gpu-agent", requests={GPU: "5", "cpu": "100m"}, node_selector={RACK: "r1"})
-
-
-@pytest.fixture
-def h() -> Harness:
-    return harness()
 
 
 def node(name: str) -> dict[str, Any]:

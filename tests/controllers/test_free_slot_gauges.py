@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import os
 from pathlib import Path
 
 import builders as mk
@@ -30,11 +29,7 @@ SHAPES = (parse_pod_shape("nvidia.com/gpu=8"), parse_pod_shape("nvidia.com/gpu=1
 SLOTS, FREE = "kueue_tas_domain_free_slots", "kueue_tas_free_domains"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.upper().startswith("KUEUE_TAS_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("no_settings_env")
 
 
 def live(racks: int = 2, hosts: int = 2) -> LiveCapacity:

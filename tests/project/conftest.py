@@ -1,4 +1,4 @@
-"""Shared by the repo-level checks: manifests/base and manifests/samples as kustomize reads them."""
+"""Repo-level checks (manifests, chart, locks, docs, version, dashboards); manifests/ as kustomize reads it."""
 
 from __future__ import annotations
 

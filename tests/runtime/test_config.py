@@ -6,14 +6,7 @@ import pytest
 
 from kueue_tas.runtime.config import ConfigError, Settings, parse_bind
 
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    for key in list(os.environ):
-        if key.upper().startswith("KUEUE_TAS_"):
-            monkeypatch.delenv(key)
+pytestmark = pytest.mark.usefixtures("no_settings_env")
 
 
 def test_defaults() -> None:
