@@ -59,7 +59,7 @@ def config(base: list[dict[str, Any]]) -> dict[str, Any]:
 
 def served_paths() -> dict[str, set[str]]:
     """The routes the metrics and the map servers register, by the reader ClusterRole (its name
-    less the ``kueue-tas-`` prefix) that must grant `get` on exactly them (tests/test_chart.py too)."""
+    less the ``kueue-tas-`` prefix) that must grant `get` on exactly them (tests/project/test_chart.py too)."""
     from kueue_tas.cli.map_server import MapServer
     from kueue_tas.runtime.health import HealthServer
 

@@ -1,4 +1,4 @@
-"""DaemonSet reservations in the one set of capacity rules (``tests/test_capacity_properties.py``
+"""DaemonSet reservations in the one set of capacity rules (``tests/capacity/test_properties.py``
 has the rest): on random clusters with DaemonSets and daemon pods,
 
 * ``plan`` (a dump), the controller (events in a random order, snapshots read in between) and

@@ -2,7 +2,7 @@
 
 Inputs are built as dicts (``builders``), dumped to files under ``tmp_path`` and
 fed to ``kueue_tas.cli.main.main``; the placement engine itself is covered by
-``test_placement_kueue_cases.py``, so these tests check the wiring: input forms,
+``tests/kueue_cases/test_placement.py``, so these tests check the wiring: input forms,
 flavor -> topology mapping, capacity accounting, output shapes, exit codes and errors.
 
 Default cluster (``mk.cluster()``): Topology ``topo`` = block / rack / hostname,

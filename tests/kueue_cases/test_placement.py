@@ -36,8 +36,8 @@ cases of ``TestScheduleForTAS``, in ``tests/kueue_cases/advanced_*.py``:
 - ``advanced_affinity``: TASRespectNodeAffinityPreferred, incl. the LWS one;
 - ``advanced_overlap``: usage of sibling flavors sharing the nodes (TASHandleOverlappingFlavors).
 
-They run through the engine in ``tests/test_placement_kueue_advanced.py`` and through
-``kueue-tas plan`` in ``tests/test_plan_kueue_cases.py``. Each module's ``NOT_TRANSCRIBED``
+They run through the engine in ``tests/kueue_cases/test_placement_advanced.py`` and through
+``kueue-tas plan`` in ``tests/kueue_cases/test_plan.py``. Each module's ``NOT_TRANSCRIBED``
 names the cases it leaves out, with the reason (from this table only "node replacement
 skipped for single-Pod-owned workload; gate on": it depends on the Workload's owner kind).
 """

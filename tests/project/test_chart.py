@@ -353,7 +353,7 @@ def test_cert_manager_issues_the_certificate_and_the_controller_reads_no_secrets
     certificate = one(docs, "Certificate", f"{RELEASE}-webhook")
     serving = one(docs, "Certificate", f"{RELEASE}-metrics")
     # self-signed Issuer -> CA Certificate -> CA Issuer -> both serving Certificates: their
-    # renewal keeps the CA (manifests/cert-manager, tests/test_kustomize_build.py).
+    # renewal keeps the CA (manifests/cert-manager, tests/project/test_kustomize_build.py).
     ca = one(docs, "Certificate", f"{RELEASE}-ca")["spec"]
     assert ca["isCA"] is True
     assert "selfSigned" in one(docs, "Issuer", ca["issuerRef"]["name"])["spec"]

@@ -1,5 +1,5 @@
 """Issue 30 finding 8, in manifests/base (the chart is held to the same objects by
-tests/test_chart.py): the controller creates no Secrets, a ValidatingAdmissionPolicy limits what
+tests/project/test_chart.py): the controller creates no Secrets, a ValidatingAdmissionPolicy limits what
 its ServiceAccount may change, its namespace enforces Pod Security "restricted", and its pods
 have a priority class. What the policy refuses and allows on a real apiserver:
 e2e/tests/test_admission_policy.py."""

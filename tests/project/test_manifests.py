@@ -206,7 +206,7 @@ def test_secrets_only_the_webhook_certificate_in_our_namespace(base: list[dict[s
             "resourceNames": [settings["webhook_secret"]],
             "verbs": ["get", "update"],
         },
-        # no create: the manifests ship the Secret empty (tests/test_least_privilege.py)
+        # no create: the manifests ship the Secret empty (tests/project/test_least_privilege.py)
     ]
     rb = one(base, "RoleBinding", "kueue-tas-webhook-cert")
     assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kueue-tas-webhook-cert"}

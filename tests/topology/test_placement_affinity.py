@@ -1,6 +1,6 @@
 """Preferred node affinity (TASRespectNodeAffinityPreferred) in the engine.
 
-Kueue's own cases for it run in ``test_placement_kueue_advanced.py``; these check the
+Kueue's own cases for it run in ``tests/kueue_cases/test_placement_advanced.py``; these check the
 vectorised term matching against the per-node matcher, and the gate.
 """
 

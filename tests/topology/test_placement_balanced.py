@@ -3,7 +3,7 @@
 Source: kubernetes-sigs/kueue v0.19.2 ``pkg/cache/scheduler/tas_balanced_placement_test.go``
 (``TestSelectOptimalDomainSetToFit``, ``TestPlaceSlicesOnDomainsBalanced``): the same
 domain states and expectations, on a one-level tree whose domains are d1..d5. Kueue's
-end-to-end balanced cases run in ``test_placement_kueue_advanced.py``.
+end-to-end balanced cases run in ``tests/kueue_cases/test_placement_advanced.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Node replacement with several unhealthy nodes, and elastic slices, through ``place``.
 
 Kueue's own single-node replacement and elastic cases run in
-``test_placement_kueue_advanced.py``; these cover what goes beyond them: several
+``tests/kueue_cases/test_placement_advanced.py``; these cover what goes beyond them: several
 unhealthy nodes in one decision, the admitted assignment being charged, the gates.
 """
 
