@@ -8,7 +8,7 @@ and how many modules were downloaded or packages compiled so far (counted from `
 ``go: downloading`` lines and ``go build -v``'s package lines).
 
 The clock, the output and the process are injected, so the logic is tested without a build
-(``tests/test_build_progress.py``).
+(``tests/project/test_build_progress.py``).
 """
 
 from __future__ import annotations

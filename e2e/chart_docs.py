@@ -6,7 +6,7 @@
   (``kueue_tas.runtime.config.Settings``): names in camelCase, types, bounds and choices, the
   feature-gate names of ``kueue_tas.topology.features``.
 
-``python -m e2e.chart_docs`` rewrites both; tests/test_chart.py fails while either is stale.
+``python -m e2e.chart_docs`` rewrites both; tests/project/test_chart.py fails while either is stale.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ JOBSET = "v0.12.0"
 # release the Go module proxy serves; its client-go is v0.37, i.e. Kubernetes 1.37.
 HELM = "v3.22.0"
 HELM_KUBERNETES_MINOR = "37"
-# kustomize (every overlay under manifests/: `make lint`, tests/test_kustomize_build.py): the one
+# kustomize (every overlay under manifests/: `make lint`, tests/project/test_kustomize_build.py): the one
 # kubectl 1.32 vendors for `kubectl apply -k` (the oldest kubectl we support), and the newest the
 # Go 1.26 toolchain builds (v5.8.3 requires go >= 1.27).
 KUSTOMIZE_KUBECTL_1_32 = "v5.5.0"

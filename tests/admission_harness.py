@@ -6,6 +6,7 @@ informers, for tests that bring their own nodes or configuration."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -13,6 +14,7 @@ from functools import partial
 from typing import Any
 
 import builders as mk
+from vocab import GPU, HOST, RACK, REQUIRED
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
@@ -38,9 +40,6 @@ from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.free import domain_free
 from kueue_tas.topology.snapshot import TopologySnapshot
 
-RACK = "example.com/rack"
-HOST = c.HOSTNAME_LABEL
-GPU = "nvidia.com/gpu"
 CHECK = "tas"
 HOSTS = ("h1", "h2", "h3", "h4")
 ALLOCATABLE = {"cpu": "16", "pods": "110", GPU: "8"}
@@ -51,7 +50,7 @@ workload = partial(
     mk.workload,
     "wl",
     8,
-    {"kueue-tas.io/podset-required-topology": RACK},
+    {REQUIRED: RACK},
     namespace="ns",
     uid="u1",
     resource_version="5",
@@ -339,3 +338,62 @@ async def repair_pass(repair: NodeRepair) -> float | None:
         delays.append(await repair.advance_writes(key))
     asked = [d for d in delays if d is not None]
     return min(asked) if asked else None
+
+
+def evicted(obj: dict[str, Any], *, quota: bool = True) -> dict[str, Any]:
+    """``obj`` as Kueue's eviction leaves it: Evicted, our entry reset to Pending; with ``quota``
+    False also the quota withdrawn (the job has stopped)."""
+    out = copy.deepcopy(obj)
+    previous = out["status"]["admissionChecks"][0]["state"]
+    out["status"]["admissionChecks"] = [
+        {"name": "tas", "state": "Pending", "message": f"Reset to Pending after eviction. Previously: {previous}"}
+    ]
+    out["status"]["conditions"] = [
+        mk.condition("QuotaReserved", quota, reason="QuotaReserved" if quota else "Pending", message="", time=T0),
+        mk.condition("Evicted", reason="Preempted", message="Preempted to accommodate a workload", time=T0),
+    ]
+    if not quota:
+        del out["status"]["admission"]
+    out["metadata"]["resourceVersion"] = str(int(out["metadata"]["resourceVersion"]) + 1)
+    return out
+
+
+def readmitted(obj: dict[str, Any]) -> dict[str, Any]:
+    """Quota reserved again after an eviction: Evicted back to False, our entry still Pending."""
+    out = workload(resource_version=str(int(obj["metadata"]["resourceVersion"]) + 1))
+    if obj["metadata"].get("annotations"):
+        out["metadata"]["annotations"] = copy.deepcopy(obj["metadata"]["annotations"])
+    out["status"]["conditions"].append(mk.condition("Evicted", False, reason="QuotaReserved", message="", time=T0))
+    return out
+
+
+def ready(h: Harness, obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as it is once our last decision's writes are seen: annotation and Ready entry."""
+    out = copy.deepcopy(obj)
+    out["metadata"].setdefault("annotations", {})[c.TOPOLOGY_ASSIGNMENT_ANNOTATION] = h.writes.annotations[-1]
+    out["status"]["admissionChecks"] = [h.writes.checks[-1]]
+    out["metadata"]["resourceVersion"] = str(int(out["metadata"]["resourceVersion"]) + 1)
+    return out
+
+
+def hosts_of(obj: dict[str, Any]) -> dict[str, int]:
+    ((_, assignment),) = decode_assignment_annotation(obj["metadata"]["annotations"][c.TOPOLOGY_ASSIGNMENT_ANNOTATION])
+    assert assignment.levels == (HOST,)
+    return {d.values[0]: d.count for d in assignment.domains}
+
+
+def wl(name: str, count: int = 12, **kw: Any) -> dict[str, Any]:
+    """A Workload of ``count`` one-GPU pods requiring one rack (a rack has 16 GPUs)."""
+    args: dict[str, Any] = {
+        "namespace": "ns",
+        "uid": f"uid-{name}",
+        "resource_version": "5",
+        "queue": None,
+        "admitted_flavor": "gpu",
+        "check": CHECK,
+        "check_state": "Pending",
+        "check_time": T0,
+        "conditions": [mk.condition("QuotaReserved", reason="QuotaReserved", message="", time=T0)],
+    }
+    args.update(kw)
+    return mk.workload(name, count, {REQUIRED: RACK}, **args)

@@ -17,22 +17,24 @@ from typing import Any, Literal
 
 import yaml
 
+# The shared keys, also as ``mk.RACK``, ``mk.REQUIRED``, ... for the tests that build with them.
+from vocab import ASSIGNMENT as ASSIGNMENT
+from vocab import BLOCK as BLOCK
+from vocab import CONTROLLER as CONTROLLER
+from vocab import GPU as GPU
+from vocab import HOST as HOST
+from vocab import PREFERRED as PREFERRED
+from vocab import RACK as RACK
+from vocab import REQUIRED as REQUIRED
+from vocab import SLICE_LEVEL as SLICE_LEVEL
+from vocab import SLICE_SIZE as SLICE_SIZE
+from vocab import UNCONSTRAINED as UNCONSTRAINED
+from vocab import WORKLOAD_LABEL as WORKLOAD_LABEL
+
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import encode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo
 
-BLOCK = "cloud.provider.com/topology-block"
-RACK = "cloud.provider.com/topology-rack"
-HOST = "kubernetes.io/hostname"
-GPU = "nvidia.com/gpu"
-REQUIRED = "kueue-tas.io/podset-required-topology"
-PREFERRED = "kueue-tas.io/podset-preferred-topology"
-UNCONSTRAINED = "kueue-tas.io/podset-unconstrained-topology"
-SLICE_LEVEL = "kueue-tas.io/podset-slice-required-topology"
-SLICE_SIZE = "kueue-tas.io/podset-slice-size"
-ASSIGNMENT = "kueue-tas.io/topology-assignment"
-WORKLOAD_LABEL = "kueue-tas.io/workload"
-CONTROLLER = "kueue-tas.io/topology"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 NS = "team-a"
 CHECK_TIME = "2024-01-01T00:00:00Z"

@@ -28,6 +28,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 import builders as mk
+from vocab import BLOCK, CONTROLLER, GPU, HOST, PODSET_LABEL, RACK, REQUIRED, SCHEDULING_GATE, WORKLOAD_LABEL
 
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.workload import Workload
@@ -42,8 +43,6 @@ from kueue_tas.mapview.workloads import WorkloadInputs
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.model import NodeInfo
 
-BLOCK, RACK, HOST = "example.com/block", "example.com/rack", "kubernetes.io/hostname"
-GPU = "nvidia.com/gpu"
 NOW = datetime(2026, 1, 1, 1, 0, tzinfo=UTC)
 AN_HOUR_BEFORE = "2026-01-01T00:00:00Z"
 TRAIN_UID = "uid-train"
@@ -70,7 +69,7 @@ def kueue_config() -> KueueConfig:
 
 
 def kueue() -> TasConfig:
-    return tas_config(kueue_config(), "kueue-tas.io/topology")
+    return tas_config(kueue_config(), CONTROLLER)
 
 
 def node_objects() -> list[dict[str, Any]]:
@@ -97,7 +96,7 @@ TRAIN = TopologyAssignment((HOST,), (DomainAssignment(("h11",), 2), DomainAssign
 
 
 def workload_objects() -> list[dict[str, Any]]:
-    required = {"kueue-tas.io/podset-required-topology": RACK}
+    required = {REQUIRED: RACK}
     ready = [mk.condition("QuotaReserved"), mk.condition("Admitted")]
     return [
         mk.workload(
@@ -147,7 +146,7 @@ train_pod = partial(
     mk.pod,
     namespace="ns",
     gpus=2,
-    labels={"kueue-tas.io/workload": TRAIN_UID, "kueue-tas.io/podset": "main"},
+    labels={WORKLOAD_LABEL: TRAIN_UID, PODSET_LABEL: "main"},
 )
 
 
@@ -156,7 +155,7 @@ def pod_objects() -> list[dict[str, Any]]:
         train_pod("t0", "h11"),
         train_pod("t1", "h11"),
         train_pod("t2", phase="Pending", selector={HOST: "h12"}),  # released to h12, not bound
-        train_pod("t3", phase="Pending", gates=("kueue-tas.io/topology",)),
+        train_pod("t3", phase="Pending", gates=(SCHEDULING_GATE,)),
         mk.pod("daemon", "h31", namespace="kube-system", requests={"cpu": "1"}),
     ]
 

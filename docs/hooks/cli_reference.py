@@ -2,7 +2,7 @@
 
 A page that holds the marker line ``<!-- cli-reference -->`` gets, in its place, every command
 and subcommand of :func:`kueue_tas.cli.main.build_parser` with its ``--help`` text, so the page
-cannot drift from the code (``tests/test_docs_reference.py`` checks that every subcommand and
+cannot drift from the code (``tests/project/test_docs_reference.py`` checks that every subcommand and
 option comes out).
 """
 

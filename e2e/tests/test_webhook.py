@@ -265,7 +265,7 @@ async def test_the_cert_manager_overlay_renders_what_the_controller_reads(webhoo
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for d in docs:
         by_kind.setdefault(d["kind"], []).append(d)
-    # Beside them the CA Certificate that signs both (tests/test_kustomize_build.py checks the chain).
+    # Beside them the CA Certificate that signs both (tests/project/test_kustomize_build.py checks the chain).
     certificates = {d["metadata"]["name"]: d for d in by_kind["Certificate"]}
     cert, serving = certificates["kueue-tas-webhook"], certificates["kueue-tas-metrics"]
     assert cert["spec"]["dnsNames"] == service_hosts("kueue-tas-webhook", NS)

@@ -5,7 +5,7 @@ Transcribed from kubernetes-sigs/kueue ``pkg/cache/scheduler/tas_cache_test.go``
 Kueue's, so a failure can be traced back to the original case. Cases that need
 groups, multi-layer slices, node replacement, elastic slices, a non-default feature
 gate or overlapping flavors are in ``tests/kueue_cases/advanced_*.py`` (see
-``tests/test_placement_kueue_cases.py``).
+``tests/kueue_cases/test_placement.py``).
 
 Harness facts mirrored here:
 * the Topology is always named ``default``;

@@ -1,0 +1,1 @@
+"""Tests of kueue_tas.kube: the client, informers and decoding, against fake API servers."""

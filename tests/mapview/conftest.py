@@ -1,0 +1,1 @@
+"""Tests of kueue_tas.mapview: the topology map's model and page."""
