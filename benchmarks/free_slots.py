@@ -24,7 +24,7 @@ from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.controllers.gauges.reconciler import publish_free_slots
 from kueue_tas.runtime.metrics import Metrics
-from kueue_tas.topology.free_slots import free_slots, level_fit
+from kueue_tas.topology.explain.free_slots import free_slots, level_fit
 from kueue_tas.topology.model import NodeInfo
 
 LEVELS = ("example.com/zone", "example.com/block", "example.com/rack", HOSTNAME_LABEL)

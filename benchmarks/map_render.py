@@ -37,7 +37,7 @@ from kueue_tas.cli.planner import Planner
 from kueue_tas.mapview.model import map_hosts
 from kueue_tas.mapview.render import render_map
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.codec.codec import encode_assignment_annotation
 
 GPU = "nvidia.com/gpu"
 CHECK_TIME = "2026-01-01T00:00:00Z"

@@ -45,9 +45,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kueue_tas.api.constants import HOSTNAME_LABEL
+from kueue_tas.topology.engine.results import PodSetResult
+from kueue_tas.topology.engine.snapshot import TopologySnapshot
 from kueue_tas.topology.model import NodeInfo, PodSetRequest, TopologyRequest
-from kueue_tas.topology.results import PodSetResult
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 LEVELS = ["example.com/zone", "example.com/block", "example.com/rack", HOSTNAME_LABEL]
 GPU = "nvidia.com/gpu"

@@ -179,7 +179,7 @@ def _workload_of(rest: Rest, ns: str, kind: str, name: str) -> dict[str, Any] | 
 def placement_report(rest: Rest, wl: dict[str, Any]) -> tuple[bool, list[str]]:
     """Whether every bound pod is inside its assigned domain and each domain holds exactly its count."""
     from kueue_tas.api.constants import PODSET_LABEL, TOPOLOGY_ASSIGNMENT_ANNOTATION, WORKLOAD_LABEL
-    from kueue_tas.topology.codec import decode_assignment_annotation
+    from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
     ns, uid = wl["metadata"]["namespace"], wl["metadata"]["uid"]
     text = (wl["metadata"].get("annotations") or {}).get(TOPOLOGY_ASSIGNMENT_ANNOTATION)

@@ -14,7 +14,7 @@ from kueue_tas.api import constants as kc
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.resources import pod_requests
 from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
 Obj = Mapping[str, Any]
 

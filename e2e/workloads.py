@@ -143,7 +143,7 @@ def assignment(wl: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def domain_counts(wl: dict[str, Any], podset: str) -> dict[tuple[str, ...], int]:
     """Domain values -> count of one PodSet's assignment, decoded with the product's codec."""
-    from kueue_tas.topology.codec import decode_assignment_annotation
+    from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
     text = wl["metadata"]["annotations"][ASSIGNMENT_ANNOTATION]
     for name, ta in decode_assignment_annotation(text):
@@ -154,7 +154,7 @@ def domain_counts(wl: dict[str, Any], podset: str) -> dict[tuple[str, ...], int]
 
 def podset_levels(wl: dict[str, Any], podset: str) -> tuple[str, ...]:
     """The level keys of one PodSet's assignment (the keys the ungater puts in nodeSelectors)."""
-    from kueue_tas.topology.codec import decode_assignment_annotation
+    from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
     for name, ta in decode_assignment_annotation(wl["metadata"]["annotations"][ASSIGNMENT_ANNOTATION]):
         if name == podset:

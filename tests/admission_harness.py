@@ -35,10 +35,10 @@ from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation, encode_assignment_annotation
+from kueue_tas.topology.engine.snapshot import TopologySnapshot
+from kueue_tas.topology.explain.free import domain_free
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
-from kueue_tas.topology.free import domain_free
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 CHECK = "tas"
 HOSTS = ("h1", "h2", "h3", "h4")

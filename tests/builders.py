@@ -32,7 +32,7 @@ from vocab import UNCONSTRAINED as UNCONSTRAINED
 from vocab import WORKLOAD_LABEL as WORKLOAD_LABEL
 
 from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.codec.codec import encode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"

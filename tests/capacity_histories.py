@@ -32,9 +32,9 @@ from kueue_tas.cli.planner import Planner
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
-from kueue_tas.topology.free import level_free
-from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.codec.codec import decode_assignment_annotation, encode_assignment_annotation
+from kueue_tas.topology.engine.snapshot import TopologySnapshot
+from kueue_tas.topology.explain.free import level_free
 
 FOO = "example.com/foo"
 POOL = "pool"

@@ -23,7 +23,7 @@ from kueue_tas.controllers.repair.reconciler import NodeRepair
 from kueue_tas.controllers.rewrites import OurRewrites
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
-from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
 KEY = "ns/wl"
 JOB = "/apis/batch/v1/namespaces/ns/jobs/job"

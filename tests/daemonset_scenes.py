@@ -9,7 +9,7 @@ import builders as mk
 from admission_harness import Harness, workload
 from vocab import GPU, HOST
 
-from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.explain.free import domain_free
 
 EVERYTHING = [{"operator": "Exists"}]
 

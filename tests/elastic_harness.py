@@ -12,11 +12,11 @@ from vocab import GPU, HOST, RACK, UNCONSTRAINED
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation, encode_assignment_annotation
+from kueue_tas.topology.engine.results import PodSetResult
+from kueue_tas.topology.engine.snapshot import TopologySnapshot
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.results import PodSetResult
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 HOSTS = ("h1", "h2")  # one rack, 4 GPUs each
 ALLOCATABLE = {"cpu": "16", "pods": "110", GPU: "4"}

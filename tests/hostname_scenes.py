@@ -16,7 +16,7 @@ from kueue_tas.controllers.deps import ControllerDeps
 from kueue_tas.controllers.ungate import reconciler as uc
 from kueue_tas.mapview.workloads import WorkloadInputs, workload_views
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.codec.codec import encode_assignment_annotation
 from kueue_tas.topology.model import NodeInfo
 
 SUFFIX = ".ec2.internal"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from kueue_tas.topology.engine.snapshot import TopologySnapshot
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 BLOCK, RACK, HOST = "block", "rack", HOSTNAME_LABEL
 LEVELS = (BLOCK, RACK, HOST)

@@ -19,9 +19,9 @@ from kueue_tas.controllers.repair.reconciler import NodeRepair
 from kueue_tas.controllers.rewrites import OurRewrites
 from kueue_tas.controllers.stray.reconciler import StrayPods
 from kueue_tas.runtime.config import Settings
-from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
+from kueue_tas.topology.explain.free import domain_free
 from kueue_tas.topology.features import FeatureGates
-from kueue_tas.topology.free import domain_free
 
 ANN = c.TOPOLOGY_ASSIGNMENT_ANNOTATION
 

@@ -179,7 +179,7 @@ async def test_restart_mid_way_double_books_nothing(
 async def stale_assignment(kube: Kube, wl: dict[str, Any], hostnames: list[str]) -> None:
     """Write an assignment annotation claiming every host (8 pods each) on a Workload."""
     from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-    from kueue_tas.topology.codec import encode_assignment_annotation
+    from kueue_tas.topology.codec.codec import encode_assignment_annotation
 
     claim = TopologyAssignment((HOSTNAME_LABEL,), tuple(DomainAssignment((h,), HOST_GPUS) for h in sorted(hostnames)))
     patch = {

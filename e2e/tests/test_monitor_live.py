@@ -14,7 +14,7 @@ from e2e.monitor import Monitor
 from e2e.nodes import GPU, POOL_LABEL, NodePool
 from kueue_tas.api import constants as kc
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.codec.codec import encode_assignment_annotation
 
 
 async def test_monitor_catches_double_booking_overfill_and_silence(kube: Kube, namespace: str, unique: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from e2e.invariants import InvariantChecker
 from kueue_tas.api import constants as kc
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.codec.codec import encode_assignment_annotation
 
 CHECK = "ac"
 HOST = kc.HOSTNAME_LABEL

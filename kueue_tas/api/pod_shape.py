@@ -1,5 +1,5 @@
 """Pod shapes: ``nvidia.com/gpu=8`` or ``nvidia.com/gpu=8,cpu=16``, the per-pod requests the
-free-slot count (``kueue_tas.topology.free_slots``) asks "how many still fit?" about.
+free-slot count (``kueue_tas.topology.explain.free_slots``) asks "how many still fit?" about.
 
 Here, in ``api``, beside the quantities, so that the settings (``runtime``, which must not
 import the engine) can refuse a bad shape at start with the parser's own words.

@@ -92,7 +92,7 @@ def capped_kueue_units(resource: str, amount: Decimal) -> int:
     has more of it than any pod can request (a request beyond the limit is refused), and the
     limit says exactly that. Refusing the amount would leave the node out, so a Ready node would
     look deleted. The capacity matrices hold the limit: a cell beyond their own bound saturates
-    with the exact value kept aside (``topology.capacity``), and sums saturate instead of wrapping.
+    with the exact value kept aside (``topology.engine.capacity_matrix``), and sums saturate instead of wrapping.
     """
     if abs(amount) * 1000 > MAX_MILLI_UNITS:
         limit = MAX_MILLI_UNITS if resource == CPU else MAX_MILLI_UNITS // 1000

@@ -1,6 +1,6 @@
 """What the admission webhook refuses when a Job, JobSet or Workload is created or changed (pure).
 
-The rules and their texts are ``plan``'s and the admitter's (``topology.plan_requests``,
+The rules and their texts are ``plan``'s and the admitter's (``topology.requests.plan_requests``,
 ``capacity.workload_scope``); what differs is what is known. At creation no flavor is chosen,
 so levels are judged against every Topology the object's queue may place it on: the object
 is refused only when none of them accepts it, and its levels are not judged at all when the
@@ -27,28 +27,30 @@ from kueue_tas.api.podsets import PodSetSpec, podsets_of
 from kueue_tas.api.workload import PodSetTopologyRequestModel, Workload
 from kueue_tas.capacity.rules import topology_level_names
 from kueue_tas.capacity.workload_scope import workload_levels_rejection
-from kueue_tas.topology.features import FeatureGates
-from kueue_tas.topology.flavors import check_topology
-from kueue_tas.topology.level_names import LevelNames, resolve_request
-from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.plan_requests import (
-    PlanInputError,
-    check_groups,
-    check_jobset_counts,
-    check_workload_counts,
-    describe,
-    levels_problem,
-    podset_request_for,
-    template_path,
-    unknown_keys,
-)
-from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
-from kueue_tas.topology.request_field import field_is_explicit
-from kueue_tas.topology.workload_domain import (
+from kueue_tas.topology.engine import (
     WorkloadTopology,
     parse_workload_topology,
     resolve_workload_topology,
     workload_annotations,
+)
+from kueue_tas.topology.features import FeatureGates
+from kueue_tas.topology.flavors import check_topology
+from kueue_tas.topology.level_names import LevelNames, resolve_request
+from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.requests import (
+    PlanInputError,
+    TopologyRequestError,
+    check_groups,
+    check_jobset_counts,
+    check_workload_counts,
+    describe,
+    field_is_explicit,
+    has_topology_annotation,
+    levels_problem,
+    podset_request_for,
+    template_annotations,
+    template_path,
+    unknown_keys,
 )
 
 

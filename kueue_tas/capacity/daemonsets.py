@@ -51,9 +51,9 @@ from typing import Any, Protocol
 import pydantic
 
 from kueue_tas.api.resources import pod_requests
-from kueue_tas.topology.filters import InvalidSelectorError, affinity_matches, first_untolerated_taint, validate_term
-from kueue_tas.topology.inputs import node_constraints, tolerations
+from kueue_tas.topology.engine import InvalidSelectorError, affinity_matches, first_untolerated_taint, validate_term
 from kueue_tas.topology.model import PODS, NodeInfo, NodeSelectorTerm, ResourceMap, Toleration
+from kueue_tas.topology.requests import node_constraints, tolerations
 
 Pair = tuple[str, str]
 """(DaemonSet UID, node name)."""

@@ -17,9 +17,9 @@ from kueue_tas.capacity.daemonsets import DEFAULT_POLICY, DaemonSetSpec, Reserva
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, pod_charge, pod_claim, workload_identity, workload_usage
 from kueue_tas.kube.slim import SlimPod
+from kueue_tas.topology.admitted import kept_slices, replaced_slice_ref
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import NodeInfo
-from kueue_tas.topology.slice_replacement import kept_slices, replaced_slice_ref
 
 
 def workload_key(wl: Workload) -> str:

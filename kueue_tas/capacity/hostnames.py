@@ -23,7 +23,7 @@ The rules, for a hostname value:
   on them.
 
 A Node without the label is in no hostname domain: a hostname-level topology never counts it
-(``topology.tree.node_is_eligible`` wants a label for every level) and no assignment can name it.
+(``topology.engine.tree.node_is_eligible`` wants a label for every level) and no assignment can name it.
 """
 
 from __future__ import annotations

@@ -50,9 +50,9 @@ from kueue_tas.capacity.hostnames import unambiguous
 from kueue_tas.capacity.pod_slots import OpenSlots, PodSlots, SlotCharge
 from kueue_tas.capacity.rules import FlavorSpec, PodClaim, UsageEntry, charges_snapshot, uncovered_usage
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.engine import TopologySnapshot
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import NodeInfo, ResourceMap
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 
 class LiveCapacity:

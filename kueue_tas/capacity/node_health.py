@@ -44,9 +44,9 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.hostnames import NodeHosts
 from kueue_tas.capacity.rules import FlavorSpec
 from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.filters import taint_string, tolerates
-from kueue_tas.topology.inputs import tolerations
+from kueue_tas.topology.engine import taint_string, tolerates
 from kueue_tas.topology.model import NodeInfo, Toleration
+from kueue_tas.topology.requests import tolerations
 
 LIFECYCLE_TAINTS: Final = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 NO_EXECUTE: Final = "NoExecute"

@@ -19,8 +19,7 @@ from kueue_tas.capacity.workload_placement import (
     NoTopology,
     RequestProblem,
 )
-from kueue_tas.topology.groups import GroupMember, group_errors
-from kueue_tas.topology.request import TopologyRequestError
+from kueue_tas.topology.requests import GroupMember, TopologyRequestError, group_errors
 
 _LONG_QUOTED = re.compile(r'"[^"\n]{100,}"')
 

@@ -8,7 +8,7 @@ cluster) and ``kueue-tas plan`` (from a dump). That is what makes their numbers 
   whose Topology exists and has levels (``flavor_specs``).
 * Nodes: a node counts for a flavor when it is Ready, schedulable, carries the flavor's node
   labels and a label for every level. That filter is the engine's own
-  (``kueue_tas.topology.tree.node_is_eligible``, applied when a snapshot's tree is built), so
+  (``kueue_tas.topology.engine.tree.node_is_eligible``, applied when a snapshot's tree is built), so
   the engine's test cases and the capacity model share it too.
 * Pods: every bound, non-terminal pod holds its requests on its node (``pod_charge``),
   Terminating pods included (they run until they are gone). A pod that carries our workload
@@ -46,12 +46,12 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.kube.slim import Selector, SlimPod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.engine import TopologySnapshot
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import bind_flavors
-from kueue_tas.topology.inputs import tolerations
 from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION, LevelNames, level_names, level_names_problem
 from kueue_tas.topology.model import ResourceMap, Toleration
-from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.requests import tolerations
 
 
 @dataclass(frozen=True, slots=True)

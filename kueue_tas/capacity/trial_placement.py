@@ -32,8 +32,8 @@ from kueue_tas.capacity.workload_placement import (
     workload_requests,
 )
 from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.engine import WhyNot
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
-from kueue_tas.topology.why_not import WhyNot
 
 NO_FLAVOR = "no flavor yet: Kueue has not reserved quota for it"
 NOT_TRIED = "not tried: an earlier PodSet of this workload does not fit"

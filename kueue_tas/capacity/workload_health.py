@@ -1,5 +1,5 @@
 """Whether an admitted Workload's placement is still enforced by its Topology: the Workload
-side of ``kueue_tas.topology.placement_health``, shared by the controller and ``describe``.
+side of ``kueue_tas.topology.explain.placement_health``, shared by the controller and ``describe``.
 
 Only a trusted assignment (``rules.assignment_trusted``) that still matches our record is
 judged: anything else places no pod (the assignment guard deals with edits)."""
@@ -16,12 +16,11 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.rules import assignment_trusted, topology_level_names
 from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.explain import NodeIndex, PlacedPodSet, placement_problems, required_levels
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding
-from kueue_tas.topology.inputs import podset_request
 from kueue_tas.topology.level_names import names_a_level, resolve_request
-from kueue_tas.topology.placement_health import NodeIndex, PlacedPodSet, placement_problems, required_levels
-from kueue_tas.topology.request import TopologyRequestError
+from kueue_tas.topology.requests import TopologyRequestError, podset_request
 
 
 def workload_placement_problems(

@@ -37,19 +37,23 @@ from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.workload import PodSetTopologyRequestModel
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.workload_scope import leaves_the_domain, workload_scope
+from kueue_tas.topology.admitted import place_options
 from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.engine import PodSetResult, TopologySnapshot, WorkloadTopology
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
-from kueue_tas.topology.groups import GroupMember, group_errors
-from kueue_tas.topology.inputs import podset_request, requests_topology
 from kueue_tas.topology.level_names import resolve_request
-from kueue_tas.topology.levels import LevelProblem, level_problem
 from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.request import TopologyRequestError, template_annotations
-from kueue_tas.topology.request_field import uses_field
-from kueue_tas.topology.results import PodSetResult
-from kueue_tas.topology.slice_replacement import place_options
-from kueue_tas.topology.snapshot import TopologySnapshot
-from kueue_tas.topology.workload_domain import WorkloadTopology
+from kueue_tas.topology.requests import (
+    GroupMember,
+    LevelProblem,
+    TopologyRequestError,
+    group_errors,
+    level_problem,
+    podset_request,
+    requests_topology,
+    template_annotations,
+    uses_field,
+)
 
 __all__ = [
     "BadGroups",

@@ -1,5 +1,5 @@
 """The workload-wide constraint of one decision: read, checked against the Topology, and
-kept after a repair (pure; the placement itself is ``kueue_tas.topology.workload_domain``).
+kept after a repair (pure; the placement itself is ``kueue_tas.topology.engine.workload_domain``).
 
 The constraint is the Job's or JobSet's (``kueue-tas.io/workload-required-topology`` /
 ``-preferred-topology`` in its metadata; the caller reads them, the Workload's own annotations
@@ -13,12 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.topology.level_names import LevelNames
-from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.request import TopologyRequestError
-from kueue_tas.topology.results import PodSetResult
-from kueue_tas.topology.snapshot import TopologySnapshot
-from kueue_tas.topology.workload_domain import (
+from kueue_tas.topology.engine import (
+    PodSetResult,
+    TopologySnapshot,
     WorkloadTopology,
     parse_workload_topology,
     podset_level_problem,
@@ -26,6 +23,9 @@ from kueue_tas.topology.workload_domain import (
     workload_keys,
     workload_level_problem,
 )
+from kueue_tas.topology.level_names import LevelNames
+from kueue_tas.topology.model import PodSetRequest
+from kueue_tas.topology.requests import TopologyRequestError
 
 
 def workload_scope(

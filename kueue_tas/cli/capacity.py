@@ -54,10 +54,9 @@ from kueue_tas.cli.cluster_read import (
 )
 from kueue_tas.cli.daemonset_holds import holds_json, holds_lines
 from kueue_tas.cli.render import format_amount
-from kueue_tas.topology.capacity import saturating_total
-from kueue_tas.topology.free import leaf_free, level_sums
+from kueue_tas.topology.engine import TopologySnapshot, saturating_total
+from kueue_tas.topology.explain import leaf_free, level_sums
 from kueue_tas.topology.model import PODS
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 if TYPE_CHECKING:
     from kueue_tas.mapview.build import MapOptions

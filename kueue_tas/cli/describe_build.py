@@ -28,10 +28,10 @@ from kueue_tas.cli.describe_reasons import why_unplaced
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.explain import NodeIndex
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.model import NodeInfo, TopologyRequest
-from kueue_tas.topology.placement_health import NodeIndex
-from kueue_tas.topology.request import TopologyRequestError, parse_template_topology_request
+from kueue_tas.topology.requests import TopologyRequestError, parse_template_topology_request
 
 MAX_EVENTS = 10
 

@@ -11,7 +11,7 @@ from kueue_tas.capacity.pod_counts import PodCounts
 from kueue_tas.cli.daemonset_holds import holds_json, holds_lines
 from kueue_tas.cli.describe_model import SHOWN_CONDITIONS, PodSetStatus, WorkloadDescription
 from kueue_tas.cli.render import domain_tree_lines
-from kueue_tas.topology.why_not import WhyNot
+from kueue_tas.topology.engine import WhyNot
 
 ALWAYS_SHOWN = (c.CONDITION_QUOTA_RESERVED, c.CONDITION_ADMITTED)
 

@@ -14,9 +14,8 @@ from kueue_tas.cli.inputs import InputError, read_objects
 from kueue_tas.cli.planner import PlanInputError, Planner, PodSetPlan, WorkloadPlan
 from kueue_tas.cli.render import render_text
 from kueue_tas.runtime.config import ConfigError, Settings
-from kueue_tas.topology.codec import encode_v1beta2
+from kueue_tas.topology.codec import AssignmentFormatError, encode_v1beta2
 from kueue_tas.topology.features import FeatureGateError, FeatureGates
-from kueue_tas.topology.wire import AssignmentFormatError
 
 
 def podset_json(ps: PodSetPlan) -> dict[str, Any]:

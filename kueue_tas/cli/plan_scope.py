@@ -14,8 +14,7 @@ from kueue_tas.api.core_objects import Job, JobSet
 from kueue_tas.api.kinds import KubeObject
 from kueue_tas.api.workload import Workload
 from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.snapshot import TopologySnapshot
-from kueue_tas.topology.workload_domain import WorkloadTopology, workload_annotations
+from kueue_tas.topology.engine import TopologySnapshot, WorkloadTopology, workload_annotations
 
 
 class ScopeReader:

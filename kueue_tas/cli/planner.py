@@ -5,7 +5,7 @@ capacity model (``kueue_tas.capacity``: the same rules for eligible nodes, non-T
 Workloads already admitted by our check), then every other Workload, Job and JobSet is
 placed in input order, each placed one held as usage for the next, exactly as the
 controller would. Workloads placed again from an existing assignment (node replacement,
-elastic slices; ``kueue_tas.topology.plan_replacements``) pass it to the engine as
+elastic slices; ``kueue_tas.topology.admitted.plan_replacements``) pass it to the engine as
 ``current`` instead of holding it as usage.
 """
 
@@ -51,30 +51,30 @@ from kueue_tas.capacity.workload_placement import (
 )
 from kueue_tas.cli.plan_scope import ScopeReader
 from kueue_tas.kube.slim import SlimPod, slim_pod
+from kueue_tas.topology.admitted import ReplacementIndex
 from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.engine import TopologySnapshot, WhyNot, WorkloadTopology
+from kueue_tas.topology.explain import wait_note
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
 from kueue_tas.topology.flavors import FlavorBinding, FlavorMappingError, bind_flavors
-from kueue_tas.topology.inputs import node_info
 from kueue_tas.topology.kube_syntax import label_value_errors
-from kueue_tas.topology.levels import topology_levels_problem
-from kueue_tas.topology.patience import wait_note
-from kueue_tas.topology.plan_replacements import ReplacementIndex
-from kueue_tas.topology.plan_requests import (
+from kueue_tas.topology.requests import (
     PlanInputError,
+    TopologyRequestError,
     check_groups,
     check_jobset_counts,
     check_workload_counts,
     describe,
+    field_is_explicit,
+    has_topology_annotation,
     levels_problem,
+    node_info,
     request_input_error,
+    template_annotations,
+    topology_levels_problem,
     unknown_keys,
 )
-from kueue_tas.topology.plan_requests import template_path as _template_path
-from kueue_tas.topology.request import TopologyRequestError, has_topology_annotation, template_annotations
-from kueue_tas.topology.request_field import field_is_explicit
-from kueue_tas.topology.snapshot import TopologySnapshot
-from kueue_tas.topology.why_not import WhyNot
-from kueue_tas.topology.workload_domain import WorkloadTopology
+from kueue_tas.topology.requests import template_path as _template_path
 
 __all__ = ["Placeable", "PlanInputError", "Planner", "PodSetPlan", "WorkloadPlan", "describe"]
 

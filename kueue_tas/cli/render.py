@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from kueue_tas.cli.plan_scope import scope_line
 from kueue_tas.cli.planner import Planner, PodSetPlan, WorkloadPlan
-from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.engine import TopologySnapshot
 
 SHOWN_RESOURCES = ("nvidia.com/gpu", "cpu", "memory", "pods")
 

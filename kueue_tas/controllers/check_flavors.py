@@ -16,13 +16,13 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.capacity.rules import topology_level_names_problem
 from kueue_tas.topology.flavors import bind_flavors, check_topology
-from kueue_tas.topology.levels import MAX_LEVEL_LABEL_LENGTH, MAX_TOPOLOGY_LEVELS, topology_levels_fault
+from kueue_tas.topology.requests import MAX_LEVEL_LABEL_LENGTH, MAX_TOPOLOGY_LEVELS, topology_levels_fault
 
 
 def topology_problem(topo: Topology) -> str | None:
     """What the API server's schema for Topology refuses in ``topo`` (one line, in the API
     server's words), or None. Such a Topology exists only if it was stored by hand or by an
-    older CRD. The rule is ``topology.levels.topology_levels_fault``. Then what is wrong with
+    older CRD. The rule is ``topology.requests.levels.topology_levels_fault``. Then what is wrong with
     our level-names annotation on it (``topology.level_names``)."""
     fault = topology_levels_fault(topo.levels)
     if fault is None:

@@ -11,7 +11,7 @@ check does not govern while no PodSet is governed. Never Ready with nothing assi
 pods would then be charged nowhere. The configuration's next change decides it again.
 
 A new elastic slice is decided with ``current``, the assignments of the slice it replaces
-(``kueue_tas.topology.slice_replacement``, the rule ``plan`` follows too); the caller keeps
+(``kueue_tas.topology.admitted.slice_replacement``, the rule ``plan`` follows too); the caller keeps
 that slice's usage out of ``capacity`` for the decision.
 """
 
@@ -40,9 +40,9 @@ from kueue_tas.capacity.workload_placement import (
     workload_requests,
 )
 from kueue_tas.topology.assignment import TopologyAssignment
+from kueue_tas.topology.explain import hold
 from kueue_tas.topology.features import DEFAULT_GATES, FeatureGates
-from kueue_tas.topology.inputs import requests_topology
-from kueue_tas.topology.patience import hold
+from kueue_tas.topology.requests import requests_topology
 
 # Kueue's Workload API limit (v1beta2): admissionChecks[].message maxLength (podSets maxItems: MAX_PODSETS).
 CHECK_MESSAGE_LIMIT: Final = 32768
@@ -190,9 +190,9 @@ def decide(
     ``unusable``: flavor -> problem, for flavors meant to be under the check that cannot be
     placed on (``kueue_tas.controllers.check_flavors``); a PodSet on one keeps the entry Pending.
     ``workload_annotations``: the Job's or JobSet's own annotations (or the Workload's), read
-    for kueue-tas's workload-wide constraint (``kueue_tas.topology.workload_domain``).
+    for kueue-tas's workload-wide constraint (``kueue_tas.topology.engine.workload_domain``).
     ``now`` (wall time) turns on the patience of PodSets with a preferred wait
-    (``kueue_tas.topology.patience``), counted from ``wait_started`` when an earlier decision
+    (``kueue_tas.topology.explain.patience``), counted from ``wait_started`` when an earlier decision
     already held the workload; without ``now`` (a repair, an elastic slice) nothing waits."""
     problem = _podsets_problem(workload)
     if problem is not None:

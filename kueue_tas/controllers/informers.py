@@ -19,10 +19,10 @@ from kueue_tas.kube.decoding import RawObject, model_transform
 from kueue_tas.kube.informer import Informer
 from kueue_tas.kube.slim import SlimPod, make_pod_transform
 from kueue_tas.kube.stores import PodStore, Store
-from kueue_tas.topology.inputs import node_info
+from kueue_tas.topology.admitted import kept_slice_labels
 from kueue_tas.topology.level_names import LEVEL_NAMES_ANNOTATION
 from kueue_tas.topology.model import NodeInfo
-from kueue_tas.topology.slice_replacement import kept_slice_labels
+from kueue_tas.topology.requests import node_info
 
 T = TypeVar("T")
 

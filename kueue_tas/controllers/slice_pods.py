@@ -1,7 +1,7 @@
 """The pods an elastic slice answers for beyond its own: those of the slices it replaces.
 
 Kueue's elastic slices keep the pods of the slice they replace running where they are, and
-the new slice's assignment includes them (``kueue_tas.topology.slice_replacement``). Those
+the new slice's assignment includes them (``kueue_tas.topology.admitted.slice_replacement``). Those
 pods keep the workload label of the slice that started them, and Kueue may delete that slice's
 Workload at once. The ungater and the stray-pod rule both need them, by the same rule:
 
@@ -23,8 +23,8 @@ from kueue_tas.capacity.rules import workload_identity
 from kueue_tas.controllers.informers import WORKLOAD_KEPT_INDEX, WORKLOAD_UID_INDEX
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.kube.stores import PodStore, Store
+from kueue_tas.topology.admitted import MAX_KEPT_SLICES, kept_slices, replaced_slice_ref
 from kueue_tas.topology.features import FeatureGates
-from kueue_tas.topology.slice_replacement import MAX_KEPT_SLICES, kept_slices, replaced_slice_ref
 
 
 def workloads_of_pod(pod: SlimPod, workloads: Store[Workload]) -> list[Workload]:

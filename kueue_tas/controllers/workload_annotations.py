@@ -20,7 +20,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.kube.client import call_json, raw_kwargs
 from kueue_tas.kube.errors import NotFound
-from kueue_tas.topology.workload_domain import workload_annotations
+from kueue_tas.topology.engine import workload_annotations
 
 # Workloads whose owner's annotations are remembered at once (a bound, not a cache policy:
 # entries go when their Workload is deleted; past the bound the oldest go first).

@@ -8,7 +8,7 @@ under 1 KiB (see ``benchmarks/informer.py``).
 
 Requests come from ``kueue_tas.api.resources.pod_requests``; the TAS test is the workload
 label or any of the topology annotations (``api.constants.TOPOLOGY_ANNOTATION_SUFFIXES``
-under the prefix, as ``topology.request.has_topology_annotation``). Both are applied to the
+under the prefix, as ``topology.requests.request.has_topology_annotation``). Both are applied to the
 raw dict directly, without building the pydantic ``Pod`` model, which would cost more than
 the rest of the event path together. This is the only decoding of a pod for capacity:
 ``kueue-tas plan`` slims the pods of its dump too, and ``kueue_tas.capacity.rules.pod_charge``

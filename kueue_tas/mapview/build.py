@@ -3,7 +3,7 @@
 caller passes ``now``).
 
 Free capacity and the free-slot counts come from the flavor's snapshot, so they are the
-numbers the admitter would start from (``topology.free``, ``topology.free_slots``).
+numbers the admitter would start from (``topology.explain.free``, ``topology.explain.free_slots``).
 """
 
 from __future__ import annotations
@@ -27,11 +27,9 @@ from kueue_tas.mapview.model import (
     Mark,
 )
 from kueue_tas.mapview.workloads import PlannedWorkload, WorkloadInputs, workload_views
-from kueue_tas.topology.filters import SCHEDULING_EFFECTS, taint_string
-from kueue_tas.topology.free import leaf_free, level_sums
-from kueue_tas.topology.free_slots import level_fit
+from kueue_tas.topology.engine import SCHEDULING_EFFECTS, TopologySnapshot, taint_string
+from kueue_tas.topology.explain import leaf_free, level_fit, level_sums
 from kueue_tas.topology.model import PODS, NodeInfo
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 # Taints the node lifecycle controller sets for NotReady and cordoned nodes: those marks say it.
 LIFECYCLE_TAINTS = frozenset(

@@ -11,7 +11,7 @@ marked (not Ready, cordoned). Nodes lacking a level label have no place on the m
 only counted (``FlavorMap.unplaced_nodes``).
 
 Amounts are in the engine's units (cpu in millicores, memory in bytes, everything else in
-units, ``pods`` included); free is what the admitter would see now (``topology.free``).
+units, ``pods`` included); free is what the admitter would see now (``topology.explain.free``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from kueue_tas.capacity.pod_counts import PodCounts
-from kueue_tas.topology.why_not import WhyNot
+from kueue_tas.topology.engine import WhyNot
 
 
 class Mark(StrEnum):

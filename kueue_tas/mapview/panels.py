@@ -16,7 +16,7 @@ from html import escape
 
 from kueue_tas.mapview.assets import PALETTE
 from kueue_tas.mapview.model import Amount, FlavorMap, MapModel, Mark, PodSetView, State, WorkloadView, domain_key
-from kueue_tas.topology.why_not import WhyNot
+from kueue_tas.topology.engine import WhyNot
 
 _BYTES = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 STATE_TEXT = {

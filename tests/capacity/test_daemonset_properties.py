@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from vocab import BLOCK, GPU, HOST, RACK
 
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.engine.snapshot import TopologySnapshot
 
 Obj = dict[str, Any]
 History = list[list[Obj | None]]

@@ -20,7 +20,7 @@ from kueue_tas.controllers.informers import SharedInformers, slim_node
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
-from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.explain.free import domain_free
 
 HUGE = "example.com/huge"
 MOST = MAX_MILLI_UNITS // 1000  # base units of a non-cpu resource

@@ -14,7 +14,7 @@ from kueue_tas.capacity.trial_placement import trial_placement
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.free import leaf_free
+from kueue_tas.topology.explain.free import leaf_free
 
 
 def test_the_copy_reads_as_the_live_model_did_and_stays_so() -> None:

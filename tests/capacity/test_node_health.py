@@ -19,8 +19,8 @@ from kueue_tas.capacity.node_health import (
     hostname_hosts,
     node_failure,
 )
-from kueue_tas.topology.inputs import node_info
 from kueue_tas.topology.model import NodeInfo, Taint, Toleration
+from kueue_tas.topology.requests.inputs import node_info
 
 LEVELS = (RACK, HOST)
 

@@ -29,11 +29,11 @@ from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.capacity import AMOUNT_LIMIT, SUM_LIMIT, CapacityMatrix, saturating_total
-from kueue_tas.topology.free import domain_free, level_free
+from kueue_tas.topology.engine.capacity_matrix import AMOUNT_LIMIT, SUM_LIMIT, CapacityMatrix, saturating_total
+from kueue_tas.topology.engine.snapshot import TopologySnapshot
+from kueue_tas.topology.engine.tree import TopologyTree
+from kueue_tas.topology.explain.free import domain_free, level_free
 from kueue_tas.topology.model import NodeInfo
-from kueue_tas.topology.snapshot import TopologySnapshot
-from kueue_tas.topology.tree import TopologyTree
 
 NEAR_INT64_CORES = "9223372036854775"  # x 1000 millicores: just under 2**63
 

@@ -23,7 +23,7 @@ from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.trial_placement import trial_placement
 from kueue_tas.cli.planner import Planner
 from kueue_tas.controllers.decide import Outcome, decide
-from kueue_tas.topology.plan_requests import PlanInputError
+from kueue_tas.topology.requests.plan_requests import PlanInputError
 
 LEVELS = (mk.BLOCK, mk.RACK, mk.HOST, "example.com/missing-level")
 KINDS = ("required", "preferred", "unconstrained", None)

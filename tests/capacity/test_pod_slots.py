@@ -21,7 +21,7 @@ from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.manager import Manager
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.explain.free import domain_free
 from kueue_tas.topology.model import NodeInfo, PodSetRequest, TopologyRequest
 
 NODES = {"n1": "r1", "n2": "r1", "n3": "r2", "n4": "r2"}

@@ -25,10 +25,10 @@ from kueue_tas.capacity.rules import (
 )
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.codec.codec import encode_assignment_annotation
+from kueue_tas.topology.engine.snapshot import TopologySnapshot
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import HOSTNAME_LABEL, NodeInfo
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 # --- pods -------------------------------------------------------------------------------------
 

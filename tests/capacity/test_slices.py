@@ -12,7 +12,7 @@ from kueue_tas.api.constants import HOSTNAME_LABEL
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, UsageEntry, uncovered_usage
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.explain.free import domain_free
 from kueue_tas.topology.model import NodeInfo
 
 HOSTS = ("h0", "h1", "h2")

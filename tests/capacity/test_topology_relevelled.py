@@ -23,9 +23,9 @@ from kueue_tas.api import constants as c
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import FlavorSpec, PodClaim, UsageEntry
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
+from kueue_tas.topology.engine.tree import TopologyTree
 from kueue_tas.topology.model import NodeInfo
-from kueue_tas.topology.tree import TopologyTree
 
 # --- through the controller: Topology topo re-created without the hostname level ------------------
 

@@ -27,7 +27,7 @@ from plan_harness import assert_invalid, blocks, hosts, plan, racks, run
 
 from kueue_tas.cli.main import main
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import decode_v1beta2, encode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_v1beta2, encode_assignment_annotation
 
 REPO = Path(__file__).resolve().parents[2]
 NOT_FIT_RACK_9 = 'topology "topo" allows to fit only 8 out of 9 pod(s)'

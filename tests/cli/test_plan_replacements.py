@@ -16,10 +16,10 @@ from vocab import PODSET_LABEL
 from kueue_tas.api.kinds import parse_object
 from kueue_tas.cli.planner import Planner, WorkloadPlan
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
+from kueue_tas.topology.engine.results import PodSetResult
+from kueue_tas.topology.engine.snapshot import TopologySnapshot
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.results import PodSetResult
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 SLICE_FOR = "kueue.x-k8s.io/workload-slice-replacement-for"
 ELASTIC_ON = FeatureGates({"ElasticJobsViaWorkloadSlicesWithTAS": True})
@@ -121,7 +121,7 @@ def test_new_slice_is_placed_from_the_old_one_which_is_not_counted() -> None:
 
 
 def test_with_an_elastic_gate_off_the_old_slice_counts_and_the_new_one_is_placed_afresh() -> None:
-    # The controller's rule (kueue_tas.topology.slice_replacement): both gates, or no replacement.
+    # The controller's rule (kueue_tas.topology.admitted.slice_replacement): both gates, or no replacement.
     for gates in (FeatureGates(), FeatureGates({"ElasticJobsViaWorkloadSlices": False, **ELASTIC_ON.overrides})):
         plans = run([*one_rack(), ready("slice-1"), slice_for("team-a/slice-1", 6)], gates)
         assert not plans["slice-2"].fits  # 6 > the 4 GPUs the old slice leaves

@@ -10,8 +10,8 @@ import builders as mk
 from admission_harness import Harness, workload
 from vocab import GPU, HOST, RACK
 
-from kueue_tas.topology.codec import decode_assignment_annotation
-from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
+from kueue_tas.topology.explain.free import domain_free
 
 RACKS = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r2"}
 

@@ -2,7 +2,7 @@
 (``admission_harness``), the engine's ``place`` calls recorded through
 ``LiveCapacity.snapshot_class``.
 
-The controller follows ``plan``'s rule (``kueue_tas.topology.slice_replacement``): with both
+The controller follows ``plan``'s rule (``kueue_tas.topology.admitted.slice_replacement``): with both
 elastic gates on, a new slice replacing a slice our check admitted is placed from that slice's
 assignment, whose usage the decision does not see; until Kueue finishes the old slice, the pair
 holds the union of their assignments, once.

@@ -19,7 +19,7 @@ from vocab import RACK, REQUIRED
 
 from kueue_tas.api.workload import Workload
 from kueue_tas.kube.errors import ServerError
-from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
 
 class HeldWrites(Writes):

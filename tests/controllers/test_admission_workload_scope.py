@@ -17,7 +17,7 @@ from vocab import GPU, HOST, RACK, REQUIRED, WORKLOAD_PREFERRED, WORKLOAD_REQUIR
 
 from kueue_tas.api import constants as c
 from kueue_tas.kube.errors import TransportError
-from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
 JOB = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "uid": "job-uid"}}
 

@@ -21,7 +21,7 @@ from kueue_tas.controllers.admission.reconciler import ANNOTATIONS_SIZE_LIMIT, w
 from kueue_tas.controllers.decide import Decision, Outcome, PodSetPlacement
 from kueue_tas.kube.errors import Invalid
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
 N = 12_500
 FIELD = f"metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]"

@@ -33,8 +33,8 @@ from kueue_tas.capacity.assignment_record import (
 )
 from kueue_tas.controllers.guard.reconciler import REASON
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
-from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.codec.codec import decode_assignment_annotation, encode_assignment_annotation
+from kueue_tas.topology.explain.free import domain_free
 
 FIELD = f"metadata.annotations[{c.TOPOLOGY_ASSIGNMENT_ANNOTATION}]"
 

@@ -14,7 +14,7 @@ from kueue_tas.capacity.rules import FlavorSpec, UsageEntry
 from kueue_tas.controllers.gauges.reconciler import CapacityGauges, publish_domain_free
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.explain.free import domain_free
 
 LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)
 

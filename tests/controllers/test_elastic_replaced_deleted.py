@@ -37,8 +37,8 @@ from kueue_tas.controllers.deps import ControllerDeps
 from kueue_tas.controllers.stray.reconciler import StrayPods
 from kueue_tas.controllers.ungate.reconciler import Ungater
 from kueue_tas.runtime.config import Settings
+from kueue_tas.topology.admitted.slice_replacement import MAX_KEPT_SLICES, kept_slices, kept_slices_value
 from kueue_tas.topology.features import FeatureGates
-from kueue_tas.topology.slice_replacement import MAX_KEPT_SLICES, kept_slices, kept_slices_value
 
 
 def used(k: Harness) -> dict[str, int]:

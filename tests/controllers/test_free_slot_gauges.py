@@ -21,7 +21,7 @@ from kueue_tas.controllers.setup import setup_controllers
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.runtime.metrics import Metrics
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.free_slots import free_slots, parse_pod_shape
+from kueue_tas.topology.explain.free_slots import free_slots, parse_pod_shape
 from kueue_tas.topology.level_names import level_names
 
 LEVELS = (BLOCK, RACK, HOSTNAME_LABEL)

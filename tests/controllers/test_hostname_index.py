@@ -32,7 +32,7 @@ from kueue_tas.controllers.informers import slim_node
 from kueue_tas.controllers.ungate import reconciler as uc
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.explain.free import domain_free
 from kueue_tas.topology.model import NodeInfo
 
 # --- the index --------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from kueue_tas.capacity.assignment_record import assignment_tampering, recorded,
 from kueue_tas.controllers.repair.reconciler import SCAN
 from kueue_tas.controllers.rewrites import OurRewrites
 from kueue_tas.kube.errors import Conflict, ServerError, TransportError
-from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
 
 @pytest.fixture

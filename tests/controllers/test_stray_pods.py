@@ -26,7 +26,7 @@ from kueue_tas.controllers.stray.reconciler import EVENT_REASON, FAILED_REASON
 from kueue_tas.kube.errors import Conflict, Forbidden, NotFound, ServerError, TooManyRequests
 from kueue_tas.kube.slim import slim_pod
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.codec.codec import encode_assignment_annotation
 
 
 @pytest.fixture

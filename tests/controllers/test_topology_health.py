@@ -33,7 +33,7 @@ from kueue_tas.controllers.health.reconciler import (
 from kueue_tas.kube.errors import Conflict, ServerError
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
-from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
 KEY = "ns/wl"
 NOT_ENFORCED = "; placement not enforced. "

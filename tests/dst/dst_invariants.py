@@ -30,8 +30,8 @@ from dst_world import (
 
 from kueue_tas.api import constants as c
 from kueue_tas.capacity.live import LiveCapacity
-from kueue_tas.topology.codec import decode_assignment_annotation
-from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
+from kueue_tas.topology.explain.free import domain_free
 
 Obj = dict[str, Any]
 

@@ -80,7 +80,7 @@ from kueue_tas.kube.events import EventRecorder  # noqa: E402
 from kueue_tas.runtime.config import Settings  # noqa: E402
 from kueue_tas.runtime.manager import Manager  # noqa: E402
 from kueue_tas.runtime.metrics import Metrics  # noqa: E402
-from kueue_tas.topology.codec import decode_assignment_annotation  # noqa: E402
+from kueue_tas.topology.codec.codec import decode_assignment_annotation  # noqa: E402
 
 EPOCH = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -38,8 +38,8 @@ from admission_harness import ungater as ungater_of
 from kueue_tas.api import constants as c
 from kueue_tas.controllers.guard.reconciler import REASON
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-from kueue_tas.topology.codec import decode_assignment_annotation, encode_assignment_annotation
-from kueue_tas.topology.free import domain_free
+from kueue_tas.topology.codec.codec import decode_assignment_annotation, encode_assignment_annotation
+from kueue_tas.topology.explain.free import domain_free
 
 P = "kueue-tas.io/"
 REQ, PREF, UNC = P + "podset-required-topology", P + "podset-preferred-topology", P + "podset-unconstrained-topology"

@@ -33,7 +33,7 @@ from kueue_tas.kube.errors import ApiError, ServerError, from_status
 from kueue_tas.kube.informer import Informer
 from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.kube.stores import PodStore, Store
-from kueue_tas.topology.inputs import node_info
+from kueue_tas.topology.requests.inputs import node_info
 
 # --- fake API server ------------------------------------------------------------------------------
 

@@ -7,10 +7,10 @@ feed the engine the same way.
 from __future__ import annotations
 
 from kueue_cases.model import KueueCase
+from kueue_tas.topology.engine.results import PodSetResult
+from kueue_tas.topology.engine.snapshot import TopologySnapshot
 from kueue_tas.topology.features import FeatureGates
 from kueue_tas.topology.model import PodSetRequest
-from kueue_tas.topology.results import PodSetResult
-from kueue_tas.topology.snapshot import TopologySnapshot
 
 
 def build_snapshot(case: KueueCase) -> TopologySnapshot:

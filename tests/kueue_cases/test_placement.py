@@ -51,7 +51,7 @@ from types import ModuleType
 
 import pytest
 
-from kueue_tas.topology.results import PodSetResult
+from kueue_tas.topology.engine.results import PodSetResult
 
 try:  # tests/ is not a package: pytest puts tests/ itself on sys.path
     from kueue_cases.find_topology_assignments import CASES

@@ -33,7 +33,7 @@ from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology.assignment import TopologyAssignment
-from kueue_tas.topology.codec import encode_assignment_annotation
+from kueue_tas.topology.codec.codec import encode_assignment_annotation
 from kueue_tas.topology.model import (
     NodeInfo,
     NodeSelectorRequirement,

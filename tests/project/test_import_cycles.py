@@ -3,7 +3,7 @@
 The layer contracts (pyproject.toml, import-linter) order the packages; this orders the modules
 inside them too: the engine's algorithms once took the snapshot that calls them as a type, so
 ``find_assignment``, ``replacement`` and ``elastic`` and the snapshot imported each other. They
-take a ``FlavorView`` now (``topology/flavor_view.py``).
+take a ``FlavorView`` now (``topology/engine/flavor_view.py``).
 """
 
 from __future__ import annotations

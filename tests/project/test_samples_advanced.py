@@ -13,8 +13,8 @@ from manifest_files import SAMPLES, demo_nodes, documents, kustomization
 from kueue_tas.api.kinds import KubeObject, parse_object
 from kueue_tas.api.podsets import podsets_of
 from kueue_tas.cli.planner import Planner
-from kueue_tas.topology.inputs import podset_request
 from kueue_tas.topology.model import SliceLayer, TopologyRequest
+from kueue_tas.topology.requests.inputs import podset_request
 
 ADVANCED = SAMPLES / "advanced"
 BLOCK, RACK = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"

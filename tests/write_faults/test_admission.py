@@ -22,7 +22,7 @@ from faults import ALL_FAULTS, FakeApiServer, Fault, faulty_client, until_settle
 
 from kueue_tas.api import constants as c
 from kueue_tas.controllers.check_entry_writes import KubeAdmissionWriter
-from kueue_tas.topology.codec import decode_assignment_annotation
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
 JOB = "/apis/batch/v1/namespaces/ns/jobs/job"
 WORKLOAD = "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/wl"

@@ -21,7 +21,7 @@ lands in between refuses it (``Conflict``: the workload is decided afresh). A Re
 found on a Workload Kueue holds no quota for (an unguarded writer's: an older replica, a
 write that outlived its leader) is reset to Pending, never kept as "landed".
 
-A new elastic slice (``kueue_tas.topology.slice_replacement``, the rule ``plan`` follows) is
+A new elastic slice (``kueue_tas.topology.admitted.slice_replacement``, the rule ``plan`` follows) is
 decided from the assignments of the slice it replaces, with that slice's usage hidden for
 the decision only; once decided it is held together with that slice (``LiveCapacity``
 charges the pair's union) until Kueue finishes the old one.
@@ -56,9 +56,9 @@ from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RE
 from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import ApiError, Conflict, ServerError, may_have_applied, retry_after
 from kueue_tas.runtime.workqueue import WorkQueue
+from kueue_tas.topology.admitted import SliceRef, kept_slices_value, replaced_slice, slice_current
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import AssignmentFormatError
-from kueue_tas.topology.slice_replacement import SliceRef, kept_slices_value, replaced_slice, slice_current
 
 log = structlog.get_logger(__name__)
 
@@ -489,7 +489,7 @@ def with_annotation(wl: Workload, decision: Decision) -> tuple[Decision, str | N
     """A Ready decision with its annotation text, or Rejected when that text cannot be stored:
     Kubernetes caps all annotations of an object together (keys and values) at 256 KiB, and
     writing past it would fail on every retry. The text is already Kueue's compact encoding
-    (``kueue_tas.topology.codec``); random host names defeat its prefix sharing."""
+    (``kueue_tas.topology.codec.codec``); random host names defeat its prefix sharing."""
     if decision.outcome is not Outcome.READY or not decision.placements:
         return decision, None
     try:

@@ -21,9 +21,8 @@ from kueue_tas.api.pod_shape import PodShape
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.runtime.config import Settings
 from kueue_tas.runtime.metrics import Metrics
-from kueue_tas.topology.free import domain_free, domain_label
-from kueue_tas.topology.free_slots import level_fit
-from kueue_tas.topology.snapshot import TopologySnapshot
+from kueue_tas.topology.engine import TopologySnapshot
+from kueue_tas.topology.explain import domain_free, domain_label, level_fit
 
 log = structlog.get_logger(__name__)
 

@@ -2,7 +2,7 @@
 longer enforces, and tell them again when it does.
 
 A Topology deleted or losing a level, or a required domain of the assignment gone or no longer
-whole (``kueue_tas.topology.placement_health``), leaves running pods where they are, but a pod
+whole (``kueue_tas.topology.explain.placement_health``), leaves running pods where they are, but a pod
 recreated there is released into a domain nothing enforces any more. Evicting the job for it
 would be worse than the problem, so our entry stays ``Ready``: its message gains the problems
 and ``placement not enforced`` (``health_note``), with one Warning Event
@@ -36,8 +36,8 @@ from kueue_tas.controllers.timings import WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import Conflict, retry_after
 from kueue_tas.runtime.workqueue import WorkQueue
+from kueue_tas.topology.explain import NodeIndex
 from kueue_tas.topology.flavors import FlavorBinding, bind_flavors
-from kueue_tas.topology.placement_health import NodeIndex
 
 log = structlog.get_logger(__name__)
 

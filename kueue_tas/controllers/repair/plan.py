@@ -3,7 +3,7 @@ move, what moved where, and the check entry that records it.
 
 The decision itself is the admission decision with the workload's assignments as ``current``
 and the failed nodes as ``unhealthy_nodes`` (``decide`` -> ``TopologySnapshot.place`` ->
-``topology.replacement``: the same replacement ``kueue-tas plan`` runs for Kueue's
+``topology.engine.replacement``: the same replacement ``kueue-tas plan`` runs for Kueue's
 ``status.unhealthyNodes``). Only the pods of the failed nodes move; every failed node of the
 workload is handled in that one decision.
 

@@ -68,8 +68,8 @@ from kueue_tas.kube.errors import (
 from kueue_tas.kube.events import ObjectRef
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.runtime.workqueue import WorkQueue
+from kueue_tas.topology.admitted import replaced_slice_ref
 from kueue_tas.topology.codec import decode_assignment_annotation
-from kueue_tas.topology.slice_replacement import replaced_slice_ref
 
 log = structlog.get_logger(__name__)
 

@@ -1,0 +1,1 @@
+"""Tests of the assignment wire format (kueue_tas.topology.codec)."""

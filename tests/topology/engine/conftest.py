@@ -1,0 +1,1 @@
+"""Tests of the placement engine (kueue_tas.topology.engine)."""

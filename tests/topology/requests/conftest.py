@@ -1,0 +1,1 @@
+"""Tests of reading and checking a PodSet's request (kueue_tas.topology.requests)."""
