@@ -172,6 +172,7 @@ class LiveCapacity:
         """Hold ``entries`` for a decision not yet seen Ready; ``decided_on``: the resourceVersion
         of the Workload it was decided on (copies no newer are then ``behind``); ``uid``: that
         Workload's UID (the deletion of an earlier Workload of the name leaves it: ``decided_for_other``)."""
+        # I1: a decision's usage is held from here, before the lock is released, until seen Ready.
         self._set(self._assumed, key, entries, replaces)
         for table, value in ((self._decided_on, decided_on), (self._decided_uid, uid)):
             if value:

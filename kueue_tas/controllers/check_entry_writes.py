@@ -143,7 +143,7 @@ async def apply_entry(api: k8s.ApiClient, workload: Workload, entry: dict[str, A
     apply whose body names a resourceVersion is a precondition). Never unguarded: an entry
     applied without it could turn Ready a Workload Kueue evicted after our decision."""
     version = workload.metadata.resource_version
-    if not version:
+    if not version:  # I11: an entry write is guarded by the state it was decided on, or not made
         raise UnguardedWrite(f"Workload {workload.namespace}/{workload.name}: no resourceVersion to guard our entry by")
     await apply_status(
         api,

@@ -42,7 +42,7 @@ def stray_pods(
     node_labels: Callable[[str], Mapping[str, str] | None],
     fills_slot: Callable[[str], bool],
 ) -> list[Stray]:
-    """The stray pods among ``pods`` (one workload's), by pod key.
+    """The stray pods among ``pods`` (one workload's), by pod key (invariant I7).
 
     ``assignments``: PodSet -> its current assignment; ``node_labels(name)``: a node's labels
     (None when it is gone); ``fills_slot(pod_key)``: whether the pod fills a trusted slot."""
