@@ -22,7 +22,7 @@ from kueue_tas.api import constants as c
 from kueue_tas.api.kinds import parse_object
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.workload import Workload
-from kueue_tas.capacity.daemonsets import DEFAULT_NAMESPACES, DEFAULT_SECONDS, SYSTEM_PRIORITY_CLASSES, daemonset_spec
+from kueue_tas.capacity.daemonsets import daemonset_spec
 from kueue_tas.capacity.feed import feed_pod, feed_workload, remove_pod
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import flavor_specs, our_checks
@@ -31,6 +31,7 @@ from kueue_tas.cli.cluster_read import ClusterState, KueueConfig
 from kueue_tas.cli.planner import Planner
 from kueue_tas.controllers.informers import slim_node
 from kueue_tas.kube.slim import slim_pod
+from kueue_tas.runtime.config import Settings
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
 from kueue_tas.topology.codec.codec import decode_assignment_annotation, encode_assignment_annotation
 from kueue_tas.topology.engine.snapshot import TopologySnapshot
@@ -375,12 +376,16 @@ def capacity_command(objs: list[Obj]) -> dict[str, dict[tuple[str, tuple[str, ..
         workloads=[Workload.model_validate(o) for o in objs if o["kind"] == "Workload"],
         daemonsets=[s for o in objs if o["kind"] == "DaemonSet" and (s := daemonset_spec(o)) is not None],
     )
+    # The settings' own defaults (the live model and plan use DEFAULT_POLICY, which is them): a
+    # copy of an older default here trusted the system priority classes, so the command reserved
+    # for a tenant's DaemonSet naming one while the controller did not (issue 30's new default).
+    defaults = Settings(leader_election=False)
     fake_settings = argparse.Namespace(
         annotation_prefix=c.DEFAULT_ANNOTATION_PREFIX,
         controller_name=c.CONTROLLER_NAME,
-        daemonset_reservation_namespaces=DEFAULT_NAMESPACES,
-        daemonset_reservation_priority_classes=SYSTEM_PRIORITY_CLASSES,
-        daemonset_reservation_seconds=DEFAULT_SECONDS,
+        daemonset_reservation_namespaces=defaults.daemonset_reservation_namespaces,
+        daemonset_reservation_priority_classes=defaults.daemonset_reservation_priority_classes,
+        daemonset_reservation_seconds=defaults.daemonset_reservation_seconds,
     )
     args = argparse.Namespace(config=None, kubeconfig=None, topology=None, resource=None, output="json", depth=None)
     out = io.StringIO()
