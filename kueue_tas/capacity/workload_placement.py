@@ -58,6 +58,7 @@ from kueue_tas.topology.requests import (
 __all__ = [
     "BadGroups",
     "BadScope",
+    "Domain",
     "FollowUp",
     "InvalidRequest",
     "LevelRefused",
@@ -157,11 +158,8 @@ class WorkloadRequests:
         """The requests on ``flavor`` alone (a failure judged again on its own flavor)."""
         return WorkloadRequests(tuple(p for p in self.podsets if p[0].flavor == flavor), self.scope)
 
-    def input_of(self, name: str) -> PodSetInput:
-        return next(ps for ps, _ in self.podsets if ps.name == name)
 
-
-def read_request(ps: PodSetInput, prefix: str, gates: FeatureGates) -> tuple[PodSetRequest, bool]:
+def _read_request(ps: PodSetInput, prefix: str, gates: FeatureGates) -> tuple[PodSetRequest, bool]:
     """The PodSet's request as written (level names not yet resolved) and whether it came from
     ``topologyRequest``; raises one of ``_READ_ERRORS`` for a request that cannot be read."""
     from_field = uses_field(template_annotations(ps.template), ps.topology_field, prefix)
@@ -187,7 +185,7 @@ def workload_requests(
     members: list[tuple[PodSetInput, PodSetRequest, bool]] = []
     for ps in podsets:
         try:
-            request, from_field = read_request(ps, prefix, gates)
+            request, from_field = _read_request(ps, prefix, gates)
         except _READ_ERRORS as exc:
             return InvalidRequest(ps, exc)
         snap = capacity.snapshot(ps.flavor)
