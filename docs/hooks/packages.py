@@ -75,14 +75,15 @@ def layers_markdown() -> str:
     """Each layers contract as a figure, higher layers above (``a | b``: independent siblings,
     ``a : b``: siblings that may import each other); each forbidden contract as a line."""
     out = []
-    for contract in contracts():
+    every = contracts()
+    for contract in every:
         if contract["type"] == "layers":
             within = ", ".join(contract.get("containers", [])) or "kueue_tas"
             rows = [f"  {layer}" for layer in contract["layers"]]
             figure = "\n    |\n".join(rows)
             title = f"**{contract['name']}** (within `{within}`; each layer may import only those below it)"
             out.append(f"{title}:\n\n```text\n{figure}\n```")
-    forbidden = [c for c in contracts() if c["type"] == "forbidden"]
+    forbidden = [c for c in every if c["type"] == "forbidden"]
     if forbidden:
         lines = [
             f"- **{c['name']}**: {', '.join(f'`{m}`' for m in c['source_modules'])} never import "
