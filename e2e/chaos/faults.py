@@ -382,11 +382,6 @@ async def topology_recreate(rig: Rig, args: dict[str, Any]) -> str:
         return "no topology in this run"
     api = rig.kube.custom
     plural = "topologies"
-    original = await _retry(
-        "read topology", lambda: api.get_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, rig.topology)
-    )
-    levels = [dict(lv) for lv in original["spec"]["levels"]]
-    other = levels[:-1] if len(levels) > 1 else levels
 
     async def replace(with_levels: list[dict[str, Any]]) -> None:
         body = {
@@ -407,7 +402,14 @@ async def topology_recreate(rig: Rig, args: dict[str, Any]) -> str:
                     raise
                 await asyncio.sleep(0.3)
 
+    # The read is under the lock too: an overlapping re-create holds the name deleted (404)
+    # or with its own levels, which this one would then "restore" (seed 3005).
     async with rig.topology_lock:
+        original = await _retry(
+            "read topology", lambda: api.get_cluster_custom_object(KUEUE_GROUP, KUEUE_VERSION, plural, rig.topology)
+        )
+        levels = [dict(lv) for lv in original["spec"]["levels"]]
+        other = levels[:-1] if len(levels) > 1 else levels
         await _retry("re-create topology with other levels", lambda: replace(other))
         await asyncio.sleep(float(args.get("seconds", 5)))
         await _retry("restore topology", lambda: replace(levels))

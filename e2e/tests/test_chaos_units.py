@@ -11,9 +11,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e import jobs
 from e2e.chaos import submit
+from e2e.chaos.faults import topology_recreate
 from e2e.chaos.job_backoff import backoff_s
 from e2e.chaos.relay import Relay
 from e2e.chaos.run import EventLog, read_plan
@@ -342,3 +344,39 @@ def test_a_renamed_profile_moves_every_topology_key_and_mixed_is_drawn_per_seed(
     assert sum(p is RENAMED for p in drawn) == 20 and DEFAULT in drawn
     assert {profile_for(seed, MIXED).name for seed in (7, 8, 9)} == {"default", "renamed"}
     assert profile_for(3, "renamed") is RENAMED
+
+
+class _TopologyStore:
+    """One cluster-scoped Topology with create/read/delete as the API answers them."""
+
+    def __init__(self, levels: list[dict[str, str]]) -> None:
+        self.levels: list[dict[str, str]] | None = levels
+
+    async def get_cluster_custom_object(self, group: str, version: str, plural: str, name: str) -> dict[str, Any]:
+        if self.levels is None:
+            raise ApiException(status=404, reason="NotFound")
+        return {"spec": {"levels": [dict(lv) for lv in self.levels]}}
+
+    async def delete_cluster_custom_object(self, group: str, version: str, plural: str, name: str) -> None:
+        if self.levels is None:
+            raise ApiException(status=404, reason="NotFound")
+        self.levels = None
+
+    async def create_cluster_custom_object(self, group: str, version: str, plural: str, body: Any) -> None:
+        if self.levels is not None:
+            raise ApiException(status=409, reason="AlreadyExists")
+        self.levels = [dict(lv) for lv in body["spec"]["levels"]]
+
+
+async def test_overlapping_topology_recreates_restore_the_original_levels() -> None:
+    """Chaos seed 3005 drew two re-levellings 3.6 s apart: the second read the Topology while the
+    first held it deleted or re-levelled. Each must read under the lock and restore the original."""
+    original = [{"nodeLabel": "block"}, {"nodeLabel": "rack"}, {"nodeLabel": "kubernetes.io/hostname"}]
+    store = _TopologyStore(original)
+    rig = SimpleNamespace(topology="tas", topology_lock=asyncio.Lock(), kube=SimpleNamespace(custom=store))
+    first = asyncio.create_task(topology_recreate(rig, {"seconds": 0.3}))  # type: ignore[arg-type]
+    await asyncio.sleep(0.1)
+    second = asyncio.create_task(topology_recreate(rig, {"seconds": 0.1}))  # type: ignore[arg-type]
+    said = await asyncio.gather(first, second)
+    assert all("restored" in s for s in said)
+    assert store.levels == original
