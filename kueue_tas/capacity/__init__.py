@@ -9,7 +9,9 @@ value to its Node), ``daemonsets`` (the pods DaemonSets are about to create), ``
 (which nodes under an admitted workload have failed), ``assignment_record`` (our record of
 what we wrote), ``workload_placement`` (the requests of a workload, then its placement, as if
 some workloads were gone or some domains closed: the admission decision, ``plan``,
-``describe`` and the map all call it), ``problem_text`` (the words of a refused request),
+``describe`` and the map all call it), ``preemption`` (which lower-priority workloads, evicted, would clear a domain for one
+that fits nowhere), ``reservation`` (domains held for workloads that waited too long, and who
+may still use them), ``problem_text`` (the words of a refused request),
 ``trial_placement`` (where a pending Workload would go now), ``workload_scope`` (the
 workload-wide constraint), ``pod_counts`` and ``workload_health`` (what ``describe`` and the
 map show), ``creation_checks`` (the webhook's checks at creation).
