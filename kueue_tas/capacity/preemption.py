@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from kueue_tas.capacity.domain_usage import keys_by_domain
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.workload_placement import Domain, WorkloadPlacement, WorkloadRequests, place_workload
 from kueue_tas.topology.engine import TopologySnapshot
@@ -220,19 +221,8 @@ def _candidates_by_domain(
     snap: TopologySnapshot, capacity: LiveCapacity, held: Sequence[Candidate], flavor: str, depth: int
 ) -> dict[tuple[str, ...], list[Candidate]]:
     """Domain values at ``depth`` -> the candidates holding usage of ``flavor`` in it."""
-    tree = snap.tree
-    out: dict[tuple[str, ...], list[Candidate]] = {}
-    for c in held:
-        domains: set[tuple[str, ...]] = set()
-        for entry in capacity.entries(c.key):
-            if entry.flavor != flavor:
-                continue
-            for d in entry.assignment.domains:
-                for leaf in tree.leaves_of(entry.assignment.levels, d.values):
-                    domains.add(tree.leaves.values[leaf][: depth + 1])
-        for values in domains:
-            out.setdefault(values, []).append(c)
-    return out
+    by_key = {c.key: c for c in held}
+    return {v: [by_key[k] for k in keys] for v, keys in keys_by_domain(snap, capacity, by_key, flavor, depth).items()}
 
 
 def _landed(snap: TopologySnapshot, placement: WorkloadPlacement, depth: int, searched: Domain) -> Domain:
