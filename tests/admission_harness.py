@@ -7,6 +7,7 @@ informers, for tests that bring their own nodes or configuration."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -70,6 +71,7 @@ class Writes:
     annotation_writes: list[dict[str, str]] = field(default_factory=list)  # every key of each write
     gated: list[set[str]] = field(default_factory=list)
     wait_starts: list[str] = field(default_factory=list)
+    holds: list[str] = field(default_factory=list)
     # The next annotation / entry write raises this (once) instead of being recorded.
     fail_annotation: Exception | None = None
     fail_check: Exception | None = None
@@ -102,6 +104,10 @@ class Writes:
     async def write_wait_start(self, workload: Workload, stamp: str) -> Workload:
         self.wait_starts.append(stamp)
         return written(workload, {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp})
+
+    async def write_hold(self, workload: Workload, text: str) -> Workload:
+        self.holds.append(text)
+        return written(workload, {c.PREEMPTION_HOLD_ANNOTATION: text})
 
 
 def written(workload: Workload, annotations: dict[str, str]) -> Workload:
@@ -204,8 +210,9 @@ def wire(
         writer=writes if writer is None else writer,
         clock=lambda: now[0],
         workload_annotations=WorkloadAnnotations(owners or NoOwnerReader()),
-        **({"wall": wall} if wall is not None else {}),
     )
+    if wall is not None:
+        ctx = dataclasses.replace(ctx, wall=wall)
     admission = WorkloadAdmission(ctx, decided=lambda: decided.__setitem__(0, decided[0] + 1))
     return Harness(ctx, admission, writes, recorded, now, decided)
 

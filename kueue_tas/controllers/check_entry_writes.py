@@ -20,6 +20,7 @@ entries with its helpers (the AdmissionCheck status takes only its ``now_rfc3339
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -189,6 +190,11 @@ class AdmissionWriter(Protocol):
         Workload as the write left it."""
         ...
 
+    async def write_hold(self, workload: Workload, text: str) -> Workload:
+        """Record a preemption's hold on its preemptor (``PREEMPTION_HOLD_ANNOTATION``), guarded
+        by ``workload``'s version; the Workload as the write left it."""
+        ...
+
     async def read_workload(self, workload: Workload) -> Workload | None:
         """The Workload as the API server has it now (None: deleted)."""
         ...
@@ -202,10 +208,15 @@ class KubeAdmissionWriter:
 
     async def write_annotation(self, workload: Workload, text: str, kept_slices: str | None = None) -> Workload:
         """With the Workload's resourceVersion: a Workload that changed since we decided gives Conflict."""
-        values = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
+        values: dict[str, str | None] = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
         if kept_slices is not None:
             values[c.KEPT_SLICES_ANNOTATION] = kept_slices
+        if c.PREEMPTION_HOLD_ANNOTATION in workload.metadata.annotations:
+            values[c.PREEMPTION_HOLD_ANNOTATION] = None  # placed: its hold ends (null removes it)
         return await self._annotate(workload, values, workload.metadata.resource_version)
+
+    async def write_hold(self, workload: Workload, text: str) -> Workload:
+        return await self._annotate(workload, {c.PREEMPTION_HOLD_ANNOTATION: text}, workload.metadata.resource_version)
 
     async def write_wait_start(self, workload: Workload, stamp: str) -> Workload:
         """Guarded like every write a decision makes: the Retry entry that follows is guarded by
@@ -215,7 +226,9 @@ class KubeAdmissionWriter:
             workload, {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp}, workload.metadata.resource_version
         )
 
-    async def _annotate(self, workload: Workload, values: dict[str, str], resource_version: str | None) -> Workload:
+    async def _annotate(
+        self, workload: Workload, values: Mapping[str, str | None], resource_version: str | None
+    ) -> Workload:
         written = await merge_patch_custom(
             self.api,
             group=c.KUEUE_GROUP,

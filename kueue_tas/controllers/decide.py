@@ -17,7 +17,7 @@ that slice's usage out of ``capacity`` for the decision.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -31,6 +31,7 @@ from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.problem_text import problem_message
 from kueue_tas.capacity.rules import UsageEntry
 from kueue_tas.capacity.workload_placement import (
+    Domain,
     FollowUp,
     NoTopology,
     PodSetInput,
@@ -97,6 +98,9 @@ class Decision:
     retry_after: float | None = None
     # Why a Retry (``RETRY_REASONS``), for ``kueue_tas_retries_total``.
     reason: str = ""
+    # A Retry because it does not fit now: what was placed (topology-driven preemption asks
+    # again "as if some workloads were gone").
+    requests: WorkloadRequests | None = None
 
     def usage(self) -> tuple[UsageEntry, ...]:
         return tuple(UsageEntry(p.flavor, p.assignment, p.per_pod, p.name) for p in self.placements)
@@ -183,6 +187,7 @@ def decide(
     workload_annotations: Mapping[str, str] | None = None,
     now: datetime | None = None,
     wait_started: datetime | None = None,
+    closed: Collection[Domain] = (),
 ) -> Decision:
     """``current`` with ``unhealthy_nodes``: the node repair of an admitted workload (the engine
     keeps each assignment's healthy part and places the pods of those nodes again; the caller
@@ -193,7 +198,8 @@ def decide(
     for kueue-tas's workload-wide constraint (``kueue_tas.topology.engine.workload_domain``).
     ``now`` (wall time) turns on the patience of PodSets with a preferred wait
     (``kueue_tas.topology.explain.patience``), counted from ``wait_started`` when an earlier decision
-    already held the workload; without ``now`` (a repair, an elastic slice) nothing waits."""
+    already held the workload; without ``now`` (a repair, an elastic slice) nothing waits.
+    ``closed``: domains held for other workloads (a preemption's), which it may not use."""
     problem = _podsets_problem(workload)
     if problem is not None:
         return Decision(Outcome.REJECTED, problem)
@@ -212,7 +218,7 @@ def decide(
             return Decision(Outcome.RETRY, problem_message(requests, prefix), reason="no_topology")
         return Decision(Outcome.REJECTED, problem_message(requests, prefix))
     follow_up = None if current is None else FollowUp(current, unhealthy_nodes)
-    placed = place_workload(requests, capacity, gates=gates, follow_up=follow_up)
+    placed = place_workload(requests, capacity, gates=gates, follow_up=follow_up, closed=closed)
     placements: list[PodSetPlacement] = []
     # Flavor by flavor as they were placed: a flavor's preferred wait is judged before a later
     # flavor's failure (which the engine reached only because the earlier one fitted).
@@ -276,7 +282,9 @@ def _not_placed(
         return Decision(
             Outcome.REJECTED, f'PodSet "{never.failed.name}" can never fit, {where}: {never.failed.message}'
         )
-    return Decision(Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}', reason="does_not_fit")
+    return Decision(
+        Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}', reason="does_not_fit", requests=requests
+    )
 
 
 def _ready_message(workload: Workload, placements: list[PodSetPlacement]) -> str:

@@ -136,6 +136,14 @@ class Settings(BaseSettings):
     # scoped to PriorityClass forbids it, so a tenant's DaemonSet could name one (issue 30 review).
     daemonset_reservation_priority_classes: Annotated[tuple[str, ...], NoDecode] = ()
     daemonset_reservation_seconds: float = Field(default=300, ge=0, le=86400)
+    # Topology-driven preemption (``controllers/preemption``; a ClusterQueue opts in with the
+    # annotation ``<prefix>topology-preemption``): at most this many victims per preemption and
+    # preemptions per minute (the whole controller); the cleared domain is held for its
+    # preemptor this long at most; a victim's cost is this resource it holds times its run time.
+    preemption_max_victims: int = Field(default=8, ge=1, le=64)
+    preemption_per_minute: int = Field(default=6, ge=0, le=600)
+    preemption_hold_seconds: float = Field(default=300, gt=0, le=86400)
+    preemption_cost_resource: str = "nvidia.com/gpu"
 
     # leader election (coordination.k8s.io/v1 Lease)
     leader_election: bool = True

@@ -32,6 +32,7 @@ OUTCOMES: Final[tuple[AdmissionOutcome, ...]] = ("ready", "retry", "rejected", "
 # Why the admitter answered Retry: the flavor's Topology is not usable yet, the workload does not
 # fit now, or it is held for its preferred level (patience).
 RETRY_REASONS: Final[tuple[str, ...]] = ("no_topology", "does_not_fit", "preferred_wait")
+PREEMPTION_MODES: Final[tuple[str, ...]] = ("enabled", "dry_run")
 
 RepairOutcome = Literal["done", "impossible"]
 REPAIR_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -96,6 +97,21 @@ class Metrics:
         )
         for reason in RETRY_REASONS:
             self.retries_total.labels(reason)
+        self.topology_preemptions_total = Counter(
+            "kueue_tas_topology_preemptions_total",
+            "Topology-driven preemptions decided, by mode (enabled: victims evicted; dry_run: only reported).",
+            ["mode"],
+            registry=r,
+        )
+        self.topology_preemption_victims_total = Counter(
+            "kueue_tas_topology_preemption_victims_total",
+            "Workloads chosen as victims of topology-driven preemptions, by mode.",
+            ["mode"],
+            registry=r,
+        )
+        for mode in PREEMPTION_MODES:
+            self.topology_preemptions_total.labels(mode)
+            self.topology_preemption_victims_total.labels(mode)
         self.decision_seconds = Histogram(
             "kueue_tas_decision_seconds",
             "Time to compute a workload's topology assignment.",
@@ -198,6 +214,12 @@ class Metrics:
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown admission outcome {outcome!r} (one of {', '.join(OUTCOMES)})")
         self.admissions_total.labels(outcome).inc()
+
+    def record_preemption(self, mode: str, victims: int) -> None:
+        if mode not in PREEMPTION_MODES:
+            raise ValueError(f"unknown preemption mode {mode!r} (one of {', '.join(PREEMPTION_MODES)})")
+        self.topology_preemptions_total.labels(mode).inc()
+        self.topology_preemption_victims_total.labels(mode).inc(victims)
 
     def record_retry(self, reason: str) -> None:
         if reason not in RETRY_REASONS:
