@@ -134,6 +134,10 @@ def merged_annotation(workload: Workload, decision: Decision) -> str:
     return encode_assignment_annotation(merged)
 
 
+# What a placement ends: removed in the write that records the assignment.
+PLACED_ENDS = (c.PREEMPTION_HOLD_ANNOTATION, c.RESERVATION_ANNOTATION, c.WAITING_SINCE_ANNOTATION)
+
+
 class UnguardedWrite(ValueError):
     """An entry write without the resourceVersion of the Workload it was decided on."""
 
@@ -190,9 +194,10 @@ class AdmissionWriter(Protocol):
         Workload as the write left it."""
         ...
 
-    async def write_hold(self, workload: Workload, text: str) -> Workload:
-        """Record a preemption's hold on its preemptor (``PREEMPTION_HOLD_ANNOTATION``), guarded
-        by ``workload``'s version; the Workload as the write left it."""
+    async def write_marks(self, workload: Workload, values: Mapping[str, str]) -> Workload:
+        """Record what a decision keeps on the Workload across requeues and restarts (a
+        preemption's hold, a reservation, when its wait began), guarded by ``workload``'s
+        version; the Workload as the write left it."""
         ...
 
     async def read_workload(self, workload: Workload) -> Workload | None:
@@ -211,12 +216,13 @@ class KubeAdmissionWriter:
         values: dict[str, str | None] = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
         if kept_slices is not None:
             values[c.KEPT_SLICES_ANNOTATION] = kept_slices
-        if c.PREEMPTION_HOLD_ANNOTATION in workload.metadata.annotations:
-            values[c.PREEMPTION_HOLD_ANNOTATION] = None  # placed: its hold ends (null removes it)
+        for mark in PLACED_ENDS:
+            if mark in workload.metadata.annotations:
+                values[mark] = None  # placed: its hold, reservation and wait end (null removes)
         return await self._annotate(workload, values, workload.metadata.resource_version)
 
-    async def write_hold(self, workload: Workload, text: str) -> Workload:
-        return await self._annotate(workload, {c.PREEMPTION_HOLD_ANNOTATION: text}, workload.metadata.resource_version)
+    async def write_marks(self, workload: Workload, values: Mapping[str, str]) -> Workload:
+        return await self._annotate(workload, values, workload.metadata.resource_version)
 
     async def write_wait_start(self, workload: Workload, stamp: str) -> Workload:
         """Guarded like every write a decision makes: the Retry entry that follows is guarded by

@@ -144,6 +144,15 @@ class Settings(BaseSettings):
     preemption_per_minute: int = Field(default=6, ge=0, le=600)
     preemption_hold_seconds: float = Field(default=300, gt=0, le=86400)
     preemption_cost_resource: str = "nvidia.com/gpu"
+    # Reservations (``controllers/reservation``; off while ``reservation_after_seconds`` is 0): a
+    # workload that has waited this long for a domain, while enough is free in total, gets one
+    # domain held for it (at most ``reservations_per_flavor`` per flavor, of which at most
+    # ``reservations_without_runtimes`` where nobody declares a runtime), for at most
+    # ``reservation_timeout_seconds``.
+    reservation_after_seconds: float = Field(default=0, ge=0, le=7 * 86400)
+    reservation_timeout_seconds: float = Field(default=4 * 3600, gt=0, le=7 * 86400)
+    reservations_per_flavor: int = Field(default=4, ge=1, le=64)
+    reservations_without_runtimes: int = Field(default=1, ge=0, le=64)
 
     # leader election (coordination.k8s.io/v1 Lease)
     leader_election: bool = True

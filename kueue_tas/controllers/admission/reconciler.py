@@ -54,6 +54,8 @@ from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.domain_holds import hold_text
 from kueue_tas.controllers.informers import on_any_change
 from kueue_tas.controllers.preemption import PreemptionStep, Preemptor, carry_out
+from kueue_tas.controllers.preemption.preemptor import domain_text
+from kueue_tas.controllers.reservation import Reserver
 from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import ApiError, Conflict, ServerError, may_have_applied, retry_after
@@ -111,6 +113,7 @@ class WorkloadAdmission:
         self._awaiting_write: dict[str, float] = {}  # workload -> deadline to observe our entry write
         self._write_failures: dict[str, int] = {}  # workload -> failed writes in a row (backoff)
         self._preemptor = Preemptor(ctx)
+        self._reserver = Reserver(ctx)
         ctx.informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
         for config in ctx.informers.configuration():
             on_any_change(config, self.enqueue_all, spec_only=True)
@@ -124,6 +127,7 @@ class WorkloadAdmission:
     def _on_workload(self, wl: Workload) -> None:
         key = workload_key(wl)
         self._preemptor.observe(wl)
+        self._reserver.observe(wl)
         # A copy no newer than the one our held decision was made on (a lagging watch) shows
         # nothing that decision does not supersede: not our write come back, no news to act on
         # (only a wait for our write, under way, still ends with a re-read).
@@ -145,6 +149,7 @@ class WorkloadAdmission:
             return  # an earlier Workload of the name; our decision and its writes are the later one's
         self._ctx.workload_annotations.forget(wl)
         self._preemptor.forget(key)
+        self._reserver.forget(key)
         self._retries.pop(key, None)
         self._awaiting_write.pop(key, None)
         self._write_failures.pop(key, None)
@@ -297,6 +302,7 @@ class WorkloadAdmission:
                 now=None if current is not None else self._ctx.wall(),
                 wait_started=wait_started(wl),
                 closed=self._preemptor.closed_for(key),
+                reservations=self._reserver.view(wl, governed) if current is None else None,
             )
         step = None
         if decision.outcome is Outcome.RETRY and decision.requests is not None and current is None:
@@ -305,6 +311,11 @@ class WorkloadAdmission:
                 decision.message += step.preemptor_note()
                 if not step.dry_run:
                     decision.retry_after = PREEMPTOR_REQUEUE_SECONDS
+            if step is None or step.dry_run:
+                reservation, marks = self._reserver.consider(wl, decision.requests)
+                decision.marks.update(marks)
+                if reservation is not None:
+                    decision.message += f"; {domain_text(reservation.domain)} is reserved for this workload"
         if fenced:
             self._ctx.capacity.fence(key, fenced, fence_at)
         decision, text = with_annotation(wl, decision)
@@ -484,8 +495,11 @@ class WorkloadAdmission:
                 requeue = max(1, min(requeue, math.ceil(decision.retry_after)))
             if decision.wait_started is not None and wait_started(wl) is None:
                 decided_on = await self._ctx.writer.write_wait_start(wl, rfc3339(decision.wait_started))
-            if hold is not None:  # recorded before the entry, which is guarded by what it leaves
-                decided_on = await self._ctx.writer.write_hold(decided_on, hold_text(hold.hold))
+            marks = dict(decision.marks)
+            if hold is not None:
+                marks[c.PREEMPTION_HOLD_ANNOTATION] = hold_text(hold.hold)
+            if marks:  # recorded before the entry, which is guarded by what this write leaves
+                decided_on = await self._ctx.writer.write_marks(decided_on, marks)
         try:
             entry = check_entry(check, decision, wl, requeue, repairs=self._ctx.gates.failed_node_replacement)
             await self._ctx.writer.write_check(decided_on, entry)

@@ -25,13 +25,12 @@ from enum import StrEnum
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import ClusterQueue
-from kueue_tas.api.object_base import find_condition
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.preemption import Candidate
 
-__all__ = ["Mode", "admitted_at", "candidates", "mode_of", "priority_of"]
+__all__ = ["Mode", "candidates", "mode_of", "priority_of"]
 
 _WITHIN = frozenset({"LowerPriority", "LowerOrNewerEqualPriority"})
 _RECLAIM = frozenset({"LowerPriority", "Any"})
@@ -63,18 +62,6 @@ def mode_of(queue: ClusterQueue | None, prefix: str) -> tuple[Mode, str | None]:
 
 def priority_of(wl: Workload) -> int:
     return wl.spec.priority if wl.spec.priority is not None else 0
-
-
-def admitted_at(wl: Workload) -> datetime | None:
-    """When Kueue admitted ``wl`` (its Admitted condition, else its QuotaReserved one)."""
-    for kind in (c.CONDITION_ADMITTED, c.CONDITION_QUOTA_RESERVED):
-        cond = find_condition(wl.status.conditions, kind)
-        if cond is not None and cond.status == "True" and cond.last_transition_time:
-            try:
-                return datetime.fromisoformat(cond.last_transition_time.replace("Z", "+00:00"))
-            except ValueError:
-                return None
-    return None
 
 
 def _may_take(preemptor_queue: ClusterQueue, victim_queue: ClusterQueue | None) -> bool:
@@ -121,7 +108,7 @@ def candidates(
             continue
         if not capacity.holds(key) or not _may_take(preemptor_queue, queues.get(wl.status.admission.cluster_queue)):
             continue
-        since = admitted_at(wl)
+        since = wl.admitted_at
         seconds = max(1.0, (now - since).total_seconds()) if since is not None else 1.0
         out.append(Candidate(key, priority_of(wl), _held_amount(capacity, key, cost_resource) * seconds))
     return out
