@@ -69,7 +69,7 @@ async def test_a_high_priority_job_clears_the_cheapest_rack_through_kueue(
     assert {racks[h] for h in hosts(high)} == {rack_of["low-b"]}
     # Exactly the chosen victim was evicted, with our Event naming the preemptor.
     (said,) = await events_of(kube, await workload(kube, s, "low-b"), "TopologyPreempted")
-    assert said["type"] == "Warning" and 'for workload "' in said["note"] and "/high" in said["note"], said
+    assert said["type"] == "Warning" and 'for workload "' in said["note"] and "/job-high-" in said["note"], said
     assert f'"{rack_of["low-b"]}"' in said["note"]
     assert await events_of(kube, await workload(kube, s, "low-a"), "TopologyPreempted") == []
     low_a = await workload(kube, s, "low-a")
@@ -107,7 +107,7 @@ async def test_dry_run_reports_what_it_would_evict_and_evicts_nothing(
         )
 
     high = await eventually("high's DryRun report", reported, 90)
-    assert "/low-b" in entry_of(high, s)["message"]
+    assert "/job-low-b-" in entry_of(high, s)["message"]
     assert await events_of(kube, high, "TopologyPreemption")
     await asyncio.sleep(5)
     for name in ("low-a", "low-b"):
