@@ -29,6 +29,7 @@ from kueue_tas.capacity.daemonsets import DEFAULT_POLICY, DaemonSetError, Reserv
 from kueue_tas.capacity.feed import feed_pod, feed_workload, workload_key
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.preemption import find_preemption
+from kueue_tas.capacity.preemption_policy import Mode, candidates, mode_of
 from kueue_tas.capacity.rules import (
     FlavorSpec,
     UsageEntry,
@@ -53,7 +54,6 @@ from kueue_tas.capacity.workload_placement import (
     workload_requests,
 )
 from kueue_tas.cli.plan_scope import ScopeReader
-from kueue_tas.controllers.preemption.plan import Mode, candidates, mode_of
 from kueue_tas.kube.slim import SlimPod, slim_pod
 from kueue_tas.topology.admitted import ReplacementIndex
 from kueue_tas.topology.assignment import TopologyAssignment

@@ -1,7 +1,7 @@
 """``kueue-tas plan`` shows what topology-driven preemption would evict: a workload that fits
 only by preemption has ``fits: false`` and ``preemption`` (the domain, the victims); plan evicts
 nothing, and with the switch Enabled places nothing else in that domain, as the controller
-holds it. The same decision as the controller's (``controllers.preemption.plan`` and
+holds it. The same decision as the controller's (``capacity.preemption_policy`` and
 ``capacity.preemption``)."""
 
 from __future__ import annotations

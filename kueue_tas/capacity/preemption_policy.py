@@ -1,4 +1,5 @@
-"""What topology-driven preemption would do for one waiting workload: pure, no I/O.
+"""Topology-driven preemption's policy: the ClusterQueue's switch and who may be a victim, at
+what cost (pure: the admission and ``plan`` judge alike).
 
 A ClusterQueue opts in with ``<prefix>topology-preemption: Enabled | DryRun | Disabled``
 (Disabled by default: Kueue's own behaviour). Which admitted workloads may be victims follows
