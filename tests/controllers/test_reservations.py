@@ -122,12 +122,16 @@ async def test_placing_the_holder_ends_its_reservation() -> None:
     gone["metadata"]["resourceVersion"] = "40"
     h.modify_workload(gone)
     h.now[0] += 31
+    now[0] = START + timedelta(minutes=7)  # five minutes after the reservation was made
     assert (await decide(h, big))["state"] == "Ready"  # the write's removal of the records: tests/write_faults
     assert rack_of(h) == "r1"
     placed = ready(h, big)
     placed["status"]["conditions"].append(mk.condition("Admitted", reason="Admitted", message="", time=T0))
     h.modify_workload(placed)
     assert h.ctx.reservations.of("ns/big") is None
+    assert h.metrics.reservations_made_total._value.get() == 1
+    held = h.metrics.reservation_held_seconds.labels("placed")
+    assert held._sum.get() == 300.0
 
 
 async def test_off_by_default() -> None:

@@ -83,8 +83,9 @@ class Reserver:
         key = workload_key(wl)
         book = self._ctx.reservations
         if wl.is_finished or self._placed(wl):
-            if book.release(key) is not None:
-                log.info("reservation_released", workload=key, why="placed or finished")
+            ended = book.release(key)
+            if ended is not None:
+                self._ended(ended, "gone" if wl.is_finished else "placed")
             return
         # A copy without the record does not end a reservation: it may predate our write of it.
         recorded = reservation_from(wl)
@@ -92,8 +93,14 @@ class Reserver:
             book.add(recorded)
 
     def forget(self, key: str) -> None:
-        if self._ctx.reservations.release(key) is not None:
-            log.info("reservation_released", workload=key, why="deleted")
+        ended = self._ctx.reservations.release(key)
+        if ended is not None:
+            self._ended(ended, "gone")
+
+    def _ended(self, r: Reservation, end: str) -> None:
+        held = self.now() - r.since
+        self._ctx.metrics.record_reservation_end(end, held)
+        log.info("reservation_ended", workload=r.holder, end=end, held_seconds=round(held, 1))
 
     def _placed(self, wl: Workload) -> bool:
         ours = self._ctx.checks.names()
@@ -133,7 +140,7 @@ class Reserver:
         book = self._ctx.reservations
         now = self.now()
         for gone in book.expire(now, self._ctx.settings.reservation_timeout_seconds):
-            log.info("reservation_expired", workload=gone.holder, domain=list(gone.domain.values))
+            self._ended(gone, "expired")
         key = workload_key(wl)
         others = tuple(r for r in book.all() if r.holder != key)
         if not others:
@@ -174,6 +181,7 @@ class Reserver:
             return None, marks
         (reservation,) = added
         book.add(reservation)
+        self._ctx.metrics.reservations_made_total.inc()
         marks[c.RESERVATION_ANNOTATION] = reservation_text(reservation)
         log.info(
             "reservation_made",
