@@ -54,7 +54,6 @@ from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.domain_holds import hold_text
 from kueue_tas.controllers.informers import on_any_change
 from kueue_tas.controllers.preemption import PreemptionStep, Preemptor, carry_out
-from kueue_tas.controllers.preemption.preemptor import domain_text
 from kueue_tas.controllers.reservation import Reserver
 from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.workload_events import workload_event
@@ -315,7 +314,7 @@ class WorkloadAdmission:
                 reservation, marks = self._reserver.consider(wl, decision.requests)
                 decision.marks.update(marks)
                 if reservation is not None:
-                    decision.message += f"; {domain_text(reservation.domain)} is reserved for this workload"
+                    decision.message += f"; {reservation.domain.named()} is reserved for this workload"
         if fenced:
             self._ctx.capacity.fence(key, fenced, fence_at)
         decision, text = with_annotation(wl, decision)

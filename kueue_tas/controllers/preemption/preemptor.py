@@ -33,13 +33,9 @@ from kueue_tas.capacity.workload_placement import Domain, WorkloadRequests
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.domain_holds import Hold, hold_from
 
-__all__ = ["PreemptionStep", "Preemptor", "domain_text"]
+__all__ = ["PreemptionStep", "Preemptor"]
 
 log = structlog.get_logger(__name__)
-
-
-def domain_text(domain: Domain) -> str:
-    return f'{domain.level} "{domain.values[-1]}"' if domain.values else domain.level
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +53,7 @@ class PreemptionStep:
         """What the preemptor's Retry message adds."""
         names = ", ".join(f"{v.namespace}/{v.name}" for v in self.victims)
         n = len(self.victims)
-        where = domain_text(self.hold.domain)
+        where = self.hold.domain.named()
         if self.dry_run:
             return f"; topology preemption (DryRun) would evict {n} workload(s) of lower priority from {where}: {names}"
         until = datetime.fromtimestamp(self.hold.until, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -70,7 +66,7 @@ class PreemptionStep:
         p = self.preemptor
         return (
             f'preempted by kueue-tas for workload "{p.namespace}/{p.name}" (priority {priority_of(p)}), '
-            f"which needs {domain_text(self.hold.domain)}: evicted to clear that domain"
+            f"which needs {self.hold.domain.named()}: evicted to clear that domain"
         )
 
 

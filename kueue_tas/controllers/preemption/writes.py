@@ -13,7 +13,7 @@ from kueue_tas.capacity.feed import workload_key
 from kueue_tas.controllers.check_entry_writes import check_entry
 from kueue_tas.controllers.decide import Decision, Outcome
 from kueue_tas.controllers.decision_context import DecisionContext
-from kueue_tas.controllers.preemption.preemptor import PreemptionStep, domain_text
+from kueue_tas.controllers.preemption.preemptor import PreemptionStep
 from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import Conflict
 
@@ -60,7 +60,7 @@ async def _evict(ctx: DecisionContext, victim: Workload, message: str) -> bool:
 async def carry_out(ctx: DecisionContext, step: PreemptionStep) -> None:
     """Evict the victims (unless a dry run) and say so on each and on the preemptor."""
     preemptor = step.preemptor
-    where = domain_text(step.hold.domain)
+    where = step.hold.domain.named()
     names = ", ".join(f"{v.namespace}/{v.name}" for v in step.victims)
     if step.dry_run:
         await workload_event(
