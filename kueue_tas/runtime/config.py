@@ -144,6 +144,9 @@ class Settings(BaseSettings):
     preemption_per_minute: int = Field(default=6, ge=0, le=600)
     preemption_hold_seconds: float = Field(default=300, gt=0, le=86400)
     preemption_cost_resource: str = "nvidia.com/gpu"
+    # A workload may preempt only once it has waited this long for a domain (0: at once). With
+    # reservations on, a reserved workload that still waits escalates to preemption after this.
+    preemption_after_seconds: float = Field(default=0, ge=0, le=7 * 86400)
     # Reservations (``controllers/reservation``; off while ``reservation_after_seconds`` is 0): a
     # workload that has waited this long for a domain, while enough is free in total, gets one
     # domain held for it (at most ``reservations_per_flavor`` per flavor, of which at most

@@ -196,3 +196,27 @@ async def test_a_hold_recorded_on_the_preemptor_is_in_force_after_a_restart() ->
     later = datetime(2026, 1, 1, 2, 6, tzinfo=UTC).timestamp()
     h.ctx.holds.expire(later)
     assert h.ctx.holds.closed_for("ns/y", later) == []
+
+
+async def test_preemption_waits_for_preemption_after_seconds() -> None:
+    """With ``preemption_after_seconds`` a workload preempts only once it has waited that long for
+    a domain (counted from its first Retry, recorded on it): the escalation after a reservation."""
+    now = [WALL]
+    h = harness(wall=lambda: now[0], settings={"preemption_after_seconds": 600})
+    queue(h, "Enabled")
+    await two_racks_busy(h)
+    hi = with_priority(wl("hi", 12, uid="uid-hi"), 10)
+    h.add_workload(hi)
+    await h.admission.reconcile("ns/hi")
+    first = h.writes.checks[-1]
+    assert first["state"] == "Retry" and "preempt" not in first["message"]
+    assert h.writes.marks == [{c.WAITING_SINCE_ANNOTATION: "2026-01-01T02:00:00Z"}]
+    # Requeued by Kueue, ten minutes later, the wait's start recorded on it: now it preempts.
+    now[0] = WALL.replace(minute=10)
+    again = copy.deepcopy(hi)
+    again["metadata"]["annotations"] = dict(h.writes.marks[0])
+    again["metadata"]["resourceVersion"] = "20"
+    h.modify_workload(again)
+    h.now[0] += 31
+    await h.admission.reconcile("ns/hi")
+    assert any("preempting 1 workload(s)" in e["message"] for e in h.writes.checks)

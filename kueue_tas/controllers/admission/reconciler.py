@@ -54,7 +54,7 @@ from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.domain_holds import hold_text
 from kueue_tas.controllers.informers import on_any_change
 from kueue_tas.controllers.preemption import PreemptionStep, Preemptor, carry_out
-from kueue_tas.controllers.reservation import Reserver
+from kueue_tas.controllers.reservation import Reserver, stamp, waiting_since
 from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import ApiError, Conflict, ServerError, may_have_applied, retry_after
@@ -305,13 +305,19 @@ class WorkloadAdmission:
             )
         step = None
         if decision.outcome is Outcome.RETRY and decision.requests is not None and current is None:
-            step = self._preemptor.consider(wl, decision.requests)
+            now = self._ctx.wall().timestamp()
+            since = waiting_since(wl)
+            if since is None:
+                since = now
+                if self._reserver.enabled or self._ctx.settings.preemption_after_seconds > 0:
+                    decision.marks[c.WAITING_SINCE_ANNOTATION] = stamp(now)  # the wait counts from here
+            step = self._preemptor.consider(wl, decision.requests, now - since)
             if step is not None:
                 decision.message += step.preemptor_note()
                 if not step.dry_run:
                     decision.retry_after = PREEMPTOR_REQUEUE_SECONDS
             if step is None or step.dry_run:
-                reservation, marks = self._reserver.consider(wl, decision.requests)
+                reservation, marks = self._reserver.consider(wl, decision.requests, since)
                 decision.marks.update(marks)
                 if reservation is not None:
                     decision.message += f"; {reservation.domain.named()} is reserved for this workload"

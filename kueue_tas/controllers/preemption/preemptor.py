@@ -107,9 +107,10 @@ class Preemptor:
         ours = self._ctx.checks.names()
         return wl.is_admitted and any(st.name in ours and st.state == "Ready" for st in wl.status.admission_checks)
 
-    def consider(self, wl: Workload, requests: WorkloadRequests) -> PreemptionStep | None:
-        """Under the admission lock: the preemption for ``wl`` (which does not fit now), if its
-        ClusterQueue opted in and one exists; an Enabled one's hold is in force on return."""
+    def consider(self, wl: Workload, requests: WorkloadRequests, waited_s: float) -> PreemptionStep | None:
+        """Under the admission lock: the preemption for ``wl`` (which does not fit now and has
+        waited ``waited_s`` for a domain), if its ClusterQueue opted in, it has waited
+        ``preemption_after_seconds``, and one exists; an Enabled one's hold is in force on return."""
         if wl.status.admission is None:
             return None
         queues: Mapping[str, ClusterQueue] = {q.name: q for q in self._ctx.informers.queues.store.values()}
@@ -118,7 +119,7 @@ class Preemptor:
         mode, problem = mode_of(queue, settings.annotation_prefix)
         if problem is not None:
             log.warning("topology_preemption_switch_unreadable", problem=problem)
-        if mode is Mode.DISABLED or queue is None:
+        if mode is Mode.DISABLED or queue is None or waited_s < settings.preemption_after_seconds:
             return None
         key = workload_key(wl)
         now = self.now()

@@ -8,6 +8,6 @@ decision reads it.
 
 Entry point: ``Reserver``. Never: reserve unless ``reservation_after_seconds`` is set."""
 
-from kueue_tas.controllers.reservation.reserver import Reserver, waiting_since
+from kueue_tas.controllers.reservation.reserver import Reserver, stamp, waiting_since
 
-__all__ = ["Reserver", "waiting_since"]
+__all__ = ["Reserver", "stamp", "waiting_since"]

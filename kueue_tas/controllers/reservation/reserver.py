@@ -38,7 +38,7 @@ from kueue_tas.controllers.decide import inputs_of
 from kueue_tas.controllers.decision_context import DecisionContext
 from kueue_tas.controllers.domain_reservations import reservation_from, reservation_text
 
-__all__ = ["Reserver", "waiting_since"]
+__all__ = ["Reserver", "stamp", "waiting_since"]
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +53,7 @@ def waiting_since(wl: Workload) -> float | None:
         return None
 
 
-def _stamp(at: float) -> str:
+def stamp(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -156,19 +156,16 @@ class Reserver:
             float(runtime) if runtime is not None else None,
         )
 
-    def consider(self, wl: Workload, requests: WorkloadRequests) -> tuple[Reservation | None, dict[str, str]]:
-        """Under the admission lock, for ``wl`` which does not fit now: the reservation it gets
-        (registered on return) and the marks its Retry records (the wait's start, the
-        reservation)."""
+    def consider(
+        self, wl: Workload, requests: WorkloadRequests, since: float
+    ) -> tuple[Reservation | None, dict[str, str]]:
+        """Under the admission lock, for ``wl`` which does not fit now and has waited ``since``
+        then: the reservation it gets (registered on return) and the marks its Retry records."""
         if not self.enabled:
             return None, {}
         key = workload_key(wl)
         now = self.now()
         marks: dict[str, str] = {}
-        since = waiting_since(wl)
-        if since is None:
-            since = now
-            marks[c.WAITING_SINCE_ANNOTATION] = _stamp(now)
         book = self._ctx.reservations
         if book.of(key) is not None:
             return None, marks
