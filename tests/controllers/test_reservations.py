@@ -82,6 +82,7 @@ async def blocked_big(h: Harness, now: list[datetime]) -> dict[str, Any]:
     h.now[0] += 31  # past the wait for our own write to come back
     again = await decide(h, requeued(big, marks, 20))
     assert again["state"] == "Retry" and 'rack "r1" is reserved for this workload' in again["message"]
+    assert again["requeueAfterSeconds"] <= 10  # tried again soon: its rack may free at any moment
     recorded = json.loads(h.writes.marks[-1][c.RESERVATION_ANNOTATION])
     assert recorded["values"] == ["r1"] and recorded["expectedFit"] == "2026-01-01T01:00:00Z"
     return requeued(big, {**marks, **h.writes.marks[-1]}, 21)

@@ -78,6 +78,9 @@ CONFLICT_RETRY_SECONDS: Final = 0.5
 # A preemptor whose victims are on their way out asks Kueue to requeue it this soon: its
 # domain is held for it, so it should be back before the hold runs out.
 PREEMPTOR_REQUEUE_SECONDS: Final = 5.0
+# A workload with a reservation asks Kueue to requeue it at least this often (its backoff would
+# otherwise grow to minutes while its domain frees).
+RESERVED_REQUEUE_SECONDS: Final = 10.0
 
 # Kubernetes' ValidateAnnotationsSize: the bytes of every annotation's key and value, together.
 ANNOTATIONS_SIZE_LIMIT: Final = 256 * 1024
@@ -321,6 +324,11 @@ class WorkloadAdmission:
                 decision.marks.update(marks)
                 if reservation is not None:
                     decision.message += f"; {reservation.domain.named()} is reserved for this workload"
+                if self._ctx.reservations.of(workload_key(wl)) is not None:
+                    # Its domain may free at any moment: tried again soon, not after a long backoff.
+                    decision.retry_after = min(
+                        decision.retry_after or RESERVED_REQUEUE_SECONDS, RESERVED_REQUEUE_SECONDS
+                    )
         if fenced:
             self._ctx.capacity.fence(key, fenced, fence_at)
         decision, text = with_annotation(wl, decision)
