@@ -303,6 +303,7 @@ class WorkloadAdmission:
                 workload_annotations=wide,
                 now=None if current is not None else self._ctx.wall(),
                 wait_started=wait_started(wl),
+                # I14: what a preemption holds or a reservation keeps for another is closed here.
                 closed=self._preemptor.closed_for(key),
                 reservations=self._reserver.view(wl, governed) if current is None else None,
             )
