@@ -26,12 +26,12 @@ import structlog
 
 from kueue_tas.api.kueue_objects import ClusterQueue
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.domain_records import Hold, hold_from
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.preemption import Preemption, find_preemption
 from kueue_tas.capacity.preemption_policy import Mode, candidates, mode_of, priority_of
 from kueue_tas.capacity.workload_placement import Domain, WorkloadRequests
 from kueue_tas.controllers.decision_context import DecisionContext
-from kueue_tas.controllers.domain_holds import Hold, hold_from
 
 __all__ = ["PreemptionStep", "Preemptor"]
 
