@@ -85,8 +85,17 @@ class Reserver:
             return
         # A copy without the record does not end a reservation: it may predate our write of it.
         recorded = reservation_from(wl)
-        if recorded is not None and book.of(key) is None:
-            book.add(recorded)
+        if recorded is None or book.of(key) is not None:
+            return
+        # Only what this controller could have made (the admission policy kueue-tas-records keeps
+        # everyone else from writing it; this is the second line): reservations on, within the
+        # per-flavor limit.
+        flavor = recorded.domain.flavor
+        on_flavor = sum(1 for r in book.all() if r.domain.flavor == flavor)
+        if not self.enabled or on_flavor >= self._ctx.settings.reservations_per_flavor:
+            log.warning("reservation_ignored", workload=key, why="not one this controller would make")
+            return
+        book.add(recorded)
 
     def forget(self, key: str) -> None:
         ended = self._ctx.reservations.release(key)
