@@ -290,6 +290,16 @@ def set_policy_gate(policy: dict[str, Any], gate: str) -> None:
     variable["expression"] = f"'{gate}'"
 
 
+def gate_policies(docs: list[dict[str, Any]], gate: str) -> None:
+    """``gate`` into every admission policy of ``docs`` that names our gate (the records policy
+    does not; nor do the other kinds)."""
+    for doc in docs:
+        if doc["kind"] == "ValidatingAdmissionPolicy" and any(
+            v["name"] == "gate" for v in doc["spec"].get("variables", [])
+        ):
+            set_policy_gate(doc, gate)
+
+
 async def service_account_kubeconfig(
     api: client.ApiClient,
     admin_kubeconfig: str,
@@ -306,10 +316,7 @@ async def service_account_kubeconfig(
     from ``config.schedulingGate`` (the base names the default gate)."""
     docs = [d for d in base_documents() if d["kind"] in IDENTITY_KINDS]
     if scheduling_gate is not None:
-        for doc in docs:
-            gated = any(v["name"] == "gate" for v in doc["spec"].get("variables", []))
-            if doc["kind"] == "ValidatingAdmissionPolicy" and gated:
-                set_policy_gate(doc, scheduling_gate)
+        gate_policies(docs, scheduling_gate)
     docs.sort(key=lambda d: IDENTITY_KINDS.index(d["kind"]))
     sa = [d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == service_account]
     if not sa or sa[0]["metadata"].get("namespace") != namespace:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import ssl
 from pathlib import Path
 
@@ -58,3 +59,18 @@ def test_webhooks_point_at_loopback_with_ca() -> None:
     assert all(wh["clientConfig"]["caBundle"] == "Q0E=" for wh in hooks)
     job_hook = next(wh for wh in hooks if wh["name"] == "mjob.kb.io")
     assert "kueue-system" in job_hook["namespaceSelector"]["matchExpressions"][0]["values"]
+
+
+def test_a_custom_gate_goes_into_the_controller_policy_only() -> None:
+    """Every identity document with a non-default gate (chaos profiles use one): the controller
+    writes policy names the gate, the records policy and the other kinds are left as they are."""
+    from e2e.rbac import IDENTITY_KINDS, base_documents, gate_policies
+
+    docs = [d for d in base_documents() if d["kind"] in IDENTITY_KINDS]
+    POLICY = "kueue-tas-controller-writes"
+    records = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] != POLICY)
+    before = json.dumps(records, sort_keys=True)
+    gate_policies(docs, "example.com/hold")
+    (writes,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == POLICY]
+    assert {v["name"]: v["expression"] for v in writes["spec"]["variables"]}["gate"] == "'example.com/hold'"
+    assert json.dumps(records, sort_keys=True) == before
