@@ -1,0 +1,1 @@
+"""Placement quality: a discrete-event simulator driving the product's placement."""

@@ -1,0 +1,70 @@
+"""What a placement policy may change in the simulated queue, and the policies the simulator knows.
+
+A policy is one class. The simulator runs Kueue's BestEffortFIFO queue itself (waiting jobs
+tried in order of priority, then arrival; one that does not fit is skipped) and asks the policy
+at three points, so a policy never places anything by itself:
+
+* ``begin_pass``: before each pass over the queue (a reservation policy updates its
+  reservations here);
+* ``closed``: the domains hidden from the engine for this job's placement (a reservation
+  hides the reserved domain from everyone the reservation does not let in);
+* ``blocked``: the job did not fit; a preemption policy may evict running jobs
+  (``Sim.evict``) and answer True to have the job tried again at once.
+
+``reserved_idle_gpus`` is the GPUs the policy holds free for a reservation at this moment, for
+the figure of that name.
+
+``kueue-exact`` is Kueue's placement as it is: nothing closed, no eviction. Reservation and
+topology-driven preemption call the product's policy modules (``kueue_tas.capacity.reservation``
+and ``kueue_tas.capacity.preemption``); until those exist the simulator offers only
+``kueue-exact`` (``available``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Protocol
+
+from kueue_tas.capacity.workload_placement import Domain
+
+if TYPE_CHECKING:
+    from .sim import JobRecord, Sim
+
+
+class Policy(Protocol):
+    name: str
+
+    def begin_pass(self, sim: Sim) -> None: ...
+
+    def closed(self, job: JobRecord, sim: Sim) -> Collection[Domain]: ...
+
+    def blocked(self, job: JobRecord, sim: Sim) -> bool: ...
+
+    def reserved_idle_gpus(self, sim: Sim) -> int: ...
+
+
+class KueueExact:
+    """Kueue's own placement: every job sees every domain, nothing is evicted for topology."""
+
+    name = "kueue-exact"
+
+    def begin_pass(self, sim: Sim) -> None:
+        return None
+
+    def closed(self, job: JobRecord, sim: Sim) -> Collection[Domain]:
+        return ()
+
+    def blocked(self, job: JobRecord, sim: Sim) -> bool:
+        return False
+
+    def reserved_idle_gpus(self, sim: Sim) -> int:
+        return 0
+
+
+BASELINE = KueueExact.name
+POLICIES: dict[str, Callable[[], Policy]] = {BASELINE: KueueExact}
+
+
+def available() -> list[str]:
+    """The policy names the command line offers, the baseline first."""
+    return list(POLICIES)
