@@ -140,6 +140,7 @@ class Sim:
         self.records: list[JobRecord] = []  # every job that arrived, in arrival order
         self.totals = Totals()
         self.placements = 0  # engine calls
+        self.starts = 0  # runs started (an evicted job starts again)
         self.samples: list[Sample] | None = [] if record else None
         self._jobs: Iterator[Job] = iter(jobs)
         self._events: list[tuple[float, int, int, int, JobRecord | Job]] = []
@@ -168,7 +169,7 @@ class Sim:
         count = 0
         for rec in victims:
             assert rec.started is not None, f"{rec.key} is not running"
-            self._advance_run_end(rec)
+            self._end_run(rec)
             self.totals.lost += self._in_window_gpu_hours(rec, rec.started, self.now)
             rec.started = None
             rec.evictions += 1
@@ -307,29 +308,47 @@ class Sim:
         entries = tuple(
             UsageEntry(FLAVOR, assignment, per_pod[name], name) for name, assignment in placed.assignments().items()
         )
-        self.capacity.set_workload_usage(rec.key, entries)
+        self._charge(rec, entries)
         self._dequeue_time(rec)
         rec.started = self.now
+        self.starts += 1
         self.used += rec.job.gpus
         self.running[rec.job.id] = rec
-        heapq.heappush(self._events, (self.now + rec.job.runtime, next(self._seq), _FINISH, rec.run_id, rec))
+        heapq.heappush(self._events, (self._run_ends_at(rec), next(self._seq), _FINISH, rec.run_id, rec))
         return True
+
+    # The seams below are methods so that the tests can break one in a subclass and see their
+    # bookkeeping checks fail.
+
+    def _charge(self, rec: JobRecord, entries: tuple[UsageEntry, ...]) -> None:
+        """Hold the decided assignment in the model, as for a workload observed admitted."""
+        self.capacity.set_workload_usage(rec.key, entries)
+
+    def _release(self, rec: JobRecord) -> None:
+        self.capacity.remove_workload_usage(rec.key)
+
+    def _run_ends_at(self, rec: JobRecord) -> float:
+        return self.now + rec.job.runtime
+
+    def _freed(self) -> None:
+        """Capacity was freed: the bounds and every remembered "does not fit" may be wrong now."""
+        self._bound.stale()
+        self._failed.clear()
 
     def _check_skip(self, rec: JobRecord, closed: tuple[Domain, ...] = ()) -> None:
         if self._check_skips and place_workload(rec.requests, self.capacity, closed=closed).fits:
             raise AssertionError(f"{rec.key} was skipped at {self.now:.3f} h but the engine places it")
 
-    def _advance_run_end(self, rec: JobRecord) -> None:
+    def _end_run(self, rec: JobRecord) -> None:
         """End ``rec``'s current run now: out of the model, its GPUs free again."""
         assert rec.started is not None
-        self.capacity.remove_workload_usage(rec.key)
+        self._release(rec)
         self.used -= rec.job.gpus
         del self.running[rec.job.id]
         rec.runs.append((rec.started, self.now))
-        self._bound.stale()
-        self._failed.clear()  # capacity was freed: a remembered "does not fit" may be wrong now
+        self._freed()
 
     def _finish(self, rec: JobRecord) -> None:
-        self._advance_run_end(rec)
+        self._end_run(rec)
         rec.started = None
         rec.finished = self.now
