@@ -143,7 +143,7 @@ def test_each_check_catches_its_broken_bookkeeping(small: Shape, broken: type[Si
 def test_a_skip_the_engine_would_have_placed_is_caught(small: Shape) -> None:
     """The cuts (free total, per-domain bounds, "did not fit since the last change") only skip
     what the engine refuses: checked on every skip above, and failing when the memory is stale."""
-    with pytest.raises(AssertionError, match="was skipped at .* but the engine places it"):
+    with pytest.raises(AssertionError, match=r"was skipped at .* but the engine places it"):
         finished_run(small, NeverRetries)
 
 
