@@ -234,6 +234,11 @@ class LiveCapacity:
     def holds(self, key: str) -> bool:
         return key in self._committed or key in self._assumed
 
+    def entries(self, key: str) -> tuple[UsageEntry, ...]:
+        """Everything held for ``key``: its committed, assumed, extra and fenced usage (where a
+        preemption would free capacity by evicting it)."""
+        return self._held(key)
+
     def assumes(self, key: str) -> bool:
         """A decision for ``key`` holds capacity that no Ready entry has confirmed yet."""
         return key in self._assumed

@@ -36,6 +36,7 @@ import pydantic
 from kueue_tas.api.quantity import QuantityError
 from kueue_tas.api.workload import PodSetTopologyRequestModel
 from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.rules import UsageEntry
 from kueue_tas.capacity.workload_scope import leaves_the_domain, workload_scope
 from kueue_tas.topology.admitted import place_options
 from kueue_tas.topology.assignment import TopologyAssignment
@@ -255,6 +256,16 @@ class WorkloadPlacement:
 
     def assignments(self) -> dict[str, TopologyAssignment]:
         return {n: r.assignment for n, r in self.results.items() if r.assignment is not None}
+
+    def usage(self, requests: WorkloadRequests) -> tuple[UsageEntry, ...]:
+        """What holding this placement charges the model: one entry per placed PodSet, with its
+        per-pod requests, named for the PodSet whose pods will fill its slots (as a decision's)."""
+        per_pod = {r.name: (ps.flavor, r.requests) for ps, r in requests.podsets}
+        return tuple(
+            UsageEntry(per_pod[name][0], assignment, dict(per_pod[name][1]), name)
+            for name, assignment in self.assignments().items()
+            if name in per_pod
+        )
 
 
 def place_workload(

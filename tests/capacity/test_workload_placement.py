@@ -9,9 +9,8 @@ from typing import Any
 
 import builders as mk
 import pytest
+from placement_inputs import PREFIX, capacity_of, inputs, requests_of
 
-from kueue_tas.api.kinds import parse_object
-from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import UsageEntry
 from kueue_tas.capacity.workload_placement import (
     BadGroups,
@@ -20,34 +19,10 @@ from kueue_tas.capacity.workload_placement import (
     InvalidRequest,
     LevelRefused,
     PodSetInput,
-    WorkloadRequests,
     place_workload,
     workload_requests,
 )
-from kueue_tas.cli.planner import Planner
 from kueue_tas.topology.assignment import DomainAssignment, TopologyAssignment
-
-PREFIX = "kueue-tas.io/"
-
-
-def capacity_of(*objects: dict[str, Any]) -> LiveCapacity:
-    """The controller's capacity model of the default plan cluster: 2 blocks x 2 racks x 2 hosts
-    of 4 GPUs, plus ``objects``."""
-    parsed = [parse_object(o) for o in [*mk.kueue_objects(), *mk.grid_nodes(), *objects]]
-    planner = Planner([p for p in parsed if p is not None])
-    planner.snapshot("gpu", "test")
-    return planner.capacity
-
-
-def inputs(count: int = 8, annotations: dict[str, str] | None = None, name: str = "main") -> PodSetInput:
-    template = mk.pod_template({mk.REQUIRED: mk.RACK} if annotations is None else annotations, gpus=1)
-    return PodSetInput(name, count, template, "gpu")
-
-
-def requests_of(capacity: LiveCapacity, *podsets: PodSetInput, scope: dict[str, str] | None = None) -> WorkloadRequests:
-    got = workload_requests(podsets, capacity, prefix=PREFIX, workload_annotations=scope)
-    assert isinstance(got, WorkloadRequests), got
-    return got
 
 
 def racks(placed: Any, name: str = "main") -> set[str]:
