@@ -6,8 +6,11 @@ at three points, so a policy never places anything by itself:
 
 * ``begin_pass``: before each pass over the queue (a reservation policy updates its
   reservations here);
-* ``closed``: the domains hidden from the engine for this job's placement (a reservation
-  hides the reserved domain from everyone the reservation does not let in);
+* ``place``: the job's placement, through the product's pipeline (a reservation hides the
+  reserved domain from everyone the reservation does not let in); ``memo_key``: jobs with
+  equal keys get the same answer from ``place`` until capacity is freed or the policy calls
+  ``Sim.invalidate`` (the simulator then skips asking again; None: never the same);
+  ``started``: the job was placed;
 * ``blocked``: the job did not fit; a preemption policy may evict running jobs
   (``Sim.evict``) and answer True to have the job tried again at once.
 
@@ -22,10 +25,10 @@ and ``kueue_tas.capacity.preemption``); until those exist the simulator offers o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Protocol
 
-from kueue_tas.capacity.workload_placement import Domain
+from kueue_tas.capacity.workload_placement import WorkloadPlacement, place_workload
 
 if TYPE_CHECKING:
     from .sim import JobRecord, Sim
@@ -36,7 +39,11 @@ class Policy(Protocol):
 
     def begin_pass(self, sim: Sim) -> None: ...
 
-    def closed(self, job: JobRecord, sim: Sim) -> Collection[Domain]: ...
+    def place(self, job: JobRecord, sim: Sim) -> WorkloadPlacement: ...
+
+    def memo_key(self, job: JobRecord) -> Hashable: ...
+
+    def started(self, job: JobRecord, placement: WorkloadPlacement, sim: Sim) -> None: ...
 
     def blocked(self, job: JobRecord, sim: Sim) -> bool: ...
 
@@ -51,8 +58,14 @@ class KueueExact:
     def begin_pass(self, sim: Sim) -> None:
         return None
 
-    def closed(self, job: JobRecord, sim: Sim) -> Collection[Domain]:
-        return ()
+    def place(self, job: JobRecord, sim: Sim) -> WorkloadPlacement:
+        return place_workload(job.requests, sim.capacity)
+
+    def memo_key(self, job: JobRecord) -> Hashable:
+        return job.signature
+
+    def started(self, job: JobRecord, placement: WorkloadPlacement, sim: Sim) -> None:
+        return None
 
     def blocked(self, job: JobRecord, sim: Sim) -> bool:
         return False

@@ -9,12 +9,14 @@ evicted. The simulator keeps its own count of GPUs in use only to skip jobs larg
 is free in total (they cannot fit), and the tests check that count against the model.
 
 The queue: waiting jobs in order of priority (higher first), then arrival; each pass tries them
-in that order, and one that does not fit is skipped, so smaller jobs behind it may start (what
-starves big jobs). A pass runs after every event time (arrivals, finishes); a placement is not
-asked again while its answer cannot have changed: a request that did not fit (with the same
-closed domains) is remembered as not fitting until capacity is freed (a finish, an eviction)
-or the policy says its domains changed (``invalidate``). Capacity only shrinks in between, so
-the engine would answer no again.
+in that order (``Policy.place``: the product's placement, as the policy calls it), and one that
+does not fit is skipped, so smaller jobs behind it may start (what starves big jobs). A pass
+runs after every event time (arrivals, finishes). A placement is not asked again while its
+answer cannot have changed: a request that did not fit is remembered as not fitting until
+capacity is freed (a finish, an eviction) or the policy says what it hides changed
+(``invalidate``); capacity only shrinks in between, so the engine would answer no again. What
+counts as "the same request" is the policy's to say (``Policy.memo_key``). A job larger than
+what any domain of its level has free (``bounds``) is not asked about at all.
 
 Times are hours. The measured window is ``[start, end)``: time-averaged figures integrate over it,
 job figures cover the jobs that arrive in it.
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from kueue_tas.api.constants import (
@@ -34,7 +36,6 @@ from kueue_tas.api.constants import (
 )
 from kueue_tas.capacity.rules import UsageEntry
 from kueue_tas.capacity.workload_placement import (
-    Domain,
     PodSetInput,
     WorkloadRequests,
     place_workload,
@@ -146,7 +147,7 @@ class Sim:
         self._events: list[tuple[float, int, int, int, JobRecord | Job]] = []
         self._seq = itertools.count()
         self._requests: dict[Signature, WorkloadRequests] = {}
-        self._failed: set[tuple[Signature, frozenset[object]]] = set()
+        self._failed: set[Hashable] = set()
         self._measured_waiting = 0
         self._stop_when_measured = stop_when_measured
         self._evicted: list[JobRecord] = []
@@ -293,28 +294,28 @@ class Sim:
                 self._enqueue(rec)
 
     def _try(self, rec: JobRecord) -> bool:
-        """Place ``rec`` through the pipeline; start it when it fits."""
-        closed = tuple(self.policy.closed(rec, self))
-        memo = (rec.signature, frozenset(closed))
-        if memo in self._failed or not self._bound.may_fit(*rec.signature):
-            self._check_skip(rec, closed)
+        """Place ``rec`` through the policy (the pipeline); start it when it fits."""
+        if not self._bound.may_fit(*rec.signature):
+            self._check_skip(rec)
+            return False
+        memo = self.policy.memo_key(rec)
+        if memo is not None and memo in self._failed:
+            self._check_skip(rec, by_policy=True)
             return False
         self.placements += 1
-        placed = place_workload(rec.requests, self.capacity, closed=closed)
+        placed = self.policy.place(rec, self)
         if not placed.fits:
-            self._failed.add(memo)
+            if memo is not None:
+                self._failed.add(memo)
             return False
-        per_pod = {ps.name: dict(request.requests) for ps, request in rec.requests.podsets}
-        entries = tuple(
-            UsageEntry(FLAVOR, assignment, per_pod[name], name) for name, assignment in placed.assignments().items()
-        )
-        self._charge(rec, entries)
+        self._charge(rec, placed.usage(rec.requests))
         self._dequeue_time(rec)
         rec.started = self.now
         self.starts += 1
         self.used += rec.job.gpus
         self.running[rec.job.id] = rec
         heapq.heappush(self._events, (self._run_ends_at(rec), next(self._seq), _FINISH, rec.run_id, rec))
+        self.policy.started(rec, placed, self)
         return True
 
     # The seams below are methods so that the tests can break one in a subclass and see their
@@ -335,8 +336,11 @@ class Sim:
         self._bound.stale()
         self._failed.clear()
 
-    def _check_skip(self, rec: JobRecord, closed: tuple[Domain, ...] = ()) -> None:
-        if self._check_skips and place_workload(rec.requests, self.capacity, closed=closed).fits:
+    def _check_skip(self, rec: JobRecord, by_policy: bool = False) -> None:
+        """A cut by free capacity must hold for the engine itself, a remembered answer for the policy."""
+        if not self._check_skips:
+            return
+        if (self.policy.place(rec, self) if by_policy else place_workload(rec.requests, self.capacity)).fits:
             raise AssertionError(f"{rec.key} was skipped at {self.now:.3f} h but the engine places it")
 
     def _end_run(self, rec: JobRecord) -> None:

@@ -10,7 +10,7 @@ import itertools
 import json
 import math
 import random
-from collections.abc import Collection
+from collections.abc import Hashable
 
 import pytest
 
@@ -22,7 +22,7 @@ from benchmarks.quality.shapes import BLOCK, FLAVOR, GPU, HOST, RACK, Shape
 from benchmarks.quality.sim import JobRecord, Sim
 from benchmarks.quality.trace import LARGE, MEDIUM, SMALL, Job, arrivals
 from kueue_tas.capacity.rules import UsageEntry
-from kueue_tas.capacity.workload_placement import Domain
+from kueue_tas.capacity.workload_placement import Domain, WorkloadPlacement, place_workload
 
 HOURS = 24.0
 
@@ -150,9 +150,12 @@ def test_a_skip_the_engine_would_have_placed_is_caught(small: Shape) -> None:
 class RandomlyClosed(KueueExact):
     """Closes a rack chosen by an unseeded generator: runs no longer repeat."""
 
-    def closed(self, job: JobRecord, sim: Sim) -> Collection[Domain]:
+    def place(self, job: JobRecord, sim: Sim) -> WorkloadPlacement:
         rack = random.randrange(sim.shape.racks_per_block)
-        return (Domain(FLAVOR, RACK, ("b0", f"b0-r{rack}")),)
+        return place_workload(job.requests, sim.capacity, closed=[Domain(FLAVOR, RACK, ("b0", f"b0-r{rack}"))])
+
+    def memo_key(self, job: JobRecord) -> Hashable:
+        return None  # an answer holds for nothing else
 
 
 def test_the_same_seed_gives_the_same_figures(small: Shape) -> None:
