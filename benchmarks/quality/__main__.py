@@ -18,7 +18,8 @@ import time
 from dataclasses import asdict
 
 from .figures import RunFigures
-from .policies import BASELINE, available
+from .policies import BASELINE
+from .registry import available
 from .report import document, table
 from .run import Settings, simulate
 from .shapes import SHAPES

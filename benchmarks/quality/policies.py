@@ -10,7 +10,7 @@ at three points, so a policy never places anything by itself:
   reserved domain from everyone the reservation does not let in); ``memo_key``: jobs with
   equal keys get the same answer from ``place`` until capacity is freed or the policy calls
   ``Sim.invalidate`` (the simulator then skips asking again; None: never the same);
-  ``started``: the job was placed;
+  ``started`` / ``ended``: the job was placed / finished or was evicted;
 * ``blocked``: the job did not fit; a preemption policy may evict running jobs
   (``Sim.evict``) and answer True to have the job tried again at once.
 
@@ -18,14 +18,13 @@ at three points, so a policy never places anything by itself:
 the figure of that name.
 
 ``kueue-exact`` is Kueue's placement as it is: nothing closed, no eviction. Reservation and
-topology-driven preemption call the product's policy modules (``kueue_tas.capacity.reservation``
-and ``kueue_tas.capacity.preemption``); until those exist the simulator offers only
-``kueue-exact`` (``available``).
+topology-driven preemption (``topology_policies``) call the product's policy modules
+(``kueue_tas.capacity.reservation`` and ``kueue_tas.capacity.preemption``); ``registry`` names them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Protocol
 
 from kueue_tas.capacity.workload_placement import WorkloadPlacement, place_workload
@@ -44,6 +43,8 @@ class Policy(Protocol):
     def memo_key(self, job: JobRecord) -> Hashable: ...
 
     def started(self, job: JobRecord, placement: WorkloadPlacement, sim: Sim) -> None: ...
+
+    def ended(self, job: JobRecord, sim: Sim) -> None: ...
 
     def blocked(self, job: JobRecord, sim: Sim) -> bool: ...
 
@@ -67,6 +68,9 @@ class KueueExact:
     def started(self, job: JobRecord, placement: WorkloadPlacement, sim: Sim) -> None:
         return None
 
+    def ended(self, job: JobRecord, sim: Sim) -> None:
+        return None
+
     def blocked(self, job: JobRecord, sim: Sim) -> bool:
         return False
 
@@ -75,9 +79,3 @@ class KueueExact:
 
 
 BASELINE = KueueExact.name
-POLICIES: dict[str, Callable[[], Policy]] = {BASELINE: KueueExact}
-
-
-def available() -> list[str]:
-    """The policy names the command line offers, the baseline first."""
-    return list(POLICIES)

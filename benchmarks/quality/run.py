@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from .figures import RunFigures, run_figures
-from .policies import POLICIES
+from .registry import POLICIES
 from .shapes import Shape
 from .sim import Sim
 from .trace import DEFAULT_MIX, JobMix, arrivals

@@ -142,6 +142,7 @@ class Sim:
         self.totals = Totals()
         self.placements = 0  # engine calls
         self.starts = 0  # runs started (an evicted job starts again)
+        self.version = 0  # counts starts and ends: an answer found at one version holds until the next
         self.samples: list[Sample] | None = [] if record else None
         self._jobs: Iterator[Job] = iter(jobs)
         self._events: list[tuple[float, int, int, int, JobRecord | Job]] = []
@@ -312,6 +313,7 @@ class Sim:
         self._dequeue_time(rec)
         rec.started = self.now
         self.starts += 1
+        self.version += 1
         self.used += rec.job.gpus
         self.running[rec.job.id] = rec
         heapq.heappush(self._events, (self._run_ends_at(rec), next(self._seq), _FINISH, rec.run_id, rec))
@@ -350,7 +352,9 @@ class Sim:
         self.used -= rec.job.gpus
         del self.running[rec.job.id]
         rec.runs.append((rec.started, self.now))
+        self.version += 1
         self._freed()
+        self.policy.ended(rec, self)
 
     def _finish(self, rec: JobRecord) -> None:
         self._end_run(rec)
