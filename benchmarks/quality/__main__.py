@@ -103,8 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                 by_policy.setdefault(policy, []).append(fig)
                 print(
                     f"[{name} {policy} seed {seed}] {fig.sim_hours:.0f} simulated h in {fig.wall_s:.1f} s "
-                    f"({60 * fig.sim_hours / fig.wall_s:.0f} h per wall minute), {fig.values['jobs']:.0f} jobs "
-                    f"measured, {fig.placements:,} engine calls",
+                    f"({60 * fig.sim_hours / fig.wall_s:.0f} h per wall minute; CPU {fig.cpu_s:.1f} s, "
+                    f"{60 * fig.sim_hours / max(fig.cpu_s, 1e-9):.0f} h per CPU minute), "
+                    f"{fig.values['jobs']:.0f} jobs measured, {fig.placements:,} placements",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(table(title, by_policy) + "\n", flush=True)
     wall = time.perf_counter() - began
-    print(f"wall time: {wall:.0f} s", flush=True)
+    print(f"wall time: {wall:.0f} s (CPU {sum(r.cpu_s for r in runs):.0f} s)", flush=True)
     if args.json:
         out = document({**asdict(settings), "seeds": args.seeds, "wall_s": wall}, runs)
         text = json.dumps(out, indent=2)

@@ -56,6 +56,7 @@ class RunFigures:
     values: dict[str, float] = field(default_factory=dict)
     sim_hours: float = 0.0  # simulated, warm-up and drain included
     wall_s: float = 0.0
+    cpu_s: float = 0.0  # this process's CPU time (the machine may be shared)
     placements: int = 0  # engine calls
 
 

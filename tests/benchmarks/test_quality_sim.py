@@ -16,7 +16,8 @@ import pytest
 
 from benchmarks.quality.__main__ import main
 from benchmarks.quality.figures import run_figures
-from benchmarks.quality.policies import KueueExact
+from benchmarks.quality.policies import BASELINE, KueueExact
+from benchmarks.quality.registry import POLICIES
 from benchmarks.quality.run import Settings, simulate
 from benchmarks.quality.shapes import BLOCK, FLAVOR, GPU, HOST, RACK, Shape
 from benchmarks.quality.sim import JobRecord, Sim
@@ -53,12 +54,21 @@ def faults(sim: Sim) -> set[str]:
     return found
 
 
-def finished_run(shape: Shape, cls: type[Sim] = Sim, seed: int = 5, check_skips: bool = True) -> Sim:
-    """``HOURS`` of the seeded trace, then no more arrivals, run until nothing is left;
-    ``check_skips``: every job the cuts skip is checked against the engine."""
-    jobs = itertools.takewhile(lambda j: j.arrival < HOURS, arrivals(shape, seed, load=1.2))
+def finished_run(
+    shape: Shape, cls: type[Sim] = Sim, seed: int = 5, check_skips: bool = True, policy: str = BASELINE
+) -> Sim:
+    """``HOURS`` of the seeded trace (large jobs at a higher priority), then no more arrivals,
+    run until nothing is left; ``check_skips``: every job the cuts skip is checked against the
+    engine (or the policy's placement, for a remembered answer)."""
+    jobs = itertools.takewhile(lambda j: j.arrival < HOURS, arrivals(shape, seed, load=1.2, priorities=True))
     sim = cls(
-        shape, KueueExact(), jobs, window=(0.0, HOURS), stop_when_measured=False, record=True, check_skips=check_skips
+        shape,
+        POLICIES[policy](),
+        jobs,
+        window=(0.0, HOURS),
+        stop_when_measured=False,
+        record=True,
+        check_skips=check_skips,
     )
     sim.run()
     return sim
@@ -91,6 +101,16 @@ def test_the_simulator_keeps_its_books(small: Shape) -> None:
     assert len(sim.records) > 40 and sim.starts == len(sim.records)
     assert max(s.waiting for s in sim.samples or ()) > 0  # the trace does make jobs wait
     assert faults(sim) == set()
+
+
+@pytest.mark.parametrize("policy", [p for p in POLICIES if p != BASELINE])
+def test_every_policy_keeps_the_books(small: Shape, policy: str) -> None:
+    """The same checks with reservations and evictions: an evicted job's runs add up to more
+    than its runtime, but its last run is whole, and the model holds exactly what runs."""
+    sim = finished_run(small, seed=11, policy=policy)
+    assert faults(sim) == set()
+    if policy != "reserve":
+        assert sum(r.evictions for r in sim.records) > 0  # the check covered evictions
 
 
 class ChargesNothing(Sim):
@@ -184,8 +204,9 @@ def test_the_command_prints_the_table_and_writes_json(tmp_path: object, capsys: 
     assert "[B kueue-exact seed 2]" in printed.err
     with open(out) as f:
         doc = json.load(f)
-    assert [r["seed"] for r in doc["runs"]] == [1, 2]
+    assert [(r["policy"], r["seed"]) for r in doc["runs"]] == [(p, s) for p in POLICIES for s in (1, 2)]
     assert doc["summary"]["B"]["kueue-exact"]["utilisation_pct"]["ratio"]["median"] == 1.0
+    assert "| reserve / kueue-exact |" in printed.out
 
 
 def test_unknown_shapes_and_policies_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
