@@ -104,7 +104,7 @@ def run_figures(sim: Sim, policy: str, seed: int) -> RunFigures:
         values[f"p50_wait_{size}"] = _percentile(minutes, 50)
         values[f"p95_wait_{size}"] = _percentile(minutes, 95)
         values[f"room_{size}"] = 100 * statistics.fmean(room[size]) if room[size] else math.nan
-    return RunFigures(sim.shape.name, policy, seed, values, sim.now, 0.0, sim.placements)
+    return RunFigures(sim.shape.name, policy, seed, values, sim_hours=sim.now, placements=sim.placements)
 
 
 @dataclass(frozen=True, slots=True)

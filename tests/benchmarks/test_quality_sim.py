@@ -206,6 +206,7 @@ def test_the_command_prints_the_table_and_writes_json(tmp_path: object, capsys: 
         doc = json.load(f)
     assert [(r["policy"], r["seed"]) for r in doc["runs"]] == [(p, s) for p in POLICIES for s in (1, 2)]
     assert doc["summary"]["B"]["kueue-exact"]["utilisation_pct"]["ratio"]["median"] == 1.0
+    assert all(r["placements"] > 0 and r["cpu_s"] > 0 and r["sim_hours"] >= 3 for r in doc["runs"])
     assert "| reserve / kueue-exact |" in printed.out
 
 
