@@ -3,6 +3,7 @@
     .venv/bin/python -m benchmarks.quality [--shape A|B|C|all] [--policy NAME|all] [--seeds 1,2,3]
                                            [--hours 300] [--warmup 48] [--load 0.9] [--no-runtimes]
                                            [--priorities] [--json FILE]
+    .venv/bin/python -m benchmarks.quality --report FILE [FILE ...]
 
 Prints one Markdown table per shape (median over seeds [lowest-highest], and each policy's
 ratios to kueue-exact on the same seeds), each run's wall time and speed on stderr, and the
@@ -13,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from dataclasses import asdict
+from typing import Any
 
 from .figures import RunFigures
 from .policies import BASELINE
@@ -73,6 +76,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--json", default=None, help="also write every run's figures and the summaries to FILE (- for stdout)"
     )
+    p.add_argument(
+        "--report",
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="simulate nothing: print the tables of the runs these --json files hold (same settings), side by side",
+    )
     args = p.parse_args(argv)
     try:
         args.shapes = _names(args.shape, list(SHAPES), "shape")
@@ -88,8 +98,52 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _title(shape: str, seeds: list[int], settings: dict[str, Any]) -> str:
+    return (
+        f"{SHAPES[shape].about if shape in SHAPES else shape}; seeds {','.join(map(str, seeds))}; "
+        f"{settings['hours']:g} h after {settings['warmup']:g} h warm-up; load {settings['load']:g}; "
+        f"runtimes {'declared' if settings['runtimes'] else 'not declared'}"
+        f"{'; large jobs at higher priority' if settings['priorities'] else ''}"
+    )
+
+
+def report(files: list[str]) -> int:
+    """The tables of runs saved by ``--json`` (several runs of one experiment, e.g. one per seed)."""
+    runs: list[RunFigures] = []
+    settings: dict[str, Any] | None = None
+    same = ("hours", "warmup", "load", "runtimes", "priorities", "mix")
+    for name in files:
+        try:
+            with open(name) as f:
+                doc = json.load(f)
+            mine = {k: doc["settings"][k] for k in same}
+            loaded = [
+                RunFigures(**{**r, "values": {k: math.nan if v is None else v for k, v in r["values"].items()}})
+                for r in doc["runs"]
+            ]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(
+                f"python -m benchmarks.quality: error: --report {name}: not a --json file ({exc})"
+            ) from None
+        if settings is not None and mine != settings:
+            raise SystemExit(f"python -m benchmarks.quality: error: --report {name}: other settings than {files[0]}")
+        settings = mine
+        runs += loaded
+    assert settings is not None
+    for shape in dict.fromkeys(r.shape for r in runs):
+        by_policy: dict[str, list[RunFigures]] = {}
+        for r in sorted((r for r in runs if r.shape == shape), key=lambda r: r.seed):
+            by_policy.setdefault(r.policy, []).append(r)
+        order = [BASELINE, *(p for p in by_policy if p != BASELINE)]
+        seeds = sorted({r.seed for r in runs if r.shape == shape})
+        print(table(_title(shape, seeds, settings), {p: by_policy[p] for p in order if p in by_policy}) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.report:
+        return report(args.report)
     settings = Settings(args.hours, args.warmup, args.load, not args.no_runtimes, args.priorities)
     began = time.perf_counter()
     runs: list[RunFigures] = []
@@ -109,12 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                     file=sys.stderr,
                     flush=True,
                 )
-        title = (
-            f"{shape.about}; seeds {','.join(map(str, args.seeds))}; {settings.hours:g} h after {settings.warmup:g} h "
-            f"warm-up; load {settings.load:g}; runtimes {'declared' if settings.runtimes else 'not declared'}"
-            f"{'; large jobs at higher priority' if settings.priorities else ''}"
-        )
-        print(table(title, by_policy) + "\n", flush=True)
+        print(table(_title(name, args.seeds, asdict(settings)), by_policy) + "\n", flush=True)
     wall = time.perf_counter() - began
     print(f"wall time: {wall:.0f} s (CPU {sum(r.cpu_s for r in runs):.0f} s)", flush=True)
     if args.json:

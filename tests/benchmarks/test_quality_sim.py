@@ -207,6 +207,12 @@ def test_the_command_prints_the_table_and_writes_json(tmp_path: object, capsys: 
     assert [(r["policy"], r["seed"]) for r in doc["runs"]] == [(p, s) for p in POLICIES for s in (1, 2)]
     assert doc["summary"]["B"]["kueue-exact"]["utilisation_pct"]["ratio"]["median"] == 1.0
     assert all(r["placements"] > 0 and r["cpu_s"] > 0 and r["sim_hours"] >= 3 for r in doc["runs"])
+    # Runs saved one seed per file print as one table again.
+    other = f"{tmp_path}/seed3.json"
+    assert main(["--shape", "B", "--seeds", "3", "--hours", "2", "--warmup", "1", "--json", other]) == 0
+    capsys.readouterr()
+    assert main(["--report", out, other]) == 0
+    assert "seeds 1,2,3;" in capsys.readouterr().out
     assert "| reserve / kueue-exact |" in printed.out
 
 
