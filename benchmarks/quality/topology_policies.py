@@ -3,7 +3,11 @@
 and both.
 
 * ``reserve``: before each pass, reservations whose holder started or that expired end, and
-  ``due_reservations`` adds new ones (oldest fragmented waiter first); every placement is
+  ``due_reservations`` adds new ones. It is handed the waiting jobs one at a time in queue order
+  (priority, then arrival), skipping those whose GPUs are not free in total (they cannot be
+  fragmented) and those it refused since the last start or end: the module's own order, oldest
+  first, whenever priorities are equal and nobody was evicted (an evicted job waits since its
+  eviction but keeps its place in the queue). Every placement is
   ``place_respecting`` (reserved domains closed to others, but for backfill and entrants that
   leave the holder room). Occupants' expected ends are their start plus their declared
   maximum runtime (none with ``--no-runtimes``).
