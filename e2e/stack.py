@@ -11,8 +11,9 @@ reading their Workloads in ``e2e.workloads``, their pods in ``e2e.pods``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from e2e.kube import KUEUE_GROUP, Kube, as_body, eventually
+from e2e.kube import KUEUE_GROUP, KUEUE_VERSION, Kube, as_body, eventually
 from e2e.nodes import GPU, POOL_LABEL, NodePool, is_ready
 from kueue_tas.api.constants import HOSTNAME_LABEL
 
@@ -84,3 +85,60 @@ async def add_node(kube: Kube, pool: NodePool, block: int, rack: int, host: int,
 
     await eventually(f"node {name} Ready", ready, timeout_s)
     return name
+
+
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+async def priority_stack(
+    kube: Kube,
+    namespace: str,
+    controller_name: str,
+    pool: NodePool,
+    *,
+    gpu_quota: int,
+    annotations: dict[str, str] | None = None,
+) -> TasStack:
+    """As ``tas_stack``, but the ClusterQueue's GPU quota is ``gpu_quota``, it preempts lower
+    priorities within itself, and carries ``annotations``; WorkloadPriorityClasses ``low-<u>``
+    (10) and ``high-<u>`` (1000) for ``prioritised``."""
+    u = pool.name
+    s = TasStack(namespace, pool, f"topo-{u}", f"rf-{u}", f"ac-{u}", f"cq-{u}")
+    await kube.create_nodes(pool)
+    await kube.create_topology(s.topology, pool.level_labels())
+    await kube.create_resource_flavor(s.flavor, node_labels={POOL_LABEL: pool.name})
+    await kube.create_admission_check(
+        s.check, controller_name, {"apiGroup": KUEUE_GROUP, "kind": "Topology", "name": s.topology}
+    )
+    for name, value in ((f"low-{u}", 10), (f"high-{u}", 1000)):
+        body = {
+            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        await kube.create_cluster_object(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", body)
+    resources = ["cpu", "memory", GPU]
+    quota = {"cpu": "100000", "memory": "1000Ti", GPU: str(gpu_quota)}
+    flavor_quota = {"name": s.flavor, "resources": [{"name": r, "nominalQuota": quota[r]} for r in resources]}
+    cq: dict[str, Any] = {
+        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+        "kind": "ClusterQueue",
+        "metadata": {"name": s.cluster_queue, **({"annotations": annotations} if annotations else {})},
+        "spec": {
+            "namespaceSelector": {},
+            "preemption": {"withinClusterQueue": "LowerPriority"},
+            "resourceGroups": [{"coveredResources": resources, "flavors": [flavor_quota]}],
+            "admissionChecksStrategy": {"admissionChecks": [{"name": s.check, "onFlavors": [s.flavor]}]},
+        },
+    }
+    await kube.create_cluster_object(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", cq)
+    await kube.wait_cluster_queue_active(s.cluster_queue, timeout_s=60)
+    await kube.create_local_queue(namespace, s.local_queue, s.cluster_queue)
+    return s
+
+
+def prioritised(body: dict[str, Any], priority_class: str) -> dict[str, Any]:
+    """A Job or JobSet with Kueue's priority-class label."""
+    body["metadata"].setdefault("labels", {})[PRIORITY_LABEL] = priority_class
+    return body

@@ -7,7 +7,8 @@ informers, for tests that bring their own nodes or configuration."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -70,6 +71,8 @@ class Writes:
     annotation_writes: list[dict[str, str]] = field(default_factory=list)  # every key of each write
     gated: list[set[str]] = field(default_factory=list)
     wait_starts: list[str] = field(default_factory=list)
+    holds: list[str] = field(default_factory=list)
+    marks: list[dict[str, str]] = field(default_factory=list)  # every write_marks, in order
     # The next annotation / entry write raises this (once) instead of being recorded.
     fail_annotation: Exception | None = None
     fail_check: Exception | None = None
@@ -102,6 +105,12 @@ class Writes:
     async def write_wait_start(self, workload: Workload, stamp: str) -> Workload:
         self.wait_starts.append(stamp)
         return written(workload, {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp})
+
+    async def write_marks(self, workload: Workload, values: Mapping[str, str]) -> Workload:
+        if c.PREEMPTION_HOLD_ANNOTATION in values:
+            self.holds.append(values[c.PREEMPTION_HOLD_ANNOTATION])
+        self.marks.append(dict(values))
+        return written(workload, dict(values))
 
 
 def written(workload: Workload, annotations: dict[str, str]) -> Workload:
@@ -177,15 +186,16 @@ def wire(
     events: EventSink | None = None,
     owners: OwnerReader | None = None,
     wall: Callable[[], datetime] | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> Harness:
     """The reconciler over empty informers (no nodes, Topology, flavor, check or queue yet), its
     capacity model building ``snapshot_class`` snapshots. ``writer`` / ``events``: what it
     writes through instead of the recording fakes (``Harness.writes`` is ``writer`` when that is
     a :class:`Writes`)."""
-    settings = Settings(leader_election=False)
+    knobs = Settings(leader_election=False, **(settings or {}))
     metrics = Metrics()
-    informers = SharedInformers.register(Manager(None, settings, metrics), settings.annotation_prefix)
-    checks = OurChecks(informers.checks.store, settings.controller_name)
+    informers = SharedInformers.register(Manager(None, knobs, metrics), knobs.annotation_prefix)
+    checks = OurChecks(informers.checks.store, knobs.controller_name)
     capacity = LiveCapacity(gates, snapshot_class=snapshot_class)
     cache = CapacityCache(capacity, informers, checks)
     writes = writer if isinstance(writer, Writes) else Writes()
@@ -196,7 +206,7 @@ def wire(
             checks=checks,
             events=recorded if events is None else events,
             metrics=metrics,
-            settings=settings,
+            settings=knobs,
             gates=gates,
         ),
         capacity=capacity,
@@ -204,8 +214,9 @@ def wire(
         writer=writes if writer is None else writer,
         clock=lambda: now[0],
         workload_annotations=WorkloadAnnotations(owners or NoOwnerReader()),
-        **({"wall": wall} if wall is not None else {}),
     )
+    if wall is not None:
+        ctx = dataclasses.replace(ctx, wall=wall)
     admission = WorkloadAdmission(ctx, decided=lambda: decided.__setitem__(0, decided[0] + 1))
     return Harness(ctx, admission, writes, recorded, now, decided)
 
@@ -228,9 +239,11 @@ def harness(
     events: EventSink | None = None,
     owners: OwnerReader | None = None,
     wall: Callable[[], datetime] | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> Harness:
-    """``wire`` over the four hosts and ``configure``; ``wall``: the time of day it reads."""
-    h = wire(writer=writer, events=events, owners=owners, wall=wall)
+    """``wire`` over the four hosts and ``configure``; ``wall``: the time of day it reads;
+    ``settings``: fields of ``Settings`` other than their defaults."""
+    h = wire(writer=writer, events=events, owners=owners, wall=wall, settings=settings)
     for n, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2"), ("h4", "r2")):
         h.informers.nodes.handle_event(
             "ADDED", mk.node(n, labels={RACK: rack, "pool": "gpu"}, allocatable=ALLOCATABLE, resource_version="1")

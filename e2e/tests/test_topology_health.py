@@ -37,7 +37,6 @@ from e2e.tests.test_cli_live import cli
 from kueue_tas.api.constants import HOSTNAME_LABEL
 
 NOT_ENFORCED = "; placement not enforced. "
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 JOB_NAME = "batch.kubernetes.io/job-name"
 StartMonitor = Callable[..., Awaitable[Monitor]]
 HOST_GPUS = 8
@@ -150,55 +149,6 @@ async def test_topology_losing_its_rack_level_is_said_described_and_recovered(
 # --- e. preemption releases the low job's capacity; re-admission places it afresh ---------------
 
 
-async def preemption_stack(kube: Kube, namespace: str, controller_name: str, pool: NodePool) -> st.TasStack:
-    """As ``st.tas_stack`` but the ClusterQueue's GPU quota holds one rack (16) and it preempts
-    lower priorities within itself; WorkloadPriorityClasses ``low-<u>`` (10), ``high-<u>`` (1000)."""
-    u = pool.name
-    s = st.TasStack(namespace, pool, f"topo-{u}", f"rf-{u}", f"ac-{u}", f"cq-{u}")
-    await kube.create_nodes(pool)
-    await kube.create_topology(s.topology, pool.level_labels())
-    await kube.create_resource_flavor(s.flavor, node_labels={POOL_LABEL: pool.name})
-    await kube.create_admission_check(
-        s.check, controller_name, {"apiGroup": KUEUE_GROUP, "kind": "Topology", "name": s.topology}
-    )
-    for name, value in ((f"low-{u}", 10), (f"high-{u}", 1000)):
-        body = {
-            "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": name},
-            "value": value,
-        }
-        await kube.create_cluster_object(KUEUE_GROUP, KUEUE_VERSION, "workloadpriorityclasses", body)
-    resources = ["cpu", "memory", GPU]
-    quota = {"cpu": "100000", "memory": "1000Ti", GPU: str(2 * HOST_GPUS)}
-    flavor_quota = {"name": s.flavor, "resources": [{"name": r, "nominalQuota": quota[r]} for r in resources]}
-    cq = {
-        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
-        "kind": "ClusterQueue",
-        "metadata": {"name": s.cluster_queue},
-        "spec": {
-            "namespaceSelector": {},
-            "preemption": {"withinClusterQueue": "LowerPriority"},
-            "resourceGroups": [
-                {
-                    "coveredResources": resources,
-                    "flavors": [flavor_quota],
-                }
-            ],
-            "admissionChecksStrategy": {"admissionChecks": [{"name": s.check, "onFlavors": [s.flavor]}]},
-        },
-    }
-    await kube.create_cluster_object(KUEUE_GROUP, KUEUE_VERSION, "clusterqueues", cq)
-    await kube.wait_cluster_queue_active(s.cluster_queue, timeout_s=60)
-    await kube.create_local_queue(namespace, s.local_queue, s.cluster_queue)
-    return s
-
-
-def prioritised(body: dict[str, Any], priority_class: str) -> dict[str, Any]:
-    body["metadata"].setdefault("labels", {})[PRIORITY_LABEL] = priority_class
-    return body
-
-
 async def capacity_free(tas: ControllerGroup, kubeconfig: str, s: st.TasStack) -> dict[str, int]:
     """Free GPUs per host, as ``kueue-tas capacity`` computes them."""
     run = await cli(tas, kubeconfig, "capacity", "--topology", s.topology, "-o", "json")
@@ -223,17 +173,17 @@ async def test_preempted_job_releases_its_capacity_and_is_placed_afresh(
     invariant_monitor: StartMonitor,
 ) -> None:
     pool = NodePool(name=f"pe{unique}", blocks=1, racks_per_block=2, hosts_per_rack=2)
-    s = await preemption_stack(kube, namespace, tas.controller_name, pool)
+    s = await st.priority_stack(kube, namespace, tas.controller_name, pool, gpu_quota=2 * HOST_GPUS)
     u = pool.name
     all_hosts = set(st.host_racks(pool))
 
     monitor = await invariant_monitor([s.check], node_selector=f"{POOL_LABEL}={pool.name}")
-    await jobs.create_job(kube, namespace, prioritised(jobs.job("low", 16, required=RACK_LABEL), f"low-{u}"))
+    await jobs.create_job(kube, namespace, st.prioritised(jobs.job("low", 16, required=RACK_LABEL), f"low-{u}"))
     low = await workloads.wait_admitted(kube, s, "low")
     first = workloads.assignment(low)
     await bound(kube, namespace, "low", 16)
 
-    await jobs.create_job(kube, namespace, prioritised(jobs.job("high", 16, required=RACK_LABEL), f"high-{u}"))
+    await jobs.create_job(kube, namespace, st.prioritised(jobs.job("high", 16, required=RACK_LABEL), f"high-{u}"))
     low = await wait_workload(
         kube, s, "low", "preempted", lambda w: (condition(w, "Evicted") or {}).get("status") == "True"
     )

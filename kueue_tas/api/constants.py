@@ -53,6 +53,15 @@ PREFERRED_WAIT_STARTED_ANNOTATION: Final = "kueue-tas.io/preferred-wait-started"
 
 # Workload annotation holding {"podSets": [{"name", "topologyAssignment"}]} as JSON.
 TOPOLOGY_ASSIGNMENT_ANNOTATION: Final = "kueue-tas.io/topology-assignment"
+# On a ClusterQueue, after the annotation prefix: Enabled | DryRun | Disabled (the default).
+SUFFIX_TOPOLOGY_PREEMPTION: Final = "topology-preemption"
+# On a preemptor's Workload: the domain cleared for it and until when it is held (JSON), so a
+# restart or a requeue keeps the hold.
+PREEMPTION_HOLD_ANNOTATION: Final = "kueue-tas.io/preemption-hold"
+# On a Workload that does not fit: since when it has waited for a domain (RFC 3339), and the
+# domain reserved for it (JSON), so Kueue's requeues and a restart keep both.
+WAITING_SINCE_ANNOTATION: Final = "kueue-tas.io/waiting-since"
+RESERVATION_ANNOTATION: Final = "kueue-tas.io/reservation"
 
 # Workload annotation on a new elastic slice: the workload labels (our ``WORKLOAD_LABEL`` values,
 # comma-separated, newest first) of the earlier slices whose running pods its assignment

@@ -83,15 +83,31 @@ class AdmissionChecksStrategy(KubeModel):
     admission_checks: list[AdmissionCheckStrategyRule] = Field(default_factory=list)
 
 
+class ClusterQueuePreemption(KubeModel):
+    """Kueue's ``spec.preemption``: which admitted workloads a pending one may preempt. Kueue's
+    defaults: both ``Never``."""
+
+    within_cluster_queue: str = "Never"
+    reclaim_within_cohort: str = "Never"
+
+
 class ClusterQueueSpec(KubeModel):
     resource_groups: list[ResourceGroup] = Field(default_factory=list)
     admission_checks_strategy: AdmissionChecksStrategy | None = None
     # v1beta1 only: plain list of check names (no per-flavor restriction).
     admission_checks: list[str] = Field(default_factory=list)
+    preemption: ClusterQueuePreemption | None = None
+    cohort: str | None = None  # v1beta1
+    cohort_name: str | None = None  # v1beta2
 
 
 class ClusterQueue(TypedObject):
     spec: ClusterQueueSpec = Field(default_factory=ClusterQueueSpec)
+
+    @property
+    def cohort(self) -> str:
+        """The cohort it borrows in ("" for none), under either API version's field name."""
+        return self.spec.cohort_name or self.spec.cohort or ""
 
     def flavor_names(self) -> list[str]:
         """Every flavor of every resource group, in order, without duplicates."""

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import Field
 
 from kueue_tas.api import constants as c
-from kueue_tas.api.object_base import INT32_MAX, Condition, KubeModel, TolerationModel, TypedObject, condition_is_true
+from kueue_tas.api.object_base import (
+    INT32_MAX,
+    Condition,
+    KubeModel,
+    TolerationModel,
+    TypedObject,
+    condition_is_true,
+    find_condition,
+)
 
 # Kueue's v1beta2 Workload holds at most 18 PodSets (its CRD's maxItems). The model does not
 # enforce it, nor the counts' bounds: the controller refuses such a Workload with a message
@@ -51,6 +60,9 @@ class WorkloadSpec(KubeModel):
     queue_name: str | None = None
     active: bool | None = None
     priority: int | None = None
+    # Kueue's maximum runtime of the admitted workload (from the Job's
+    # kueue.x-k8s.io/max-exec-time-seconds label): reservations count on it to end by then.
+    maximum_execution_time_seconds: int | None = None
 
 
 class PodSetAssignment(KubeModel):
@@ -134,6 +146,19 @@ class Workload(TypedObject):
     @property
     def is_evicted(self) -> bool:
         return condition_is_true(self.status.conditions, c.CONDITION_EVICTED)
+
+    @property
+    def admitted_at(self) -> datetime | None:
+        """When Kueue admitted it (its Admitted condition, else its QuotaReserved one)."""
+        for kind in (c.CONDITION_ADMITTED, c.CONDITION_QUOTA_RESERVED):
+            cond = find_condition(self.status.conditions, kind)
+            if cond is not None and cond.status == "True" and cond.last_transition_time:
+                try:
+                    at = datetime.fromisoformat(cond.last_transition_time.replace("Z", "+00:00"))
+                except ValueError:
+                    return None
+                return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+        return None
 
 
 @dataclass(frozen=True, slots=True)

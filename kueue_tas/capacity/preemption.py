@@ -33,7 +33,7 @@ several flavors gets no answer (``None``) rather than a partial one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from kueue_tas.capacity.domain_usage import keys_by_domain
@@ -104,9 +104,11 @@ def find_preemption(
     max_victims: int = 8,
     gates: FeatureGates = DEFAULT_GATES,
     budget: int = DEFAULT_BUDGET,
+    closed: Collection[Domain] = (),
 ) -> Preemption | None:
     """The cheapest victims whose eviction lets ``requests`` fit, or None (nothing to gain: not
-    even evicting every candidate of a domain, at most ``max_victims`` of them, makes room)."""
+    even evicting every candidate of a domain, at most ``max_victims`` of them, makes room).
+    ``closed``: domains held for others, which no placement here may use."""
     flavors = list(requests.by_flavor())
     if len(flavors) != 1 or max_victims < 1:
         return None
@@ -115,7 +117,7 @@ def find_preemption(
     if snap is None:
         return None
     held = [c for c in candidates if capacity.holds(c.key)]
-    search = _Search(requests, capacity, gates, max_victims, budget)
+    search = _Search(requests, capacity, gates, max_victims, budget, closed)
     for level in search_levels(requests, snap.levels):
         depth = snap.tree.level_index(level)
         if depth is None:
@@ -140,9 +142,16 @@ class _Search:
     """Branch and bound over one domain's candidates, sharing one placement budget."""
 
     def __init__(
-        self, requests: WorkloadRequests, capacity: LiveCapacity, gates: FeatureGates, max_victims: int, budget: int
+        self,
+        requests: WorkloadRequests,
+        capacity: LiveCapacity,
+        gates: FeatureGates,
+        max_victims: int,
+        budget: int,
+        closed: Collection[Domain],
     ) -> None:
         self.requests = requests
+        self.closed = tuple(closed)
         self.capacity = capacity
         self.gates = gates
         self.max_victims = max_victims
@@ -157,7 +166,9 @@ class _Search:
             self.cut = True
             return None
         self.budget -= 1
-        placement = place_workload(self.requests, self.capacity, gates=self.gates, without=sorted(keys))
+        placement = place_workload(
+            self.requests, self.capacity, gates=self.gates, without=sorted(keys), closed=self.closed
+        )
         self._fits[keys] = placement if placement.fits else None
         return self._fits[keys]
 

@@ -47,6 +47,7 @@ __all__ = [
     "Occupant",
     "Reservation",
     "ReservationSettings",
+    "ReservationView",
     "Waiting",
     "choose_domain",
     "due_reservations",
@@ -90,6 +91,20 @@ class Occupant:
     key: str
     expected_end: float | None
     pods: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationView:
+    """What a placement for workload ``key`` must respect: the ``reservations`` in force, the
+    requests of their holders and the admitted workloads' ends (``occupants``), at ``now``;
+    ``runtime_s``: the workload's own declared maximum runtime."""
+
+    key: str
+    reservations: tuple[Reservation, ...]
+    holder_requests: Mapping[str, WorkloadRequests]
+    occupants: Mapping[str, Occupant]
+    now: float
+    runtime_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,18 +261,22 @@ def place_respecting(
     now: float,
     runtime_s: float | None = None,
     gates: FeatureGates = DEFAULT_GATES,
+    closed: Sequence[Domain] = (),
 ) -> tuple[WorkloadPlacement, Reservation | None]:
     """Place ``key``'s ``requests`` keeping the other workloads' reservations (see the module's
-    note). Returns the placement and, when it goes into a reserved domain as backfill or
-    beside the holder, that reservation (None otherwise)."""
+    note); ``closed``: domains closed to it besides (a preemption's hold). Returns the placement
+    and, when it goes into a reserved domain as backfill or beside the holder, that reservation
+    (None otherwise)."""
     others = [r for r in reservations if r.holder != key]
-    closed = [r.domain for r in others]
-    placed = place_workload(requests, capacity, gates=gates, closed=closed)
+    shut = [*closed, *(r.domain for r in others)]
+    placed = place_workload(requests, capacity, gates=gates, closed=shut)
     if placed.fits or not others:
         return placed, None
     ends = None if runtime_s is None else now + runtime_s
     for r in sorted(others, key=lambda r: (r.since, r.holder)):
-        trial = place_workload(requests, capacity, gates=gates, closed=[d for d in closed if d != r.domain])
+        if r.domain in closed:
+            continue
+        trial = place_workload(requests, capacity, gates=gates, closed=[d for d in shut if d != r.domain])
         if not trial.fits:
             continue
         if ends is not None and r.expected_fit is not None and ends <= r.expected_fit:

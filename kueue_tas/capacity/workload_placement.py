@@ -239,6 +239,10 @@ class Domain:
     level: str
     values: tuple[str, ...]
 
+    def named(self) -> str:
+        """``<level> "<value>"``: how messages name it."""
+        return f'{self.level} "{self.values[-1]}"' if self.values else self.level
+
 
 @dataclass
 class WorkloadPlacement:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from kueue_tas.api import constants as c
@@ -25,6 +26,8 @@ from kueue_tas.cli.describe_model import (
     WorkloadDescription,
 )
 from kueue_tas.cli.describe_reasons import why_unplaced
+from kueue_tas.controllers.domain_holds import hold_from
+from kueue_tas.controllers.domain_reservations import reservation_from
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
@@ -86,6 +89,29 @@ def wants_trial(wl: Workload, checks: Container[str]) -> bool:
     """Whether a trial placement says more about ``wl``: it holds no assignment in force and is
     neither finished nor deactivated."""
     return not assignment_trusted(wl, checks) and not wl.is_finished and wl.spec.active is not False
+
+
+def _stamp(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _kept_for_it(wl: Workload) -> list[str]:
+    """What a preemption or a reservation keeps for the workload, as recorded on it (both are
+    removed when it is placed)."""
+    out = []
+    hold = hold_from(wl)
+    if hold is not None:
+        victims = f" (told to leave: {', '.join(hold.victims)})" if hold.victims else ""
+        out.append(f"topology preemption: {hold.domain.named()} is held for it until {_stamp(hold.until)}{victims}")
+    reserved = reservation_from(wl)
+    if reserved is not None:
+        when = (
+            f"expected to fit at {_stamp(reserved.expected_fit)}"
+            if reserved.expected_fit is not None
+            else "expected to fit once its occupants end (not all declare a runtime)"
+        )
+        out.append(f"reservation: {reserved.domain.named()} is reserved for it since {_stamp(reserved.since)}; {when}")
+    return out
 
 
 def describe_workload(
@@ -177,6 +203,8 @@ def describe_workload(
                 trial=trials.get(ps.name) if assignment is None else None,
             )
         )
+
+    notes.extend(_kept_for_it(wl))
 
     def nodes_of(flavor: str) -> NodeIndex:
         rf = tas.flavors.get(flavor)

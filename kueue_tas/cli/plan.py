@@ -11,7 +11,7 @@ import yaml
 
 from kueue_tas.capacity.daemonsets import ReservationPolicy
 from kueue_tas.cli.inputs import InputError, read_objects
-from kueue_tas.cli.planner import PlanInputError, Planner, PodSetPlan, WorkloadPlan
+from kueue_tas.cli.planner import PlanInputError, Planner, PodSetPlan, PreemptionPlan, WorkloadPlan
 from kueue_tas.cli.render import render_text
 from kueue_tas.runtime.config import ConfigError, Settings
 from kueue_tas.topology.codec import AssignmentFormatError, encode_v1beta2
@@ -30,6 +30,14 @@ def podset_json(ps: PodSetPlan) -> dict[str, Any]:
     return out
 
 
+def preemption_json(p: PreemptionPlan) -> dict[str, Any]:
+    return {
+        "mode": p.mode,
+        "domain": {"levels": list(p.levels), "values": list(p.values)},
+        "victims": [{"namespace": ns, "name": name, "priority": prio} for ns, name, prio in p.victims],
+    }
+
+
 def plan_json(plans: list[WorkloadPlan]) -> dict[str, Any]:
     return {
         "workloads": [
@@ -39,6 +47,7 @@ def plan_json(plans: list[WorkloadPlan]) -> dict[str, Any]:
                 "fits": p.fits,
                 # The workload-wide constraint as resolved (label keys), when there is one.
                 **({"workloadTopology": p.scope.as_dict()} if p.scope is not None else {}),
+                **({"preemption": preemption_json(p.preemption)} if p.preemption is not None else {}),
                 "podSets": [podset_json(ps) for ps in p.podsets],
             }
             for p in plans
@@ -52,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
     except FeatureGateError as exc:
         print(f"error: --feature-gates: {exc}", file=sys.stderr)
         return 1
-    try:  # the DaemonSet reservation settings, as ``run`` reads them
-        policy = ReservationPolicy.from_settings(Settings.load(args.config))
+    try:  # the DaemonSet reservation and preemption settings, as ``run`` reads them
+        settings = Settings.load(args.config)
+        policy = ReservationPolicy.from_settings(settings)
     except ConfigError as exc:
         print("error: " + str(exc).replace(":\n", ": ").replace("\n", "; "), file=sys.stderr)
         return 1
@@ -76,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
             prefix=args.annotation_prefix,
             gates=gates,
             daemonset_policy=policy,
+            preemption_max_victims=settings.preemption_max_victims,
+            preemption_cost_resource=settings.preemption_cost_resource,
         )
         plans = planner.run()
         for w in dict.fromkeys(planner.warnings):

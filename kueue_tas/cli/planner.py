@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.core_objects import DaemonSet, Job, JobSet, Node, Pod
@@ -27,6 +28,8 @@ from kueue_tas.api.workload import PodSetTopologyRequestModel, Workload
 from kueue_tas.capacity.daemonsets import DEFAULT_POLICY, DaemonSetError, ReservationPolicy, daemonset_spec
 from kueue_tas.capacity.feed import feed_pod, feed_workload, workload_key
 from kueue_tas.capacity.live import LiveCapacity
+from kueue_tas.capacity.preemption import find_preemption
+from kueue_tas.capacity.preemption_policy import Mode, candidates, mode_of
 from kueue_tas.capacity.rules import (
     FlavorSpec,
     UsageEntry,
@@ -39,6 +42,7 @@ from kueue_tas.capacity.rules import (
 )
 from kueue_tas.capacity.workload_placement import (
     BadGroups,
+    Domain,
     FollowUp,
     InvalidRequest,
     LevelRefused,
@@ -105,6 +109,19 @@ class PodSetPlan:
         return not self.governed or self.assignment is not None
 
 
+@dataclass(frozen=True)
+class PreemptionPlan:
+    """What topology-driven preemption would do for a workload that does not fit: its
+    ClusterQueue's ``mode`` (Enabled or DryRun), the ``domain`` it would clear (``levels``
+    from the top down to its level, and their ``values``) and the ``victims`` evicted for it
+    (namespace, name, priority). ``plan`` evicts nothing."""
+
+    mode: str
+    levels: tuple[str, ...]
+    values: tuple[str, ...]
+    victims: tuple[tuple[str, str, int], ...]
+
+
 @dataclass
 class WorkloadPlan:
     kind: str
@@ -112,6 +129,7 @@ class WorkloadPlan:
     name: str
     podsets: list[PodSetPlan] = field(default_factory=list)
     scope: WorkloadTopology | None = None  # the workload-wide constraint, if any
+    preemption: PreemptionPlan | None = None
 
     @property
     def fits(self) -> bool:
@@ -137,9 +155,12 @@ class Planner:
         gates: FeatureGates = DEFAULT_GATES,
         daemonset_policy: ReservationPolicy = DEFAULT_POLICY,
         now: float | None = None,
+        preemption_max_victims: int = 8,
+        preemption_cost_resource: str = "nvidia.com/gpu",
     ) -> None:
         """``daemonset_policy`` and ``now`` (epoch seconds; None: the time of day): which
-        DaemonSets of the dump reserve their pods, and until when (``capacity.daemonsets``)."""
+        DaemonSets of the dump reserve their pods, and until when (``capacity.daemonsets``);
+        ``preemption_*``: the settings topology-driven preemption is judged with."""
         self.prefix = prefix
         self.gates = gates
         self.default_flavor = default_flavor
@@ -156,6 +177,11 @@ class Planner:
         checks = [o for o in objects if isinstance(o, AdmissionCheck)]
         self.our_checks = our_checks(checks, c.CONTROLLER_NAME)
         queues = [o for o in objects if isinstance(o, ClusterQueue)]
+        self.queues = {q.name: q for q in queues}
+        self.preemption_max_victims = preemption_max_victims
+        self.preemption_cost_resource = preemption_cost_resource
+        self._held: dict[str, Domain] = {}  # preemptor -> the domain a preemption would hold for it
+        self._evicted: set[str] = set()  # victims of earlier preemptions of this plan
         self.nodes = [o for o in objects if isinstance(o, Node)]
         self.pods = [o for o in objects if isinstance(o, Pod)]
         self.daemonsets = [o for o in objects if isinstance(o, DaemonSet)]
@@ -174,6 +200,7 @@ class Planner:
         if default_flavor is not None and default_flavor not in self.flavors and default_flavor not in self.bindings:
             raise PlanInputError(f"--flavor {default_flavor!r}: no ResourceFlavor of that name in the input")
         clock = time.time if now is None else _fixed(now)
+        self._clock = clock
         self.capacity = LiveCapacity(
             gates, snapshot_class=self.snapshot_class, daemonset_policy=daemonset_policy, clock=clock
         )
@@ -384,7 +411,11 @@ class Planner:
                 plans[entry.name].required_preferred = (topo.required, topo.preferred)
         replacement = self.replacements.replacement_of(obj)
         follow_up = None if replacement is None else FollowUp(replacement.current, replacement.unhealthy_nodes)
-        placed = place_workload(requests, self.capacity, gates=self.gates, follow_up=follow_up)
+        key = workload_key(obj) if isinstance(obj, Workload) else ""
+        closed = [d for k, d in self._held.items() if k != key]
+        placed = place_workload(requests, self.capacity, gates=self.gates, follow_up=follow_up, closed=closed)
+        if not placed.fits and follow_up is None and isinstance(obj, Workload):
+            plan.preemption = self._preemption(obj, requests, closed)
         held: list[UsageEntry] = []
         for entry, request in requests.podsets:
             ps_plan = plans[entry.name]
@@ -405,6 +436,43 @@ class Planner:
             self._placed += 1
             self.capacity.assume(f"plan:{self._placed}", tuple(held))
         return plan
+
+    def _preemption(self, wl: Workload, requests: WorkloadRequests, closed: list[Domain]) -> PreemptionPlan | None:
+        """What the controller would evict for ``wl`` (it holds quota in a ClusterQueue that
+        opted in), as ``controllers.preemption`` decides it; an Enabled one's domain is then
+        closed to the rest of the plan, as the controller holds it."""
+        if wl.status.admission is None:
+            return None
+        queue = self.queues.get(wl.status.admission.cluster_queue)
+        mode, problem = mode_of(queue, self.prefix)
+        if problem is not None:
+            self.warnings.append(problem)
+        if mode is Mode.DISABLED or queue is None:
+            return None
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        pool = candidates(
+            wl,
+            queue,
+            self.workloads,
+            self.queues,
+            self.capacity,
+            now=now,
+            cost_resource=self.preemption_cost_resource,
+            exclude=self._evicted,
+        )
+        found = find_preemption(
+            requests, self.capacity, pool, max_victims=self.preemption_max_victims, gates=self.gates, closed=closed
+        )
+        if found is None:
+            return None
+        by_key = {workload_key(w): w for w in self.workloads}
+        victims = tuple((by_key[v.key].metadata.namespace or "", by_key[v.key].name, v.priority) for v in found.victims)
+        if mode is Mode.ENABLED:
+            self._held[workload_key(wl)] = found.domain
+            self._evicted.update(v.key for v in found.victims)
+        snap = self.capacity.snapshot(found.domain.flavor)
+        levels = tuple(snap.levels[: len(found.domain.values)]) if snap is not None else (found.domain.level,)
+        return PreemptionPlan(mode.value, levels, found.domain.values, victims)
 
     def _input_error(self, obj: KubeObject, problem: RequestProblem) -> PlanInputError:
         """``problem`` as an input error naming the object and the field's path."""

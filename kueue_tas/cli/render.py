@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kueue_tas.cli.plan_scope import scope_line
-from kueue_tas.cli.planner import Planner, PodSetPlan, WorkloadPlan
+from kueue_tas.cli.planner import Planner, PodSetPlan, PreemptionPlan, WorkloadPlan
 from kueue_tas.topology.engine import TopologySnapshot
 
 SHOWN_RESOURCES = ("nvidia.com/gpu", "cpu", "memory", "pods")
@@ -57,11 +57,21 @@ def _domain_tree(ps: PodSetPlan, snap: TopologySnapshot) -> list[str]:
     return domain_tree_lines([snap.level_names.called(k) for k in tree.level_keys], leaves)
 
 
+def preemption_line(p: PreemptionPlan) -> str:
+    """One line: what topology-driven preemption would evict for the workload, and from where."""
+    victims = ", ".join(f"{ns}/{name} (priority {prio})" for ns, name, prio in p.victims)
+    where = f'{p.levels[-1]} "{p.values[-1]}"' if p.values else "the cluster"
+    verb = "would evict" if p.mode == "Enabled" else "would evict (DryRun: reported only)"
+    return f"  topology preemption {verb} {len(p.victims)} workload(s) of lower priority from {where}: {victims}"
+
+
 def render_text(plans: list[WorkloadPlan], planner: Planner) -> str:
     out: list[str] = []
     for p in plans:
         ns = f"{p.namespace}/" if p.namespace else ""
         out.append(f"{p.kind} {ns}{p.name}: {'fits' if p.fits else 'DOES NOT FIT'}")
+        if p.preemption is not None:
+            out.append(preemption_line(p.preemption))
         placed = [ps for ps in p.podsets if ps.assignment is not None and ps.flavor is not None]
         if p.scope is not None and placed and p.fits:
             snap = planner.snapshot(placed[0].flavor or "", p.name)

@@ -20,6 +20,7 @@ entries with its helpers (the AdmissionCheck status takes only its ``now_rfc3339
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -133,6 +134,10 @@ def merged_annotation(workload: Workload, decision: Decision) -> str:
     return encode_assignment_annotation(merged)
 
 
+# What a placement ends: removed in the write that records the assignment.
+PLACED_ENDS = (c.PREEMPTION_HOLD_ANNOTATION, c.RESERVATION_ANNOTATION, c.WAITING_SINCE_ANNOTATION)
+
+
 class UnguardedWrite(ValueError):
     """An entry write without the resourceVersion of the Workload it was decided on."""
 
@@ -189,6 +194,12 @@ class AdmissionWriter(Protocol):
         Workload as the write left it."""
         ...
 
+    async def write_marks(self, workload: Workload, values: Mapping[str, str]) -> Workload:
+        """Record what a decision keeps on the Workload across requeues and restarts (a
+        preemption's hold, a reservation, when its wait began), guarded by ``workload``'s
+        version; the Workload as the write left it."""
+        ...
+
     async def read_workload(self, workload: Workload) -> Workload | None:
         """The Workload as the API server has it now (None: deleted)."""
         ...
@@ -202,9 +213,15 @@ class KubeAdmissionWriter:
 
     async def write_annotation(self, workload: Workload, text: str, kept_slices: str | None = None) -> Workload:
         """With the Workload's resourceVersion: a Workload that changed since we decided gives Conflict."""
-        values = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
+        values: dict[str, str | None] = {c.TOPOLOGY_ASSIGNMENT_ANNOTATION: text}
         if kept_slices is not None:
             values[c.KEPT_SLICES_ANNOTATION] = kept_slices
+        for mark in PLACED_ENDS:
+            if mark in workload.metadata.annotations:
+                values[mark] = None  # placed: its hold, reservation and wait end (null removes)
+        return await self._annotate(workload, values, workload.metadata.resource_version)
+
+    async def write_marks(self, workload: Workload, values: Mapping[str, str]) -> Workload:
         return await self._annotate(workload, values, workload.metadata.resource_version)
 
     async def write_wait_start(self, workload: Workload, stamp: str) -> Workload:
@@ -215,7 +232,9 @@ class KubeAdmissionWriter:
             workload, {c.PREFERRED_WAIT_STARTED_ANNOTATION: stamp}, workload.metadata.resource_version
         )
 
-    async def _annotate(self, workload: Workload, values: dict[str, str], resource_version: str | None) -> Workload:
+    async def _annotate(
+        self, workload: Workload, values: Mapping[str, str | None], resource_version: str | None
+    ) -> Workload:
         written = await merge_patch_custom(
             self.api,
             group=c.KUEUE_GROUP,

@@ -17,7 +17,7 @@ that slice's usage out of ``capacity`` for the decision.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -29,8 +29,10 @@ from kueue_tas.api.workload import MAX_PODSETS, Workload, podset_count_fault
 from kueue_tas.capacity.assignment_record import record_suffix
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.problem_text import problem_message
+from kueue_tas.capacity.reservation import ReservationView, place_respecting
 from kueue_tas.capacity.rules import UsageEntry
 from kueue_tas.capacity.workload_placement import (
+    Domain,
     FollowUp,
     NoTopology,
     PodSetInput,
@@ -97,6 +99,12 @@ class Decision:
     retry_after: float | None = None
     # Why a Retry (``RETRY_REASONS``), for ``kueue_tas_retries_total``.
     reason: str = ""
+    # A Retry because it does not fit now: what was placed (topology-driven preemption asks
+    # again "as if some workloads were gone").
+    requests: WorkloadRequests | None = None
+    # Annotations the Retry records on the Workload before its entry (a reservation, when its
+    # wait for a domain began): what survives Kueue's requeue of it.
+    marks: dict[str, str] = field(default_factory=dict)
 
     def usage(self) -> tuple[UsageEntry, ...]:
         return tuple(UsageEntry(p.flavor, p.assignment, p.per_pod, p.name) for p in self.placements)
@@ -183,6 +191,8 @@ def decide(
     workload_annotations: Mapping[str, str] | None = None,
     now: datetime | None = None,
     wait_started: datetime | None = None,
+    closed: Collection[Domain] = (),
+    reservations: ReservationView | None = None,
 ) -> Decision:
     """``current`` with ``unhealthy_nodes``: the node repair of an admitted workload (the engine
     keeps each assignment's healthy part and places the pods of those nodes again; the caller
@@ -193,7 +203,10 @@ def decide(
     for kueue-tas's workload-wide constraint (``kueue_tas.topology.engine.workload_domain``).
     ``now`` (wall time) turns on the patience of PodSets with a preferred wait
     (``kueue_tas.topology.explain.patience``), counted from ``wait_started`` when an earlier decision
-    already held the workload; without ``now`` (a repair, an elastic slice) nothing waits."""
+    already held the workload; without ``now`` (a repair, an elastic slice) nothing waits.
+    ``closed``: domains held for other workloads (a preemption's), which it may not use;
+    ``reservations``: the domains reserved for others, entered only as backfill or leaving
+    their holder room (``capacity.reservation.place_respecting``)."""
     problem = _podsets_problem(workload)
     if problem is not None:
         return Decision(Outcome.REJECTED, problem)
@@ -201,7 +214,7 @@ def decide(
     if problem is not None:
         return Decision(Outcome.PENDING, problem)
     requests = workload_requests(
-        _inputs(workload, check_flavors),
+        inputs_of(workload, check_flavors),
         capacity,
         prefix=prefix,
         gates=gates,
@@ -212,7 +225,21 @@ def decide(
             return Decision(Outcome.RETRY, problem_message(requests, prefix), reason="no_topology")
         return Decision(Outcome.REJECTED, problem_message(requests, prefix))
     follow_up = None if current is None else FollowUp(current, unhealthy_nodes)
-    placed = place_workload(requests, capacity, gates=gates, follow_up=follow_up)
+    if reservations is not None and reservations.reservations and follow_up is None:
+        placed, _ = place_respecting(
+            requests,
+            capacity,
+            reservations.key,
+            reservations.reservations,
+            reservations.holder_requests,
+            reservations.occupants,
+            now=reservations.now,
+            runtime_s=reservations.runtime_s,
+            gates=gates,
+            closed=list(closed),
+        )
+    else:
+        placed = place_workload(requests, capacity, gates=gates, follow_up=follow_up, closed=closed)
     placements: list[PodSetPlacement] = []
     # Flavor by flavor as they were placed: a flavor's preferred wait is judged before a later
     # flavor's failure (which the engine reached only because the earlier one fitted).
@@ -243,7 +270,7 @@ def decide(
     return Decision(Outcome.READY, _ready_message(workload, placements), placements)
 
 
-def _inputs(workload: Workload, check_flavors: set[str]) -> list[PodSetInput]:
+def inputs_of(workload: Workload, check_flavors: set[str]) -> list[PodSetInput]:
     """The governed PodSets, as the placement pipeline reads them."""
     out = []
     for name, count, template, flavor in governed_podsets(workload, check_flavors):
@@ -276,7 +303,9 @@ def _not_placed(
         return Decision(
             Outcome.REJECTED, f'PodSet "{never.failed.name}" can never fit, {where}: {never.failed.message}'
         )
-    return Decision(Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}', reason="does_not_fit")
+    return Decision(
+        Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}', reason="does_not_fit", requests=requests
+    )
 
 
 def _ready_message(workload: Workload, placements: list[PodSetPlacement]) -> str:

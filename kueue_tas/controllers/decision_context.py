@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.controllers.check_entry_writes import AdmissionWriter
 from kueue_tas.controllers.deps import ControllerDeps
+from kueue_tas.controllers.domain_holds import DomainHolds
+from kueue_tas.controllers.domain_reservations import DomainReservations
 from kueue_tas.controllers.informers import OurChecks, SharedInformers
 from kueue_tas.controllers.workload_annotations import NoOwnerReader, WorkloadAnnotations
 from kueue_tas.kube.events import EventSink
@@ -29,7 +31,9 @@ class DecisionContext:
     flavors our check governs; ``clock``: monotonic seconds; ``lock``: held by every decision,
     from reading the capacity to holding what it decided; ``workload_annotations``: where a
     workload-wide constraint is read (the Job's or JobSet's); ``wall``: the time of day (a
-    preferred wait's deadline is one)."""
+    preferred wait's deadline is one); ``holds``: domains cleared by a preemption, closed to
+    every decision but their preemptor's; ``reservations``: domains reserved for workloads that
+    waited too long, respected by every decision."""
 
     deps: ControllerDeps
     capacity: LiveCapacity
@@ -39,6 +43,8 @@ class DecisionContext:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     workload_annotations: WorkloadAnnotations = field(default_factory=lambda: WorkloadAnnotations(NoOwnerReader()))
     wall: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    holds: DomainHolds = field(default_factory=DomainHolds)
+    reservations: DomainReservations = field(default_factory=DomainReservations)
 
     @property
     def informers(self) -> SharedInformers:

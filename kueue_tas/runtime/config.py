@@ -136,6 +136,26 @@ class Settings(BaseSettings):
     # scoped to PriorityClass forbids it, so a tenant's DaemonSet could name one (issue 30 review).
     daemonset_reservation_priority_classes: Annotated[tuple[str, ...], NoDecode] = ()
     daemonset_reservation_seconds: float = Field(default=300, ge=0, le=86400)
+    # Topology-driven preemption (``controllers/preemption``; a ClusterQueue opts in with the
+    # annotation ``<prefix>topology-preemption``): at most this many victims per preemption and
+    # preemptions per minute (the whole controller); the cleared domain is held for its
+    # preemptor this long at most; a victim's cost is this resource it holds times its run time.
+    preemption_max_victims: int = Field(default=8, ge=1, le=64)
+    preemption_per_minute: int = Field(default=6, ge=0, le=600)
+    preemption_hold_seconds: float = Field(default=300, gt=0, le=86400)
+    preemption_cost_resource: str = "nvidia.com/gpu"
+    # A workload may preempt only once it has waited this long for a domain (0: at once). With
+    # reservations on, a reserved workload that still waits escalates to preemption after this.
+    preemption_after_seconds: float = Field(default=0, ge=0, le=7 * 86400)
+    # Reservations (``controllers/reservation``; off while ``reservation_after_seconds`` is 0): a
+    # workload that has waited this long for a domain, while enough is free in total, gets one
+    # domain held for it (at most ``reservations_per_flavor`` per flavor, of which at most
+    # ``reservations_without_runtimes`` where nobody declares a runtime), for at most
+    # ``reservation_timeout_seconds``.
+    reservation_after_seconds: float = Field(default=0, ge=0, le=7 * 86400)
+    reservation_timeout_seconds: float = Field(default=4 * 3600, gt=0, le=7 * 86400)
+    reservations_per_flavor: int = Field(default=4, ge=1, le=64)
+    reservations_without_runtimes: int = Field(default=1, ge=0, le=64)
 
     # leader election (coordination.k8s.io/v1 Lease)
     leader_election: bool = True

@@ -32,6 +32,10 @@ OUTCOMES: Final[tuple[AdmissionOutcome, ...]] = ("ready", "retry", "rejected", "
 # Why the admitter answered Retry: the flavor's Topology is not usable yet, the workload does not
 # fit now, or it is held for its preferred level (patience).
 RETRY_REASONS: Final[tuple[str, ...]] = ("no_topology", "does_not_fit", "preferred_wait")
+PREEMPTION_MODES: Final[tuple[str, ...]] = ("enabled", "dry_run")
+# How a reservation ended: its workload placed, deleted or finished, or it timed out.
+RESERVATION_ENDS: Final[tuple[str, ...]] = ("placed", "gone", "expired")
+RESERVATION_BUCKETS: Final = (60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0)
 
 RepairOutcome = Literal["done", "impossible"]
 REPAIR_BUCKETS: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
@@ -96,6 +100,33 @@ class Metrics:
         )
         for reason in RETRY_REASONS:
             self.retries_total.labels(reason)
+        self.topology_preemptions_total = Counter(
+            "kueue_tas_topology_preemptions_total",
+            "Topology-driven preemptions decided, by mode (enabled: victims evicted; dry_run: only reported).",
+            ["mode"],
+            registry=r,
+        )
+        self.topology_preemption_victims_total = Counter(
+            "kueue_tas_topology_preemption_victims_total",
+            "Workloads chosen as victims of topology-driven preemptions, by mode.",
+            ["mode"],
+            registry=r,
+        )
+        for mode in PREEMPTION_MODES:
+            self.topology_preemptions_total.labels(mode)
+            self.topology_preemption_victims_total.labels(mode)
+        self.reservations_made_total = Counter(
+            "kueue_tas_reservations_made_total",
+            "Domains reserved for workloads blocked by fragmentation.",
+            registry=r,
+        )
+        self.reservation_held_seconds = Histogram(
+            "kueue_tas_reservation_held_seconds",
+            "How long a reservation was held, by how it ended (placed, gone, expired).",
+            ["end"],
+            buckets=RESERVATION_BUCKETS,
+            registry=r,
+        )
         self.decision_seconds = Histogram(
             "kueue_tas_decision_seconds",
             "Time to compute a workload's topology assignment.",
@@ -198,6 +229,17 @@ class Metrics:
         if outcome not in OUTCOMES:
             raise ValueError(f"unknown admission outcome {outcome!r} (one of {', '.join(OUTCOMES)})")
         self.admissions_total.labels(outcome).inc()
+
+    def record_preemption(self, mode: str, victims: int) -> None:
+        if mode not in PREEMPTION_MODES:
+            raise ValueError(f"unknown preemption mode {mode!r} (one of {', '.join(PREEMPTION_MODES)})")
+        self.topology_preemptions_total.labels(mode).inc()
+        self.topology_preemption_victims_total.labels(mode).inc(victims)
+
+    def record_reservation_end(self, end: str, held_s: float) -> None:
+        if end not in RESERVATION_ENDS:
+            raise ValueError(f"unknown reservation end {end!r} (one of {', '.join(RESERVATION_ENDS)})")
+        self.reservation_held_seconds.labels(end).observe(max(0.0, held_s))
 
     def record_retry(self, reason: str) -> None:
         if reason not in RETRY_REASONS:

@@ -185,7 +185,11 @@ def test_a_reservation_never_blocks_a_workload_that_leaves_the_holder_room(
     reservation = Reservation("ns/holder", R0, 0.0, expected_fit=None)
     placed, used = place_respecting(entrant, capacity, "ns/e", [reservation], {"ns/holder": holder}, occupants, now=0.0)
 
-    inside = sorted((o for k, o in occupants.items() if not k.startswith("ns/full")), key=lambda o: o.expected_end or 0)
+    # Ending order as documented: by expected end, the larger first among those ending together.
+    inside = sorted(
+        (o for k, o in occupants.items() if not k.startswith("ns/full")),
+        key=lambda o: (o.expected_end or 0, -o.pods, o.key),
+    )
     others = [Domain("gpu", mk.RACK, (r.split("-")[0], r)) for r in RACKS[1:]]
 
     def first_room() -> int | None:

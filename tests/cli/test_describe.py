@@ -32,6 +32,7 @@ from vocab import (
     WORKLOAD_LABEL,
 )
 
+from kueue_tas.api import constants as c
 from kueue_tas.api.kueue_objects import AdmissionCheck, ClusterQueue, ResourceFlavor, Topology
 from kueue_tas.api.object_base import Condition
 from kueue_tas.api.workload import Workload
@@ -524,3 +525,23 @@ def test_placement_no_longer_enforced_is_shown() -> None:
     )
     # Nothing placed (the assignment is not trusted): nothing to judge.
     assert describe(wl=workload(check_state="Pending"), node_list=down).placement_not_enforced == []
+
+
+def test_a_hold_and_a_reservation_recorded_on_the_workload_are_described() -> None:
+    """While it waits, what a preemption holds and what a reservation keeps for it are recorded on
+    the Workload; describe says both (the controller removes them once it is placed)."""
+    hold = '{"flavor":"gpu","level":"rack","values":["b1","r2"],"until":"2026-01-01T02:05:00Z","victims":["ns/low"]}'
+    reserved = '{"flavor":"gpu","level":"rack","values":["b1","r3"],"since":"2026-01-01T01:00:00Z"}'
+    wl = workload(admitted=False)
+    wl.metadata.annotations[c.PREEMPTION_HOLD_ANNOTATION] = hold
+    wl.metadata.annotations[c.RESERVATION_ANNOTATION] = reserved
+    notes = describe(wl).notes
+    assert 'topology preemption: rack "r2" is held for it until 2026-01-01T02:05:00Z (told to leave: ns/low)' in notes
+    assert (
+        'reservation: rack "r3" is reserved for it since 2026-01-01T01:00:00Z; expected to fit once its occupants '
+        "end (not all declare a runtime)" in notes
+    )
+    # Unreadable records are not described (and hold nothing in the controller either).
+    wl.metadata.annotations[c.PREEMPTION_HOLD_ANNOTATION] = "{"
+    del wl.metadata.annotations[c.RESERVATION_ANNOTATION]
+    assert not [n for n in describe(wl).notes if n.startswith(("topology preemption", "reservation"))]

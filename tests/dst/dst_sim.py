@@ -26,6 +26,7 @@ import os
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -118,6 +119,10 @@ class Profile:
     unique_names: bool = False  # every workload a new name (a stale repair is not resolved by a namesake)
     # what submitted workloads ask for: (level, "required" | "preferred"), drawn uniformly
     requests: tuple[tuple[str, str], ...] = ((RACK, "required"), (RACK, "preferred"), (HOST, "required"))
+    # issue 31: the ClusterQueue's topology-preemption switch ("" leaves it off) with priorities
+    # drawn per workload, and reservations after this long (0: off) with declared runtimes drawn
+    preemption: str = ""
+    reservation_after: float = 0.0
 
     def describe(self) -> str:
         knobs = [f"{k}={v}" for k, v in vars(self).items() if k not in ("name", "steps") and v]
@@ -160,6 +165,17 @@ PROFILES: dict[str, Profile] = {
             steps=400,
         ),  # 4
         Profile("elastic", elastic=0.03, feature_gates=(("ElasticJobsViaWorkloadSlicesWithTAS", True),), steps=400),
+        # issue 31: victims evicted and domains held or reserved while Kueue evicts, writes fail
+        # and watches lag; rack-sized requests so that domains, not quota, are what is short.
+        Profile(
+            "preemption-reservations",
+            preemption="Enabled",
+            reservation_after=5.0,
+            evict=0.02,
+            node_flap=0.01,
+            requests=((RACK, "required"), (HOST, "required")),
+            steps=400,
+        ),
     )
 }
 # The smoke `make test` runs (tests/dst/test_dst.py): short schedules with write, watch and node
@@ -255,6 +271,9 @@ class Result:
     steps: int
     virtual_seconds: float
     faults: dict[str, int] = field(default_factory=dict)
+    # Events the controller wrote, by reason (out of the history: a profile's tests check that
+    # it exercises what it is for, e.g. preemptions happened).
+    event_reasons: dict[str, int] = field(default_factory=dict)
 
     @property
     def digest(self) -> str:
@@ -305,9 +324,11 @@ class Simulation:
         s.create(TOPOLOGIES, mk.topology("topo", (RACK, HOST)))
         s.create(FLAVORS, mk.flavor("gpu", POOL))
         s.create(CHECKS, mk.admission_check(CHECK, "topo", c.CONTROLLER_NAME))
-        s.create(
-            QUEUES, mk.cluster_queue("cq", ("gpu",), {CHECK: ["gpu"]}, covered=(GPU,), quota=str(self.kueue.quota))
-        )
+        queue = mk.cluster_queue("cq", ("gpu",), {CHECK: ["gpu"]}, covered=(GPU,), quota=str(self.kueue.quota))
+        if self.profile.preemption:
+            queue["metadata"]["annotations"] = {"kueue-tas.io/topology-preemption": self.profile.preemption}
+            queue["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Never"}
+        s.create(QUEUES, queue)
         for r, h in self.fleet.all():
             s.create(NODES, self.fleet.node(r, h, self.stamp()))
 
@@ -316,7 +337,10 @@ class Simulation:
         self.server.term = self.term
         api = await sim_client(self.server, self.term)
         settings = Settings(
-            leader_election=False, scheduling_gate=self.profile.gate, feature_gates=dict(self.profile.feature_gates)
+            leader_election=False,
+            scheduling_gate=self.profile.gate,
+            feature_gates=dict(self.profile.feature_gates),
+            reservation_after_seconds=self.profile.reservation_after,
         )
         manager = Manager(api, settings, Metrics())
         manager._events = EventRecorder(
@@ -480,8 +504,12 @@ class Simulation:
         level, mode = self.rng.choice(self.profile.requests)
         if level == HOST:
             count = min(count, self.fleet.gpus)
-        self.kueue.submit(name, count, level, mode)
-        self.note(f"submit {name}: {count} pods, {mode} {level.rsplit('/', 1)[-1]}")
+        priority = self.rng.choice((0, 1, 2)) if self.profile.preemption else None
+        runtime = self.rng.choice((None, 60, 300)) if self.profile.reservation_after else None
+        self.kueue.submit(name, count, level, mode, priority=priority, runtime=runtime)
+        self.note(
+            f"submit {name}: {count} pods, {mode} {level.rsplit('/', 1)[-1]}, priority {priority}, runtime {runtime}"
+        )
 
     def kueue_wants(self, wl: Any) -> bool:
         entry = entry_of(wl) or {}
@@ -774,7 +802,17 @@ class Simulation:
         if self.manager_task is not None:
             self.manager_task.cancel()
             await self.settle()
-        return Result(self.seed, self.profile.name, violation, self.history, steps, _Clock.now, self.faults)
+        reasons = Counter(str(e.get("reason", "")) for e in self.server.events)
+        return Result(
+            self.seed,
+            self.profile.name,
+            violation,
+            self.history,
+            steps,
+            _Clock.now,
+            self.faults,
+            dict(reasons),
+        )
 
     def restore_nodes(self) -> None:
         for _, obj in sorted(self.down.items()):

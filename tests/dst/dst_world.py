@@ -122,12 +122,18 @@ class KueueModel:
 
     # --- Kueue -------------------------------------------------------------------------------
 
-    def submit(self, name: str, count: int, level: str, mode: str) -> None:
+    def submit(
+        self, name: str, count: int, level: str, mode: str, *, priority: int | None = None, runtime: int | None = None
+    ) -> None:
         annotations = {f"kueue-tas.io/podset-{mode}-topology": level}
         job = mk.job(name, count, annotations, namespace=NS)
         stored_job = self.server.create(JOBS, job)
         wl = mk.workload(name, count, annotations, namespace=NS, owner=stored_job, queue="lq")
         wl["spec"]["podSets"][0]["template"] = copy.deepcopy(job["spec"]["template"])
+        if priority is not None:
+            wl["spec"]["priority"] = priority
+        if runtime is not None:
+            wl["spec"]["maximumExecutionTimeSeconds"] = runtime
         wl["metadata"]["labels"] = {"sim/job": name}
         self.server.create(WORKLOADS, wl)
         self.originals[name] = copy.deepcopy(job["spec"]["template"])

@@ -21,6 +21,7 @@ from admission_harness import Harness, harness, wl
 from faults import ALL_FAULTS, FakeApiServer, Fault, faulty_client, until_settled
 
 from kueue_tas.api import constants as c
+from kueue_tas.api.workload import Workload
 from kueue_tas.controllers.check_entry_writes import KubeAdmissionWriter
 from kueue_tas.topology.codec.codec import decode_assignment_annotation
 
@@ -116,3 +117,24 @@ def assert_admitted_once(h: Harness, server: FakeApiServer) -> None:
     gates = job["spec"]["template"]["spec"].get("schedulingGates")
     assert gates == [{"name": c.SCHEDULING_GATE}], "one gate, never two"
     assert h.capacity.holds("ns/wl") and h.free_gpus() == 32 - 12, "its usage, held once"
+
+
+async def test_the_assignment_write_removes_the_hold_reservation_and_wait_start() -> None:
+    """Placed, a workload holds nothing a preemption or a reservation kept for it: the annotation
+    write that records its assignment removes those records (a JSON merge patch's nulls)."""
+    server = FakeApiServer()
+    marks = {
+        c.PREEMPTION_HOLD_ANNOTATION: "{}",
+        c.RESERVATION_ANNOTATION: "{}",
+        c.WAITING_SINCE_ANNOTATION: "2026-01-01T00:00:00Z",
+        "team.example.com/keep": "yes",
+    }
+    stored = server.put(WORKLOAD, wl("wl", 12, workload_annotations=marks))
+    api, _ = await faulty_client(server)
+    try:
+        written = await KubeAdmissionWriter(api).write_annotation(Workload.model_validate(stored), "text")
+    finally:
+        await api.close()
+    after = (server.get(WORKLOAD) or {})["metadata"]["annotations"]
+    assert after == {"team.example.com/keep": "yes", c.TOPOLOGY_ASSIGNMENT_ANNOTATION: "text"}
+    assert written.metadata.annotations == after

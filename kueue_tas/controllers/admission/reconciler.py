@@ -51,7 +51,10 @@ from kueue_tas.controllers.check_entry_writes import (
 from kueue_tas.controllers.check_flavors import unusable_flavors
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.decision_context import DecisionContext
+from kueue_tas.controllers.domain_holds import hold_text
 from kueue_tas.controllers.informers import on_any_change
+from kueue_tas.controllers.preemption import PreemptionStep, Preemptor, carry_out
+from kueue_tas.controllers.reservation import Reserver, stamp, waiting_since
 from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS, WRITE_RETRY_MAX_SECONDS
 from kueue_tas.controllers.workload_events import workload_event
 from kueue_tas.kube.errors import ApiError, Conflict, ServerError, may_have_applied, retry_after
@@ -72,6 +75,12 @@ WRITE_OBSERVE_TIMEOUT_SECONDS: Final = 30.0
 ANSWERED_WRITE_SETTLE_SECONDS: Final = 1.0
 # A write refused because the Workload changed: decided again from the informer's newer copy.
 CONFLICT_RETRY_SECONDS: Final = 0.5
+# A preemptor whose victims are on their way out asks Kueue to requeue it this soon: its
+# domain is held for it, so it should be back before the hold runs out.
+PREEMPTOR_REQUEUE_SECONDS: Final = 5.0
+# A workload with a reservation asks Kueue to requeue it at least this often (its backoff would
+# otherwise grow to minutes while its domain frees).
+RESERVED_REQUEUE_SECONDS: Final = 10.0
 
 # Kubernetes' ValidateAnnotationsSize: the bytes of every annotation's key and value, together.
 ANNOTATIONS_SIZE_LIMIT: Final = 256 * 1024
@@ -105,6 +114,8 @@ class WorkloadAdmission:
         self._retries: dict[str, int] = {}
         self._awaiting_write: dict[str, float] = {}  # workload -> deadline to observe our entry write
         self._write_failures: dict[str, int] = {}  # workload -> failed writes in a row (backoff)
+        self._preemptor = Preemptor(ctx)
+        self._reserver = Reserver(ctx)
         ctx.informers.workloads.add_handler(self._on_workload, lambda _o, w: self._on_workload(w), self._on_deleted)
         for config in ctx.informers.configuration():
             on_any_change(config, self.enqueue_all, spec_only=True)
@@ -117,6 +128,8 @@ class WorkloadAdmission:
 
     def _on_workload(self, wl: Workload) -> None:
         key = workload_key(wl)
+        self._preemptor.observe(wl)
+        self._reserver.observe(wl)
         # A copy no newer than the one our held decision was made on (a lagging watch) shows
         # nothing that decision does not supersede: not our write come back, no news to act on
         # (only a wait for our write, under way, still ends with a re-read).
@@ -137,6 +150,8 @@ class WorkloadAdmission:
         if self._ctx.capacity.decided_for_other(key, wl.metadata.uid):
             return  # an earlier Workload of the name; our decision and its writes are the later one's
         self._ctx.workload_annotations.forget(wl)
+        self._preemptor.forget(key)
+        self._reserver.forget(key)
         self._retries.pop(key, None)
         self._awaiting_write.pop(key, None)
         self._write_failures.pop(key, None)
@@ -209,13 +224,13 @@ class WorkloadAdmission:
         except Exception as exc:
             return await self._owner_unread(wl, exc)
         async with self._ctx.lock:
-            decision, text, kept = self._decide(wl, check, wide)
+            decision, text, kept, step = self._decide(wl, check, wide)
         if decision.outcome is Outcome.PENDING and _entry_says(wl, check_entry(check, decision, wl)):
             return None  # already written; a configuration change decides it again
         # Outside the lock: the capacity a Ready decision takes is assumed already, so the
         # next decision can be made while these writes are on their way.
         try:
-            await self._commit(wl, check, decision, text, kept)
+            await self._commit(wl, check, decision, text, kept, step)
         except Conflict:
             # The Workload changed after the state we decided on (e.g. Kueue evicted it): nothing
             # of ours landed on the newer state; decided afresh from the informer's copy.
@@ -259,10 +274,13 @@ class WorkloadAdmission:
             self._ctx.capacity.unfence(key)
         self._decided()
 
-    def _decide(self, wl: Workload, check: str, wide: Mapping[str, str]) -> tuple[Decision, str | None, str | None]:
+    def _decide(
+        self, wl: Workload, check: str, wide: Mapping[str, str]
+    ) -> tuple[Decision, str | None, str | None, PreemptionStep | None]:
         """The decision (with its annotation text and, for a new elastic slice, the record of the
-        slices whose pods it keeps), and for Ready its capacity assumed; called under the lock,
-        without awaiting, so no other decision sees the capacity in between."""
+        slices whose pods it keeps), and for Ready its capacity assumed; for a Retry that a
+        preemption can end, that preemption (its hold in force). Called under the lock, without
+        awaiting, so no other decision sees the capacity in between."""
         key = workload_key(wl)
         # Pending means we hold nothing for it (an earlier assumption is stale).
         self._ctx.capacity.forget(key)
@@ -285,7 +303,32 @@ class WorkloadAdmission:
                 workload_annotations=wide,
                 now=None if current is not None else self._ctx.wall(),
                 wait_started=wait_started(wl),
+                closed=self._preemptor.closed_for(key),
+                reservations=self._reserver.view(wl, governed) if current is None else None,
             )
+        step = None
+        if decision.outcome is Outcome.RETRY and decision.requests is not None and current is None:
+            now = self._ctx.wall().timestamp()
+            since = waiting_since(wl)
+            if since is None:
+                since = now
+                if self._reserver.enabled or self._ctx.settings.preemption_after_seconds > 0:
+                    decision.marks[c.WAITING_SINCE_ANNOTATION] = stamp(now)  # the wait counts from here
+            step = self._preemptor.consider(wl, decision.requests, now - since)
+            if step is not None:
+                decision.message += step.preemptor_note()
+                if not step.dry_run:
+                    decision.retry_after = PREEMPTOR_REQUEUE_SECONDS
+            if step is None or step.dry_run:
+                reservation, marks = self._reserver.consider(wl, decision.requests, since)
+                decision.marks.update(marks)
+                if reservation is not None:
+                    decision.message += f"; {reservation.domain.named()} is reserved for this workload"
+                if self._ctx.reservations.of(workload_key(wl)) is not None:
+                    # Its domain may free at any moment: tried again soon, not after a long backoff.
+                    decision.retry_after = min(
+                        decision.retry_after or RESERVED_REQUEUE_SECONDS, RESERVED_REQUEUE_SECONDS
+                    )
         if fenced:
             self._ctx.capacity.fence(key, fenced, fence_at)
         decision, text = with_annotation(wl, decision)
@@ -299,7 +342,7 @@ class WorkloadAdmission:
             )
         self._ctx.metrics.decision_seconds.observe(time.perf_counter() - started)
         self._decided()
-        return decision, text, kept if text is not None else None
+        return decision, text, kept if text is not None else None, step
 
     async def _owner_unread(self, wl: Workload, exc: Exception) -> float:
         """The owner's annotations could not be read: nothing is decided without them (a
@@ -408,7 +451,33 @@ class WorkloadAdmission:
         return workload_key(old), current, kept_slices_value(old, workload_identity(old), self._ctx.gates)
 
     async def _commit(
-        self, wl: Workload, check: str, decision: Decision, text: str | None, kept: str | None = None
+        self,
+        wl: Workload,
+        check: str,
+        decision: Decision,
+        text: str | None,
+        kept: str | None = None,
+        step: PreemptionStep | None = None,
+    ) -> None:
+        evicting = step is not None and not step.dry_run
+        try:
+            await self._commit_decision(wl, check, decision, text, kept, step if evicting else None)
+        except BaseException:
+            if evicting:
+                # Nothing was evicted for it (the victims go last): no domain stays closed for it.
+                self._ctx.holds.release(workload_key(wl))
+            raise
+        if step is not None:
+            await carry_out(self._ctx, step)
+
+    async def _commit_decision(
+        self,
+        wl: Workload,
+        check: str,
+        decision: Decision,
+        text: str | None,
+        kept: str | None,
+        hold: PreemptionStep | None,
     ) -> None:
         key = workload_key(wl)
         requeue: int | None = None
@@ -439,6 +508,11 @@ class WorkloadAdmission:
                 requeue = max(1, min(requeue, math.ceil(decision.retry_after)))
             if decision.wait_started is not None and wait_started(wl) is None:
                 decided_on = await self._ctx.writer.write_wait_start(wl, rfc3339(decision.wait_started))
+            marks = dict(decision.marks)
+            if hold is not None:
+                marks[c.PREEMPTION_HOLD_ANNOTATION] = hold_text(hold.hold)
+            if marks:  # recorded before the entry, which is guarded by what this write leaves
+                decided_on = await self._ctx.writer.write_marks(decided_on, marks)
         try:
             entry = check_entry(check, decision, wl, requeue, repairs=self._ctx.gates.failed_node_replacement)
             await self._ctx.writer.write_check(decided_on, entry)

@@ -1,0 +1,189 @@
+"""Reservations in the admission: every decision respects the domains reserved for others, and
+a workload that has waited ``reservation_after_seconds`` for a domain while enough is free in
+total gets one (``capacity.reservation``).
+
+The view a decision respects is built from the informer's Workloads: each reservation's holder
+and its requests (read from the holder's Workload: its own annotations stand for the
+workload-wide constraint), and each admitted workload's expected end (its admission plus
+``spec.maximumExecutionTimeSeconds``; none declared: unbounded). A reservation is decided under
+the admission lock, like every decision, registered there, and recorded on its holder with the
+holder's Retry entry (``RESERVATION_ANNOTATION``); the wait's start is recorded the first time
+the workload does not fit (``WAITING_SINCE_ANNOTATION``). Both end when it is placed (the
+assignment's write removes them), deleted, finished, or the reservation times out.
+
+Never: reserve while the setting is 0 (the default), reserve for a workload that waits for
+capacity as a whole rather than for an unfragmented domain, or hold more than the per-flavor
+limits.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import structlog
+
+from kueue_tas.api import constants as c
+from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.feed import workload_key
+from kueue_tas.capacity.reservation import (
+    Occupant,
+    Reservation,
+    ReservationSettings,
+    ReservationView,
+    Waiting,
+    due_reservations,
+)
+from kueue_tas.capacity.workload_placement import WorkloadRequests, workload_requests
+from kueue_tas.controllers.decide import inputs_of
+from kueue_tas.controllers.decision_context import DecisionContext
+from kueue_tas.controllers.domain_reservations import reservation_from, reservation_text
+
+__all__ = ["Reserver", "stamp", "waiting_since"]
+
+log = structlog.get_logger(__name__)
+
+
+def waiting_since(wl: Workload) -> float | None:
+    raw = wl.metadata.annotations.get(c.WAITING_SINCE_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def stamp(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Reserver:
+    """See the module's note; the reservations live on the decision context."""
+
+    def __init__(self, ctx: DecisionContext) -> None:
+        self._ctx = ctx
+
+    @property
+    def enabled(self) -> bool:
+        return self._ctx.settings.reservation_after_seconds > 0
+
+    def _settings(self) -> ReservationSettings:
+        s = self._ctx.settings
+        return ReservationSettings(
+            reserve_after_s=s.reservation_after_seconds,
+            timeout_s=s.reservation_timeout_seconds,
+            max_per_flavor=s.reservations_per_flavor,
+            max_without_runtimes=s.reservations_without_runtimes,
+        )
+
+    def now(self) -> float:
+        return self._ctx.wall().timestamp()
+
+    def observe(self, wl: Workload) -> None:
+        key = workload_key(wl)
+        book = self._ctx.reservations
+        if wl.is_finished or self._placed(wl):
+            ended = book.release(key)
+            if ended is not None:
+                self._ended(ended, "gone" if wl.is_finished else "placed")
+            return
+        # A copy without the record does not end a reservation: it may predate our write of it.
+        recorded = reservation_from(wl)
+        if recorded is not None and book.of(key) is None:
+            book.add(recorded)
+
+    def forget(self, key: str) -> None:
+        ended = self._ctx.reservations.release(key)
+        if ended is not None:
+            self._ended(ended, "gone")
+
+    def _ended(self, r: Reservation, end: str) -> None:
+        held = self.now() - r.since
+        self._ctx.metrics.record_reservation_end(end, held)
+        log.info("reservation_ended", workload=r.holder, end=end, held_seconds=round(held, 1))
+
+    def _placed(self, wl: Workload) -> bool:
+        ours = self._ctx.checks.names()
+        return wl.is_admitted and any(
+            st.name in ours and st.state == c.CHECK_STATE_READY for st in wl.status.admission_checks
+        )
+
+    def _occupants(self) -> dict[str, Occupant]:
+        capacity = self._ctx.capacity
+        out: dict[str, Occupant] = {}
+        for wl in self._ctx.informers.workloads.store.values():
+            key = workload_key(wl)
+            if not capacity.holds(key):
+                continue
+            since = wl.admitted_at
+            runtime = wl.spec.maximum_execution_time_seconds
+            end = since.timestamp() + runtime if since is not None and runtime is not None else None
+            pods = sum(e.assignment.total for e in capacity.entries(key))
+            out[key] = Occupant(key, end, pods)
+        return out
+
+    def _requests_of(self, holder: str, check_flavors: set[str]) -> WorkloadRequests | None:
+        wl = self._ctx.informers.workloads.store.get(holder)
+        if wl is None:
+            return None
+        got = workload_requests(
+            inputs_of(wl, check_flavors),
+            self._ctx.capacity,
+            prefix=self._ctx.settings.annotation_prefix,
+            gates=self._ctx.gates,
+            workload_annotations=wl.metadata.annotations,
+        )
+        return got if isinstance(got, WorkloadRequests) else None
+
+    def view(self, wl: Workload, check_flavors: set[str]) -> ReservationView | None:
+        """What ``wl``'s decision respects now; None when nothing is reserved for others."""
+        book = self._ctx.reservations
+        now = self.now()
+        for gone in book.expire(now, self._ctx.settings.reservation_timeout_seconds):
+            self._ended(gone, "expired")
+        key = workload_key(wl)
+        others = tuple(r for r in book.all() if r.holder != key)
+        if not others:
+            return None
+        holders = {r.holder: self._requests_of(r.holder, check_flavors) for r in others}
+        runtime = wl.spec.maximum_execution_time_seconds
+        return ReservationView(
+            key,
+            others,
+            {k: v for k, v in holders.items() if v is not None},
+            self._occupants(),
+            now,
+            float(runtime) if runtime is not None else None,
+        )
+
+    def consider(
+        self, wl: Workload, requests: WorkloadRequests, since: float
+    ) -> tuple[Reservation | None, dict[str, str]]:
+        """Under the admission lock, for ``wl`` which does not fit now and has waited ``since``
+        then: the reservation it gets (registered on return) and the marks its Retry records."""
+        if not self.enabled:
+            return None, {}
+        key = workload_key(wl)
+        now = self.now()
+        marks: dict[str, str] = {}
+        book = self._ctx.reservations
+        if book.of(key) is not None:
+            return None, marks
+        runtime = wl.spec.maximum_execution_time_seconds
+        waiting = Waiting(key, requests, since, float(runtime) if runtime is not None else None)
+        added = due_reservations(
+            [waiting], self._ctx.capacity, book.all(), self._occupants(), now, self._settings(), gates=self._ctx.gates
+        )
+        if not added:
+            return None, marks
+        (reservation,) = added
+        book.add(reservation)
+        self._ctx.metrics.reservations_made_total.inc()
+        marks[c.RESERVATION_ANNOTATION] = reservation_text(reservation)
+        log.info(
+            "reservation_made",
+            workload=key,
+            domain=list(reservation.domain.values),
+            expected_fit=reservation.expected_fit,
+        )
+        return reservation, marks

@@ -1,0 +1,144 @@
+"""Reservations in the admission (``controllers/reservation``): off by default; a workload that
+has waited ``reservation_after_seconds`` while blocked by fragmentation gets the rack where it
+fits soonest, recorded on it; other decisions enter that rack only as backfill or leaving the
+holder room; placing the holder ends the reservation."""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import builders as mk
+from admission_harness import T0, Harness, harness, ready, wl
+
+from kueue_tas.api import constants as c
+from kueue_tas.topology.codec.codec import decode_assignment_annotation
+
+START = datetime(2026, 1, 1, 0, 30, tzinfo=UTC)  # half an hour after T0
+
+
+def clock(h_now: list[datetime]) -> Any:
+    return lambda: h_now[0]
+
+
+def rack_of(h: Harness) -> str:
+    ((_, assignment),) = decode_assignment_annotation(h.writes.annotations[-1])
+    racks = {"r1" if d.values[-1] in ("h1", "h2") else "r2" for d in assignment.domains}
+    assert len(racks) == 1, racks
+    return racks.pop()
+
+
+def with_runtime(obj: dict[str, Any], seconds: int | None) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    if seconds is not None:
+        out["spec"]["maximumExecutionTimeSeconds"] = seconds
+    return out
+
+
+async def admit(h: Harness, name: str, count: int, runtime: int | None) -> str:
+    """Decide ``name`` (admitted at T0) and play Kueue's admission back; its rack."""
+    obj = with_runtime(wl(name, count, uid=f"uid-{name}"), runtime)
+    h.add_workload(obj)
+    assert await h.admission.reconcile(f"ns/{name}") is None
+    assert h.writes.checks[-1]["state"] == "Ready", h.writes.checks[-1]
+    rack = rack_of(h)
+    out = ready(h, obj)
+    out["status"]["conditions"].append(mk.condition("Admitted", reason="Admitted", message="", time=T0))
+    h.modify_workload(out)
+    return rack
+
+
+async def decide(h: Harness, obj: dict[str, Any]) -> dict[str, Any]:
+    """Decide ``obj`` (as Kueue shows it, our entry Pending) and return our entry."""
+    h.modify_workload(obj) if f"ns/{obj['metadata']['name']}" in h.informers.workloads.store else h.add_workload(obj)
+    before = len(h.writes.checks)
+    await h.admission.reconcile(f"ns/{obj['metadata']['name']}")
+    assert len(h.writes.checks) == before + 1
+    return h.writes.checks[-1]
+
+
+def requeued(obj: dict[str, Any], marks: dict[str, str], version: int) -> dict[str, Any]:
+    """``obj`` back with quota after Kueue requeued its Retry, carrying what we recorded."""
+    out = copy.deepcopy(obj)
+    out["metadata"].setdefault("annotations", {}).update(marks)
+    out["metadata"]["resourceVersion"] = str(version)
+    return out
+
+
+async def blocked_big(h: Harness, now: list[datetime]) -> dict[str, Any]:
+    """Rack r1 holds "a" (6 pods, ends an hour after T0), r2 holds "b" (12 pods, ends two hours
+    after T0): 10 + 4 GPUs free, so "big" (12 pods, one rack) is blocked by fragmentation. It
+    waits, then gets r1, where it fits soonest."""
+    assert await admit(h, "a", 6, 3600) == "r1"
+    assert await admit(h, "b", 12, 7200) == "r2"
+    big = wl("big", 12, uid="uid-big")
+    first = await decide(h, big)
+    assert first["state"] == "Retry" and "reserved" not in first["message"]
+    (marks,) = h.writes.marks
+    assert marks == {c.WAITING_SINCE_ANNOTATION: "2026-01-01T00:30:00Z"}
+    now[0] = START + timedelta(minutes=2)
+    h.now[0] += 31  # past the wait for our own write to come back
+    again = await decide(h, requeued(big, marks, 20))
+    assert again["state"] == "Retry" and 'rack "r1" is reserved for this workload' in again["message"]
+    assert again["requeueAfterSeconds"] <= 10  # tried again soon: its rack may free at any moment
+    recorded = json.loads(h.writes.marks[-1][c.RESERVATION_ANNOTATION])
+    assert recorded["values"] == ["r1"] and recorded["expectedFit"] == "2026-01-01T01:00:00Z"
+    return requeued(big, {**marks, **h.writes.marks[-1]}, 21)
+
+
+async def test_a_fragmented_workload_gets_the_rack_where_it_fits_soonest_and_others_respect_it() -> None:
+    now = [START]
+    h = harness(wall=clock(now), settings={"reservation_after_seconds": 60})
+    await blocked_big(h, now)
+    # 4 pods fill r2.
+    assert (await decide(h, wl("s1", 4, uid="uid-s1")))["state"] == "Ready" and rack_of(h) == "r2"
+    h.modify_workload(ready(h, wl("s1", 4, uid="uid-s1")))
+    # 6 unbounded pods fit only r1, where they would delay "big" (16 - 6 < 12 once "a" ends).
+    assert (await decide(h, wl("s2", 6, uid="uid-s2")))["state"] == "Retry"
+    # 5 pods ending in ten minutes, before "big" is expected to fit: backfill.
+    s3 = with_runtime(wl("s3", 5, uid="uid-s3"), 600)
+    assert (await decide(h, s3))["state"] == "Ready" and rack_of(h) == "r1"
+    s3 = ready(h, s3)
+    s3["status"]["conditions"].append(
+        mk.condition("Admitted", reason="Admitted", message="", time="2026-01-01T00:32:00Z")
+    )
+    h.modify_workload(s3)
+    # 1 unbounded pod leaves "big" room (16 - 1 once "s3" and "a" end): it enters.
+    assert (await decide(h, wl("s4", 1, uid="uid-s4")))["state"] == "Ready" and rack_of(h) == "r1"
+    h.modify_workload(ready(h, wl("s4", 1, uid="uid-s4")))
+    # 4 more would not (16 - 5 < 12): refused, though r1 has room for them now.
+    assert (await decide(h, wl("s5", 4, uid="uid-s5")))["state"] == "Retry"
+
+
+async def test_placing_the_holder_ends_its_reservation() -> None:
+    now = [START]
+    h = harness(wall=clock(now), settings={"reservation_after_seconds": 60})
+    big = await blocked_big(h, now)
+    assert h.ctx.reservations.of("ns/big") is not None
+    # "a" finishes: its usage goes, and "big" fits its reserved rack.
+    gone = h.informers.workloads.store["ns/a"].model_dump(by_alias=True, exclude_none=True, mode="json")
+    gone["status"]["conditions"].append(mk.condition("Finished", reason="Succeeded", message="", time=T0))
+    gone["metadata"]["resourceVersion"] = "40"
+    h.modify_workload(gone)
+    h.now[0] += 31
+    now[0] = START + timedelta(minutes=7)  # five minutes after the reservation was made
+    assert (await decide(h, big))["state"] == "Ready"  # the write's removal of the records: tests/write_faults
+    assert rack_of(h) == "r1"
+    placed = ready(h, big)
+    placed["status"]["conditions"].append(mk.condition("Admitted", reason="Admitted", message="", time=T0))
+    h.modify_workload(placed)
+    assert h.ctx.reservations.of("ns/big") is None
+    assert h.metrics.reservations_made_total._value.get() == 1
+    held = h.metrics.reservation_held_seconds.labels("placed")
+    assert held._sum.get() == 300.0
+
+
+async def test_off_by_default() -> None:
+    h = harness(wall=lambda: START)
+    await admit(h, "a", 6, 3600)
+    await admit(h, "b", 12, 7200)
+    assert (await decide(h, wl("big", 12, uid="uid-big")))["state"] == "Retry"
+    assert h.writes.marks == []
+    assert h.ctx.reservations.all() == []
