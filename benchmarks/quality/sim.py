@@ -140,7 +140,7 @@ class Sim:
         self.running: dict[int, JobRecord] = {}
         self.records: list[JobRecord] = []  # every job that arrived, in arrival order
         self.totals = Totals()
-        self.placements = 0  # engine calls
+        self.placements = 0  # placements asked of the policy (kueue-exact: one engine call each)
         self.starts = 0  # runs started (an evicted job starts again)
         self.version = 0  # counts starts and ends: an answer found at one version holds until the next
         self.samples: list[Sample] | None = [] if record else None

@@ -66,9 +66,9 @@ class Preempt(KueueExact):
         self._fruitless: dict[Hashable, int] = {}  # (request, priority) -> the sim version a search found nothing at
 
     def blocked(self, job: JobRecord, sim: Sim) -> bool:
-        return self._preempt_for(job, sim)
+        return self.preempt_for(job, sim)
 
-    def _preempt_for(self, job: JobRecord, sim: Sim, refuse: frozenset[Domain] = frozenset()) -> bool:
+    def preempt_for(self, job: JobRecord, sim: Sim, refuse: frozenset[Domain] = frozenset()) -> bool:
         """Evict the cheapest victims that let ``job`` fit (not into ``refuse``); False: none."""
         if job.job.gpus > sim.free_gpus:
             return False  # it would not hold quota
@@ -200,4 +200,4 @@ class Both(Reserve):
         if not mine or job.queued_since is None or (sim.now - job.queued_since) * HOUR < PREEMPT_AFTER_S:
             return False
         others = frozenset(r.domain for r in self.reservations if r.holder != job.key)
-        return self._preempt._preempt_for(job, sim, refuse=others)
+        return self._preempt.preempt_for(job, sim, refuse=others)
