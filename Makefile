@@ -116,8 +116,9 @@ bench-vs-kueue: $(STAMP)
 	$(PY) -m benchmarks.vs_kueue $(VS_KUEUE_ARGS)
 
 # Placement quality (benchmarks/quality): a discrete-event simulator driving our own placement
-# pipeline on seeded traces, Kueue-exact placement and each policy side by side on the same seeds;
-# shapes A, B and C, 3 seeds, ~10-20 min for the defaults. On demand only: not part of `make test`.
+# pipeline on seeded traces. The defaults: Kueue-exact placement on shapes A, B and C, 3 seeds,
+# 300 h each (about 2 min of CPU; 52 min on the shared development machine); `--policy all`
+# puts reservations and preemption beside it (far longer on C). On demand only: not in `make test`.
 BENCH_QUALITY_ARGS ?=
 bench-quality: $(STAMP)
 	$(PY) -m benchmarks.quality $(BENCH_QUALITY_ARGS)

@@ -198,7 +198,9 @@ def test_the_same_seed_gives_the_same_figures(small: Shape) -> None:
 
 def test_the_command_prints_the_table_and_writes_json(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
     out = f"{tmp_path}/quality.json"
-    assert main(["--shape", "B", "--seeds", "1,2", "--hours", "2", "--warmup", "1", "--json", out]) == 0
+    assert (
+        main(["--shape", "B", "--policy", "all", "--seeds", "1,2", "--hours", "2", "--warmup", "1", "--json", out]) == 0
+    )
     printed = capsys.readouterr()
     assert "| stranded GPUs while jobs wait (%) |" in printed.out and "wall time:" in printed.out
     assert "[B kueue-exact seed 2]" in printed.err
@@ -209,7 +211,9 @@ def test_the_command_prints_the_table_and_writes_json(tmp_path: object, capsys: 
     assert all(r["placements"] > 0 and r["cpu_s"] > 0 and r["sim_hours"] >= 3 for r in doc["runs"])
     # Runs saved one seed per file print as one table again.
     other = f"{tmp_path}/seed3.json"
-    assert main(["--shape", "B", "--seeds", "3", "--hours", "2", "--warmup", "1", "--json", other]) == 0
+    assert (
+        main(["--shape", "B", "--policy", "all", "--seeds", "3", "--hours", "2", "--warmup", "1", "--json", other]) == 0
+    )
     capsys.readouterr()
     assert main(["--report", out, other]) == 0
     assert "seeds 1,2,3;" in capsys.readouterr().out
