@@ -307,7 +307,8 @@ async def service_account_kubeconfig(
     docs = [d for d in base_documents() if d["kind"] in IDENTITY_KINDS]
     if scheduling_gate is not None:
         for doc in docs:
-            if doc["kind"] == "ValidatingAdmissionPolicy":
+            gated = any(v["name"] == "gate" for v in doc["spec"].get("variables", []))
+            if doc["kind"] == "ValidatingAdmissionPolicy" and gated:
                 set_policy_gate(doc, scheduling_gate)
     docs.sort(key=lambda d: IDENTITY_KINDS.index(d["kind"]))
     sa = [d for d in docs if d["kind"] == "ServiceAccount" and d["metadata"]["name"] == service_account]

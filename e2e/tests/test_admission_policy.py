@@ -37,7 +37,9 @@ OTHER_GATE = "example.com/other"
 
 
 def _policy_message(kind: str) -> str:
-    (policy,) = [d for d in base_documents() if d["kind"] == "ValidatingAdmissionPolicy"]
+    (policy,) = [
+        d for d in base_documents() if d["kind"] == "ValidatingAdmissionPolicy" and d["metadata"]["name"] == POLICY
+    ]
     (message,) = [v["message"] for v in policy["spec"]["validations"] if kind in v["message"]]
     return str(message)
 
@@ -281,3 +283,84 @@ async def test_the_controller_can_annotate_a_workload_but_not_change_its_spec(
     assert got["spec"].get("active", True) is True
     checks = {c["name"]: c for c in got.get("status", {}).get("admissionChecks", [])}
     assert checks["policy-check"]["message"] == "policy probe"
+
+
+RECORDS = "kueue-tas-records"
+
+
+def _probe_workload(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    container = {"name": "main", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "1m"}}}
+    return {
+        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+        "kind": "Workload",
+        "metadata": {"name": name, **({"annotations": annotations} if annotations else {})},
+        "spec": {
+            "queueName": "none",
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+                }
+            ],
+        },
+    }
+
+
+async def test_only_the_controller_writes_its_records_on_a_workload(
+    api_client: client.ApiClient, sa_api: client.ApiClient, namespace: str
+) -> None:
+    """Anyone else (here the cluster's admin) can neither create a Workload carrying a reservation
+    nor add, change or remove one; the controller's own write of its records goes through."""
+    await _policy_in_force(api_client, sa_api, namespace)
+    admin = client.CustomObjectsApi(api_client)
+    forged = {
+        "kueue-tas.io/reservation": '{"flavor":"gpu","level":"rack","values":["r1"],"since":"2026-01-01T00:00:00Z"}'
+    }
+
+    async def refused_create() -> bool:
+        try:
+            await admin.create_namespaced_custom_object(
+                KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", _probe_workload("forged", forged)
+            )
+        except client.ApiException as exc:
+            assert RECORDS in str(exc.body), exc.body
+            return True
+        await admin.delete_namespaced_custom_object(KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", "forged")
+        return False  # before the binding reached the apiserver's admission: try again
+
+    await eventually("a Workload created with a reservation refused", refused_create, timeout_s=30)
+    created = await admin.create_namespaced_custom_object(
+        KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", _probe_workload("records-wl")
+    )
+    patch = {"metadata": {"annotations": forged}}
+    with pytest.raises(client.ApiException) as refused:
+        await admin.patch_namespaced_custom_object(
+            KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", "records-wl", patch, **content_type(MERGE_PATCH)
+        )
+    assert RECORDS in str(refused.value.body)
+    # The controller's own write (controllers/check_entry_writes.py write_marks) goes through.
+    writer = KubeAdmissionWriter(sa_api)
+
+    async def marked() -> bool:
+        current = await writer.read_workload(Workload.model_validate(created))
+        assert current is not None
+        try:
+            await writer.write_marks(current, {"kueue-tas.io/waiting-since": "2026-01-01T00:00:00Z"})
+        except Conflict:
+            return False
+        return True
+
+    await eventually("the controller records the wait's start", marked, timeout_s=30)
+    # ... which nobody else may remove.
+    with pytest.raises(client.ApiException) as removed:
+        await admin.patch_namespaced_custom_object(
+            KUEUE_GROUP,
+            KUEUE_VERSION,
+            namespace,
+            "workloads",
+            "records-wl",
+            {"metadata": {"annotations": {"kueue-tas.io/waiting-since": None}}},
+            **content_type(MERGE_PATCH),
+        )
+    assert RECORDS in str(removed.value.body)

@@ -7,13 +7,14 @@ levels (a Topology re-created since) still names the leaves its pods are pinned 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.workload_placement import Domain
+from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.engine import TopologySnapshot
 
-__all__ = ["domains_except", "keys_by_domain"]
+__all__ = ["domains_apart", "domains_except", "keys_by_domain"]
 
 
 def keys_by_domain(
@@ -42,3 +43,27 @@ def domains_except(snap: TopologySnapshot, domain: Domain) -> list[Domain]:
     if depth is None:
         return []
     return [Domain(domain.flavor, domain.level, v) for v in snap.tree.levels[depth].values if v != domain.values]
+
+
+def domains_apart(
+    capacity: LiveCapacity, domains: Iterable[Domain], current: Mapping[str, TopologyAssignment]
+) -> list[Domain]:
+    """The ``domains`` that hold none of ``current``'s pods: a node repair keeps each pod inside
+    its workload's own domain, so a domain held for another workload closes to it only where the
+    workload does not run already (one it runs in stays open to its own repair)."""
+    out = []
+    for domain in domains:
+        snap = capacity.snapshot(domain.flavor)
+        if snap is None:
+            continue
+        tree = snap.tree
+        depth = len(domain.values)
+        inside = any(
+            tree.leaves.values[leaf][:depth] == domain.values
+            for assignment in current.values()
+            for d in assignment.domains
+            for leaf in tree.leaves_of(assignment.levels, d.values)
+        )
+        if not inside:
+            out.append(domain)
+    return out

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.object_base import find_condition
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.daemonsets import Reservation
+from kueue_tas.capacity.domain_records import hold_from, reservation_from, stamp
 from kueue_tas.capacity.hostnames import NodeHosts
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.pod_counts import domain_paths, podset_pod_counts
@@ -26,8 +26,6 @@ from kueue_tas.cli.describe_model import (
     WorkloadDescription,
 )
 from kueue_tas.cli.describe_reasons import why_unplaced
-from kueue_tas.controllers.domain_holds import hold_from
-from kueue_tas.controllers.domain_reservations import reservation_from
 from kueue_tas.kube.slim import SlimPod
 from kueue_tas.topology.assignment import TopologyAssignment
 from kueue_tas.topology.codec import decode_assignment_annotation
@@ -91,10 +89,6 @@ def wants_trial(wl: Workload, checks: Container[str]) -> bool:
     return not assignment_trusted(wl, checks) and not wl.is_finished and wl.spec.active is not False
 
 
-def _stamp(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _kept_for_it(wl: Workload) -> list[str]:
     """What a preemption or a reservation keeps for the workload, as recorded on it (both are
     removed when it is placed)."""
@@ -102,15 +96,15 @@ def _kept_for_it(wl: Workload) -> list[str]:
     hold = hold_from(wl)
     if hold is not None:
         victims = f" (told to leave: {', '.join(hold.victims)})" if hold.victims else ""
-        out.append(f"topology preemption: {hold.domain.named()} is held for it until {_stamp(hold.until)}{victims}")
+        out.append(f"topology preemption: {hold.domain.named()} is held for it until {stamp(hold.until)}{victims}")
     reserved = reservation_from(wl)
     if reserved is not None:
         when = (
-            f"expected to fit at {_stamp(reserved.expected_fit)}"
+            f"expected to fit at {stamp(reserved.expected_fit)}"
             if reserved.expected_fit is not None
             else "expected to fit once its occupants end (not all declare a runtime)"
         )
-        out.append(f"reservation: {reserved.domain.named()} is reserved for it since {_stamp(reserved.since)}; {when}")
+        out.append(f"reservation: {reserved.domain.named()} is reserved for it since {stamp(reserved.since)}; {when}")
     return out
 
 

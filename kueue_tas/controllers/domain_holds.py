@@ -4,65 +4,20 @@ Once victims are told to go, the domain they leave is closed to every other plac
 (``place_workload(closed=...)``) until the preemptor is placed, is deleted, or the hold's time
 runs out: the victims, requeued by Kueue, are placed elsewhere or wait with a message, and
 never back into the domain they were evicted from (no cascade). A hold is recorded on the
-preemptor's Workload (``PREEMPTION_HOLD_ANNOTATION``, JSON), so it survives the preemptor's
-own requeues and a restart of the controller; the registry here is rebuilt from those records
-as the informer delivers them.
+preemptor's Workload (``capacity.domain_records``), so it survives the preemptor's own
+requeues and a restart of the controller; the registry here is rebuilt from those records as
+the informer delivers them.
 """
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from kueue_tas.api import constants as c
-from kueue_tas.api.workload import Workload
-from kueue_tas.capacity.feed import workload_key
+from kueue_tas.capacity.domain_records import Hold
 from kueue_tas.capacity.workload_placement import Domain
 
-__all__ = ["DomainHolds", "Hold", "hold_from", "hold_text"]
-
-
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """``domain`` held for ``preemptor`` until ``until`` (epoch seconds); ``victims``: the
-    workloads told to leave it."""
-
-    preemptor: str
-    domain: Domain
-    until: float
-    victims: tuple[str, ...] = ()
-
-
-def hold_text(hold: Hold) -> str:
-    """The annotation value recording ``hold`` on its preemptor."""
-    d = hold.domain
-    body = {
-        "flavor": d.flavor,
-        "level": d.level,
-        "values": list(d.values),
-        "until": datetime.fromtimestamp(hold.until, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "victims": list(hold.victims),
-    }
-    return json.dumps(body, separators=(",", ":"), sort_keys=True)
-
-
-def hold_from(wl: Workload) -> Hold | None:
-    """The hold recorded on ``wl``, None when there is none or it cannot be read (a hold never
-    read is a domain never closed: the preemptor waits as it would without one)."""
-    raw = wl.metadata.annotations.get(c.PREEMPTION_HOLD_ANNOTATION)
-    if not raw:
-        return None
-    try:
-        body = json.loads(raw)
-        domain = Domain(str(body["flavor"]), str(body["level"]), tuple(str(v) for v in body["values"]))
-        until = datetime.fromisoformat(str(body["until"]).replace("Z", "+00:00")).timestamp()
-        victims = tuple(str(v) for v in body.get("victims", ()))
-    except (ValueError, KeyError, TypeError):
-        return None
-    return Hold(workload_key(wl), domain, until, victims)
+__all__ = ["DomainHolds"]
 
 
 class DomainHolds:

@@ -51,6 +51,8 @@ header h1{font-size:16px;margin:0}
 .d>.db{display:flex;flex-wrap:wrap;gap:3px;align-items:flex-start;padding:2px}
 .dh{font-size:11px;white-space:nowrap;padding:0 3px;border-left:6px solid #ccc}
 .dh .fit{color:#555}
+.d.kept{border:2px dashed #6a1b9a}
+.dh .keptfor{color:#6a1b9a;font-style:italic}
 .h{display:inline-block;width:12px;height:12px;margin:0;border:1px solid rgba(0,0,0,.15);position:relative}
 .h.cn{background:repeating-linear-gradient(45deg,#bbb 0 2px,#eee 2px 4px)}
 .h.m-notready{outline:2px solid #000;outline-offset:-2px}

@@ -15,6 +15,7 @@ import numpy as np
 
 from kueue_tas.api.pod_shape import PodShape, parse_pod_shape
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.domain_records import hold_from, reservation_from, stamp
 from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.pod_counts import SlimPod
 from kueue_tas.capacity.rules import FlavorSpec
@@ -102,9 +103,11 @@ def build_map(
     ):
         notes.append(f"No node of a governed flavor has {options.resource}: every tile shows none.")
     shape = options.shape or default_shape(colour)
+    workloads = list(workloads)
     views, failed = workload_views(inputs, workloads, pods, planned)
+    kept = kept_domains(workloads)
     flavors = tuple(
-        flavor_map(specs[name], snap, capacity.nodes().values(), resources, shape, failed)
+        flavor_map(specs[name], snap, capacity.nodes().values(), resources, shape, failed, kept.get(name, {}))
         for name, snap in snapshots.items()
     )
     return MapModel(colour, resources, shape.text, flavors, tuple(views), tuple(notes))
@@ -129,6 +132,24 @@ def _marks(node: NodeInfo, failed: Mapping[str, list[str]]) -> tuple[tuple[Mark,
     return tuple(marks), tuple(notes)
 
 
+def kept_domains(workloads: Iterable[Workload]) -> dict[str, dict[tuple[str, ...], str]]:
+    """Flavor -> domain values -> what keeps the domain for a waiting workload: a preemption's hold
+    or a reservation, as recorded on the workload (``capacity.domain_records``)."""
+    out: dict[str, dict[tuple[str, ...], str]] = {}
+    for wl in workloads:
+        if wl.is_finished:
+            continue
+        hold = hold_from(wl)
+        if hold is not None:
+            text = f"held for {hold.preemptor} until {stamp(hold.until)} (preemption)"
+            out.setdefault(hold.domain.flavor, {})[hold.domain.values] = text
+        reserved = reservation_from(wl)
+        if reserved is not None:
+            text = f"reserved for {reserved.holder} since {stamp(reserved.since)}"
+            out.setdefault(reserved.domain.flavor, {})[reserved.domain.values] = text
+    return out
+
+
 def flavor_map(
     spec: FlavorSpec,
     snap: TopologySnapshot,
@@ -136,6 +157,7 @@ def flavor_map(
     resources: Sequence[str],
     shape: PodShape,
     failed: Mapping[str, list[str]],
+    kept: Mapping[tuple[str, ...], str] | None = None,
 ) -> FlavorMap:
     tree, cap = snap.tree, snap.capacity
     levels = spec.levels
@@ -209,6 +231,7 @@ def flavor_map(
                     () if inner else tuple(group),
                     slots if fits else None,
                     bool(whole),
+                    (kept or {}).get(prefix, ""),
                 )
             )
             start = end

@@ -74,6 +74,8 @@ class DomainTile:
     hosts: tuple[HostTile, ...] = ()  # only in the lowest domains drawn
     slots: int | None = None  # pods of the shape fitting here
     free_for_shape: bool = False  # nothing running takes a slot of the shape here
+    # Held for a preemptor or reserved for a waiting workload ("" for neither): who and until when.
+    kept_for: str = ""
 
     @property
     def key(self) -> str:

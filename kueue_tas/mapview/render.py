@@ -154,11 +154,13 @@ def _domain(d: DomainTile, fm: FlavorMap, colour: str, data: _FlavorData, out: l
     name = f"{fm.level_names[d.level]} {d.values[-1]}"
     fit = f' <span class="fit">fits {d.slots}</span>' if d.slots is not None else ""
     free = " free" if d.free_for_shape else ""
+    kept = " kept" if d.kept_for else ""
+    kept_for = f' <span class="keptfor">{escape(d.kept_for)}</span>' if d.kept_for else ""
     out.append(
-        f'<div class="d l{d.level}{free}" data-domain="{escape(d.key)}" data-level="{d.level}">'
+        f'<div class="d l{d.level}{free}{kept}" data-domain="{escape(d.key)}" data-level="{d.level}">'
         f'<div class="dh {colour_class(amount)}"><b>{escape(name)}</b> '
         f'<span class="amt">{amount_text(colour, amount.free)}/{amount_text(colour, amount.allocatable)} '
-        f"{escape(colour)}</span>{fit}</div>"
+        f"{escape(colour)}</span>{fit}{kept_for}</div>"
         '<div class="db">'
     )
     for child in d.children:

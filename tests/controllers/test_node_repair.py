@@ -18,11 +18,13 @@ import builders as mk
 import pytest
 from admission_harness import CHECK, guard, workload
 from repair_harness import ANN, RACK_OF, Rig, metric, rig, roles
-from vocab import GROUP_NAME, RACK, REQUIRED, SLICE_LEVEL, SLICE_SIZE
+from vocab import GROUP_NAME, HOST, RACK, REQUIRED, SLICE_LEVEL, SLICE_SIZE
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering, recorded, repairing, without_record
+from kueue_tas.capacity.domain_records import Hold
+from kueue_tas.capacity.workload_placement import Domain
 from kueue_tas.controllers.repair.reconciler import SCAN
 from kueue_tas.controllers.rewrites import OurRewrites
 from kueue_tas.kube.errors import Conflict, ServerError, TransportError
@@ -530,3 +532,25 @@ async def test_a_write_that_hangs_holds_up_no_pass(r: Rig) -> None:
     r.repair.writing.done(key)
     assert any("[repairing" in e["message"] for e in r.h.writes.checks)  # announced, then written whole
     assert r.events("TopologyRepaired")
+
+
+async def test_a_repair_does_not_move_pods_into_a_domain_held_for_another_workload(r: Rig) -> None:
+    """I14: spare host h5 is held for another workload's preemption: the repair of the failed
+    host's pods may not use it (nothing else in the rack has room: the repair waits); the hold
+    gone, it moves them there."""
+    before = await r.admit()
+    small, _, rack = roles(before)
+    spare = "h5"
+    r.node(spare, rack, event="ADDED")
+    until = r.h.ctx.wall().timestamp() + 300
+    r.h.ctx.holds.add(Hold("ns/other", Domain("gpu", HOST, (rack, spare)), until, ()))
+    r.node(small, rack, ready=False)
+    r.clock.now += 31
+    await r.scan()
+    assert len(r.h.writes.annotations) == 1  # no repair written
+    assert spare not in r.hosts()
+    r.h.ctx.holds.release("ns/other")
+    r.clock.now += 31
+    await r.scan()
+    ((_, new),) = decode_assignment_annotation(r.h.writes.annotations[-1])
+    assert spare in {d.values[-1] for d in new.domains}

@@ -142,3 +142,12 @@ async def test_off_by_default() -> None:
     assert (await decide(h, wl("big", 12, uid="uid-big")))["state"] == "Retry"
     assert h.writes.marks == []
     assert h.ctx.reservations.all() == []
+
+
+async def test_a_reservation_record_is_ignored_while_reservations_are_off() -> None:
+    h = harness(wall=lambda: START)
+    record = {"flavor": "gpu", "level": "x", "values": ["r1"], "since": "2026-01-01T00:00:00Z"}
+    big = wl("big", 12, uid="uid-big")
+    big["metadata"]["annotations"] = {c.RESERVATION_ANNOTATION: json.dumps(record)}
+    h.add_workload(big)
+    assert h.ctx.reservations.all() == []

@@ -220,3 +220,20 @@ async def test_preemption_waits_for_preemption_after_seconds() -> None:
     h.now[0] += 31
     await h.admission.reconcile("ns/hi")
     assert any("preempting 1 workload(s)" in e["message"] for e in h.writes.checks)
+
+
+@pytest.mark.parametrize(
+    ("switch", "until"),
+    [("Enabled", "2099-01-01T00:00:00Z"), ("Disabled", "2026-01-01T02:05:00Z")],
+    ids=["longer-than-the-setting", "switch-off"],
+)
+async def test_a_hold_no_decision_of_ours_could_have_made_is_ignored(switch: str, until: str) -> None:
+    """The admission policy keeps anyone else from writing a hold; behind it, a recorded hold is
+    trusted only if this controller could have written it."""
+    h = harness(wall=lambda: WALL)
+    queue(h, switch)
+    hold = {"flavor": "gpu", "level": RACK, "values": ["r1"], "until": until, "victims": []}
+    hi = with_priority(wl("hi", 12, uid="uid-hi"), 10)
+    hi["metadata"]["annotations"] = {c.PREEMPTION_HOLD_ANNOTATION: json.dumps(hold)}
+    h.add_workload(hi)
+    assert h.ctx.holds.closed_for("ns/x", WALL.timestamp()) == []

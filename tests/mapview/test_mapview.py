@@ -10,12 +10,14 @@ import pytest
 from map_scene import Element, host_key, parse_page
 from vocab import BLOCK, GPU, HOST, RACK
 
+from kueue_tas.api import constants as c
 from kueue_tas.api.pod_shape import parse_pod_shape
 from kueue_tas.capacity.pod_counts import PodCounts
-from kueue_tas.mapview.build import default_shape, is_extended
+from kueue_tas.mapview.build import build_map, default_shape, is_extended
 from kueue_tas.mapview.model import Amount, FlavorMap, MapModel, Mark, State, WorkloadView, map_hosts
 from kueue_tas.mapview.panels import colour_class
 from kueue_tas.mapview.render import render_map
+from kueue_tas.mapview.workloads import WorkloadInputs
 
 
 def flavor() -> FlavorMap:
@@ -263,3 +265,30 @@ def test_a_resource_no_node_has_is_said_once() -> None:
     assert model.notes == ("No node of a governed flavor has example.com/fpga: every tile shows none.",)
     assert all(h.allocatable[0] == 0 for h in map_hosts(model.flavors[0]))
     assert "No node of a governed flavor has example.com/fpga" in page_of(model)
+
+
+def test_a_reserved_and_a_held_domain_say_for_whom() -> None:
+    """A reservation and a preemption's hold recorded on waiting workloads mark their domains,
+    in the model and on the page (dashed, with who and since or until when)."""
+    tas = scene.kueue()
+    wls = scene.workloads()
+    big = next(w for w in wls if w.name == "big")
+    big.metadata.annotations[c.RESERVATION_ANNOTATION] = json.dumps(
+        {"flavor": "gpu", "level": RACK, "values": ["b1", "b1-r2"], "since": "2026-01-01T00:00:00Z"}
+    )
+    small = next(w for w in wls if w.name == "small")
+    small.metadata.annotations[c.PREEMPTION_HOLD_ANNOTATION] = json.dumps(
+        {"flavor": "gpu", "level": RACK, "values": ["b2", "b2-r3"], "until": "2026-01-01T01:00:00Z", "victims": []}
+    )
+    live = scene.capacity(tas)
+    model = build_map(live, wls, scene.pods(), WorkloadInputs(live, tas.check_flavors, now=scene.NOW))
+    (fm,) = model.flavors
+    kept = {c.key: c.kept_for for d in fm.domains for c in d.children if c.kept_for}
+    assert kept == {
+        "b1/b1-r2": "reserved for ns/big since 2026-01-01T00:00:00Z",
+        "b2/b2-r3": "held for ns/small until 2026-01-01T01:00:00Z (preemption)",
+    }
+    page = parse_page(render_map(model, title="map"))
+    marked = {e.attrs["data-domain"] for e in page.find_all("div", cls="kept")}
+    assert marked == {"b1/b1-r2", "b2/b2-r3"}
+    assert "reserved for ns/big" in " ".join(e.text for e in page.find_all("span", cls="keptfor"))

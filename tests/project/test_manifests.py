@@ -111,6 +111,8 @@ def test_base_kinds_and_namespace(base: list[dict[str, Any]]) -> None:
             "Secret",
             "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicy",  # our records on Workloads (issue 31)
+            "ValidatingAdmissionPolicyBinding",
             "NetworkPolicy",
         ]
     )

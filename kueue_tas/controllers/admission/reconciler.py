@@ -39,6 +39,7 @@ import structlog
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.domain_records import hold_text
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.rules import annotated_usage, assignment_trusted, workload_identity
 from kueue_tas.controllers.check_entry_writes import (
@@ -51,7 +52,6 @@ from kueue_tas.controllers.check_entry_writes import (
 from kueue_tas.controllers.check_flavors import unusable_flavors
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.decision_context import DecisionContext
-from kueue_tas.controllers.domain_holds import hold_text
 from kueue_tas.controllers.informers import on_any_change
 from kueue_tas.controllers.preemption import PreemptionStep, Preemptor, carry_out
 from kueue_tas.controllers.reservation import Reserver, stamp, waiting_since
@@ -303,6 +303,7 @@ class WorkloadAdmission:
                 workload_annotations=wide,
                 now=None if current is not None else self._ctx.wall(),
                 wait_started=wait_started(wl),
+                # I14: what a preemption holds or a reservation keeps for another is closed here.
                 closed=self._preemptor.closed_for(key),
                 reservations=self._reserver.view(wl, governed) if current is None else None,
             )

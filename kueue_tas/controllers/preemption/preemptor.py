@@ -26,12 +26,12 @@ import structlog
 
 from kueue_tas.api.kueue_objects import ClusterQueue
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.domain_records import Hold, hold_from
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.preemption import Preemption, find_preemption
 from kueue_tas.capacity.preemption_policy import Mode, candidates, mode_of, priority_of
 from kueue_tas.capacity.workload_placement import Domain, WorkloadRequests
 from kueue_tas.controllers.decision_context import DecisionContext
-from kueue_tas.controllers.domain_holds import Hold, hold_from
 
 __all__ = ["PreemptionStep", "Preemptor"]
 
@@ -96,8 +96,21 @@ class Preemptor:
             return
         # A copy without the record does not end a hold: it may predate our write of it.
         recorded = hold_from(wl)
-        if recorded is not None and recorded.until > self.now() and self._ctx.holds.held_for(key, self.now()) is None:
-            self._ctx.holds.add(recorded)
+        now = self.now()
+        if recorded is None or recorded.until <= now or self._ctx.holds.held_for(key, now) is not None:
+            return
+        # Only what this controller could have written (the admission policy kueue-tas-records
+        # keeps everyone else from writing it; this is the second line): a hold no longer than
+        # the setting allows, for a workload whose ClusterQueue has the switch Enabled.
+        queue = None if wl.status.admission is None else self._queue(wl.status.admission.cluster_queue)
+        mode, _ = mode_of(queue, self._ctx.settings.annotation_prefix)
+        if mode is not Mode.ENABLED or recorded.until - now > self._ctx.settings.preemption_hold_seconds + 60:
+            log.warning("preemption_hold_ignored", workload=key, why="not one this controller would hold")
+            return
+        self._ctx.holds.add(recorded)
+
+    def _queue(self, name: str) -> ClusterQueue | None:
+        return next((q for q in self._ctx.informers.queues.store.values() if q.name == name), None)
 
     def forget(self, key: str) -> None:
         if self._ctx.holds.release(key) is not None:

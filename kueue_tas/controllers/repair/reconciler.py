@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -36,6 +36,7 @@ import structlog
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
+from kueue_tas.capacity.domain_usage import domains_apart
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.node_health import (
     NodeFailure,
@@ -45,6 +46,7 @@ from kueue_tas.capacity.node_health import (
     podset_hosts,
 )
 from kueue_tas.capacity.rules import UsageEntry, assignment_trusted, workload_identity
+from kueue_tas.capacity.workload_placement import Domain
 from kueue_tas.controllers.check_entry_writes import check_entry, entry_with_message, merged_annotation
 from kueue_tas.controllers.decide import Decision, Outcome, decide
 from kueue_tas.controllers.decision_context import DecisionContext
@@ -317,6 +319,7 @@ class NodeRepair:
                     current=current,
                     unhealthy_nodes=tuple(sorted(failures)),
                     workload_annotations=wide,
+                    closed=self._kept_for_others(key, current),
                 )
             moved = [p for p in decision.placements if current.get(p.name) != p.assignment]
             # Rejected means no domain could hold it even empty: more capacity in use elsewhere
@@ -365,6 +368,16 @@ class NodeRepair:
         if key not in self._writes:
             self.queue.add_after(SCAN, delay or 0.0)  # decided again (or done) by the pass
         return delay
+
+    def _kept_for_others(self, key: str, current: Mapping[str, TopologyAssignment]) -> list[Domain]:
+        """I14: the domains a preemption holds or a reservation keeps for another workload, closed
+        to this repair where the workload does not run already."""
+        now = self._ctx.wall().timestamp()
+        kept = [
+            *self._ctx.holds.closed_for(key, now),
+            *(r.domain for r in self._ctx.reservations.all() if r.holder != key),
+        ]
+        return domains_apart(self._ctx.capacity, kept, current) if kept else []
 
     async def _stuck(
         self, wl: Workload, key: str, ep: _Episode, reason: str, waiting_for: str = WAIT_FOR_CAPACITY

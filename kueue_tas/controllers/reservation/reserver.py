@@ -18,12 +18,13 @@ limits.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 import structlog
 
 from kueue_tas.api import constants as c
 from kueue_tas.api.workload import Workload
+from kueue_tas.capacity.domain_records import reservation_from, reservation_text, stamp
 from kueue_tas.capacity.feed import workload_key
 from kueue_tas.capacity.reservation import (
     Occupant,
@@ -36,7 +37,6 @@ from kueue_tas.capacity.reservation import (
 from kueue_tas.capacity.workload_placement import WorkloadRequests, workload_requests
 from kueue_tas.controllers.decide import inputs_of
 from kueue_tas.controllers.decision_context import DecisionContext
-from kueue_tas.controllers.domain_reservations import reservation_from, reservation_text
 
 __all__ = ["Reserver", "stamp", "waiting_since"]
 
@@ -51,10 +51,6 @@ def waiting_since(wl: Workload) -> float | None:
         return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-
-
-def stamp(at: float) -> str:
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Reserver:
@@ -89,8 +85,17 @@ class Reserver:
             return
         # A copy without the record does not end a reservation: it may predate our write of it.
         recorded = reservation_from(wl)
-        if recorded is not None and book.of(key) is None:
-            book.add(recorded)
+        if recorded is None or book.of(key) is not None:
+            return
+        # Only what this controller could have made (the admission policy kueue-tas-records keeps
+        # everyone else from writing it; this is the second line): reservations on, within the
+        # per-flavor limit.
+        flavor = recorded.domain.flavor
+        on_flavor = sum(1 for r in book.all() if r.domain.flavor == flavor)
+        if not self.enabled or on_flavor >= self._ctx.settings.reservations_per_flavor:
+            log.warning("reservation_ignored", workload=key, why="not one this controller would make")
+            return
+        book.add(recorded)
 
     def forget(self, key: str) -> None:
         ended = self._ctx.reservations.release(key)
