@@ -332,11 +332,9 @@ def _with_closed(snap: TopologySnapshot, closed: Sequence[Domain]) -> TopologySn
         depth = tree.level_index(domain.level)
         if depth is None:
             continue
-        prefix = domain.values[: depth + 1]
-        shut.update(i for i, values in enumerate(tree.leaves.values) if values[: depth + 1] == prefix)
+        shut.update(tree.leaf_range(depth, domain.values[: depth + 1]))
     if not shut:
         return snap
     copy = snap.copy()
-    for leaf in sorted(shut):
-        copy.capacity.seal(leaf)
+    copy.capacity.seal_many(shut)
     return copy

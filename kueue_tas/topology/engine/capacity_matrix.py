@@ -120,6 +120,17 @@ class CapacityMatrix:
             self._sealed.pop(leaf, None)
         self._refresh_left(leaf, self.columns)
 
+    def seal_many(self, leaves: Iterable[int]) -> None:
+        """``seal`` each of ``leaves`` once, at once (a placement's closed domains, on a copy)."""
+        chosen = sorted(set(leaves))
+        if not chosen:
+            return
+        for leaf in chosen:
+            self._sealed[leaf] = self._sealed.get(leaf, 0) + 1
+        index = np.asarray(chosen, dtype=np.int64)
+        # What ``_refresh_left`` computes for a sealed leaf: ``free - tas``, at most 0.
+        self._left[:, index] = np.minimum(self._left[:, index], 0)
+
     def sealed(self, leaf: int) -> bool:
         return leaf in self._sealed
 

@@ -97,6 +97,7 @@ class TopologyTree:
         # levels -> domain values -> (leaves holding a node of the domain, those of them holding
         # nodes outside it too): built on first use by ``_relevelled``.
         self._by_labels: dict[tuple[str, ...], dict[tuple[str, ...], tuple[tuple[int, ...], tuple[int, ...]]]] = {}
+        self._domain_index: dict[int, dict[tuple[str, ...], int]] = {}  # depth -> domain values -> index, on first use
 
     def label_column(self, key: str) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.bool_]]:
         """Per leaf, the value of label ``key`` on its first node ("" when absent) and whether
@@ -213,6 +214,21 @@ class TopologyTree:
             }
             self._by_labels[levels] = index
         return index
+
+    def leaf_range(self, depth: int, values: Sequence[str]) -> range:
+        """The leaves under the domain of level ``depth`` with those values (the values of every
+        level down to it; none when there is no such domain): contiguous, as the leaves are in
+        name order and each domain's children are a slice of the level below."""
+        index = self._domain_index.get(depth)
+        if index is None:
+            index = self._domain_index[depth] = {v: i for i, v in enumerate(self.levels[depth].values)}
+        i = index.get(tuple(values))
+        if i is None:
+            return range(0)
+        lo, hi = i, i + 1
+        for below in range(depth, len(self.levels) - 1):
+            lo, hi = int(self.levels[below].child_start[lo]), int(self.levels[below].child_end[hi - 1])
+        return range(lo, hi)
 
     def level_index(self, key: str) -> int | None:
         try:
