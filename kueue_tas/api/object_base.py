@@ -22,6 +22,13 @@ INT32_MAX = 2**31 - 1
 NonNegativeInt32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
 
 
+def parse_rfc3339(text: str) -> datetime:
+    """An RFC 3339 time as Kubernetes writes it (``Z`` or an offset; UTC when neither), aware;
+    ``ValueError`` for anything else."""
+    at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 def resource_version_older_or_same(version: str | None, than: str | None) -> bool:
     """``version`` is no newer than ``than`` (two resourceVersions of one object). Compared as
     Kubernetes allows since v1.35 (KEP-5504, client-go's ``CompareResourceVersion``): positive

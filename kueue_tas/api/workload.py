@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
@@ -17,6 +17,7 @@ from kueue_tas.api.object_base import (
     TypedObject,
     condition_is_true,
     find_condition,
+    parse_rfc3339,
 )
 
 # Kueue's v1beta2 Workload holds at most 18 PodSets (its CRD's maxItems). The model does not
@@ -154,10 +155,9 @@ class Workload(TypedObject):
             cond = find_condition(self.status.conditions, kind)
             if cond is not None and cond.status == "True" and cond.last_transition_time:
                 try:
-                    at = datetime.fromisoformat(cond.last_transition_time.replace("Z", "+00:00"))
+                    return parse_rfc3339(cond.last_transition_time)
                 except ValueError:
                     return None
-                return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
         return None
 
 

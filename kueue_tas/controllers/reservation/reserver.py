@@ -18,11 +18,10 @@ limits.
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import structlog
 
 from kueue_tas.api import constants as c
+from kueue_tas.api.object_base import parse_rfc3339
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.domain_records import reservation_from, reservation_text, stamp
 from kueue_tas.capacity.feed import workload_key
@@ -48,7 +47,7 @@ def waiting_since(wl: Workload) -> float | None:
     if not raw:
         return None
     try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+        return parse_rfc3339(raw).timestamp()
     except ValueError:
         return None
 
