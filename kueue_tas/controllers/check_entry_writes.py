@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from kubernetes_asyncio import client as k8s
 
 from kueue_tas.api import constants as c
+from kueue_tas.api.object_base import parse_rfc3339
 from kueue_tas.api.workload import AdmissionCheckState, Workload
 from kueue_tas.controllers.decide import Decision, Outcome
 from kueue_tas.kube.client import (
@@ -60,10 +61,9 @@ def wait_started(workload: Workload) -> datetime | None:
     if not raw:
         return None
     try:
-        at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        return parse_rfc3339(raw)
     except ValueError:
         return None
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def now_rfc3339() -> str:
