@@ -12,7 +12,10 @@ with the caller's clock) and records a ``Violation`` when:
 (b) ``node-overcommit``: the bound, non-terminal pods of a node request more than its
     allocatable (``pods`` included);
 (c) ``double-booking``: when an assignment becomes trusted, the trusted assignments inside one
-    of its domains together need more than that domain's nodes have;
+    of its domains together need more than that domain's nodes have (a node deleted less than
+    ``decision_lag_s`` before the assignment's annotation first appeared, or after, still counts:
+    the controller decided on its informers' view, which may not have shown the deletion yet;
+    giving a node that then goes away is a node failure for the repair, not capacity given twice);
 (d) ``bad-ungate``: a pod loses our gate twice, or into a domain its Workload's assignment does
     not list;
 (e) ``silent-pending``: our check entry stays Pending or Retry with no message for longer than
@@ -76,6 +79,13 @@ class InvariantChecker:
     resurrection_window_s: float = Settings().stray_pod_grace_seconds + 5.0
     _released_at: dict[str, float] = field(default_factory=dict)  # pod key -> when first seen ungated
     allocatable: dict[str, Mapping[str, int]] = field(default_factory=dict)  # existing nodes only
+    # How far behind the server a controller's node informer may be when it decides, and what a
+    # deleted node offered and when its deletion was seen (chaos seed 4048: a host deleted while
+    # a new leader, 0.6 s or more behind on a loaded machine, filled its rack with it).
+    decision_lag_s: float = 3.0
+    gone_allocatable: dict[str, Mapping[str, int]] = field(default_factory=dict)
+    deleted_at: dict[str, float] = field(default_factory=dict)
+    annotated_at: dict[str, tuple[str, float]] = field(default_factory=dict)  # uid -> (annotation, first seen)
     pods: dict[str, PodView] = field(default_factory=dict)  # by uid
     workloads: dict[str, WorkloadView] = field(default_factory=dict)  # by uid
     last_assignment: dict[str, Mapping[str, TopologyAssignment]] = field(default_factory=dict)
@@ -100,12 +110,17 @@ class InvariantChecker:
         name = str((obj.get("metadata") or {}).get("name"))
         self.nodes[name] = dict(object_labels(obj))
         if kind == "DELETED":
-            self.allocatable.pop(name, None)
+            gone = self.allocatable.pop(name, None)
+            if gone is not None:
+                self.gone_allocatable[name] = gone
+                self.deleted_at[name] = now
             self.deleted_nodes.add(name)
         else:
             if name in self.deleted_nodes:
                 self.recreated_at[name] = now
             self.deleted_nodes.discard(name)
+            self.deleted_at.pop(name, None)
+            self.gone_allocatable.pop(name, None)
             try:
                 # Capped as the controller caps it (``10Ei`` of a resource is still a node).
                 self.allocatable[name] = offered_list_to_ints((obj.get("status") or {}).get("allocatable"))
@@ -140,10 +155,13 @@ class InvariantChecker:
         if kind == "DELETED":
             self.workloads.pop(uid, None)
             self._silent_since.pop(uid, None)
+            self.annotated_at.pop(uid, None)
             self._dirty = True
             return
         new = workload_view(obj, self.check_names)
         self.workloads[uid] = new
+        if new.annotation and (uid not in self.annotated_at or self.annotated_at[uid][0] != new.annotation):
+            self.annotated_at[uid] = (new.annotation, now)
         if new.assignments:
             self._note_moved(uid, self.last_assignment.get(uid) or {}, new.assignments, now)
             self.last_assignment[uid] = new.assignments
@@ -152,7 +170,7 @@ class InvariantChecker:
             if self._relisting is not None:
                 self._relisting.append(uid)
             else:
-                self._check_booking(new, now)
+                self._check_booking(uid, new, now)
         self._resolve_ungates(now)
 
     def resync(self, resource: str, objs: Iterable[Obj], now: float) -> None:
@@ -178,7 +196,7 @@ class InvariantChecker:
                 handler("MODIFIED", o, now)
             for uid in self._relisting or ():
                 if (wl := self.workloads.get(uid)) is not None and wl.trusted:
-                    self._check_booking(wl, now)
+                    self._check_booking(uid, wl, now)
         finally:
             self._relisting = None
 
@@ -310,29 +328,42 @@ class InvariantChecker:
                 out[("node-overcommit", f"node {node}")] = f"bound pods request more than allocatable: {text}"
         return out
 
-    def _nodes_in(self, levels: tuple[str, ...], values: Domain) -> frozenset[str]:
+    def _nodes_in(self, levels: tuple[str, ...], values: Domain, live: Collection[str]) -> frozenset[str]:
         return frozenset(
-            n
-            for n in self.allocatable
-            if all(self.nodes.get(n, {}).get(lv) == v for lv, v in zip(levels, values, strict=True))
+            n for n in live if all(self.nodes.get(n, {}).get(lv) == v for lv, v in zip(levels, values, strict=True))
         )
 
-    def _check_booking(self, wl: WorkloadView, now: float) -> None:
+    def _live_when_decided(self, uid: str, wl: WorkloadView, now: float) -> dict[str, Mapping[str, int]]:
+        """The nodes the controller may still have seen when it decided ``wl``'s assignment: those
+        that exist, and those deleted less than ``decision_lag_s`` before its annotation appeared."""
+        seen = self.annotated_at.get(uid)
+        decided = seen[1] if seen is not None and seen[0] == wl.annotation else now
+        live = dict(self.allocatable)
+        for name, at in self.deleted_at.items():
+            if at > decided - self.decision_lag_s:
+                live[name] = self.gone_allocatable[name]
+        return live
+
+    def _check_booking(self, uid: str, wl: WorkloadView, now: float) -> None:
         """(c): every domain of the newly trusted assignment against all trusted assignments in it."""
         memo: dict[tuple[tuple[str, ...], Domain], frozenset[str]] = {}
+        live = self._live_when_decided(uid, wl, now)
 
         def nodes_in(levels: tuple[str, ...], values: Domain) -> frozenset[str]:
             if (levels, values) not in memo:
-                memo[levels, values] = self._nodes_in(levels, values)
+                memo[levels, values] = self._nodes_in(levels, values, live)
             return memo[levels, values]
 
-        held: list[tuple[frozenset[str], int, Mapping[str, int]]] = []
+        held: list[tuple[frozenset[str], int, Mapping[str, int], str]] = []
         for other in self.workloads.values():
             if not other.trusted:
                 continue
             for podset, a in other.assignments.items():
                 per_pod = other.per_pod.get(podset, {"pods": 1})
-                held += [(nodes_in(a.levels, d.values), d.count, per_pod) for d in a.domains]
+                held += [
+                    (nodes_in(a.levels, d.values), d.count, per_pod, f"{other.key}[{podset}]@{'/'.join(d.values)}")
+                    for d in a.domains
+                ]
         for podset, a in wl.assignments.items():
             for d in a.domains:
                 nodes = nodes_in(a.levels, d.values)
@@ -340,13 +371,15 @@ class InvariantChecker:
                     continue  # its nodes are gone (deleted since the decision): nothing to compare with
                 self.checks["double-booking"] += 1
                 need: Counter[str] = Counter()
-                for inner, count, per_pod in held:
+                holders: list[str] = []
+                for inner, count, per_pod, holder in held:
                     if inner and inner <= nodes:
+                        holders.append(f"{holder}x{count}")
                         for r, v in per_pod.items():
                             need[r] += v * count
                 cap: Counter[str] = Counter()
                 for n in nodes:
-                    cap.update(self.allocatable[n])
+                    cap.update(live[n])
                 over = {r: (v, cap[r]) for r, v in need.items() if v > cap[r]}
                 if over:
                     where = "/".join(d.values)
@@ -355,7 +388,8 @@ class InvariantChecker:
                         "double-booking",
                         now,
                         f"{wl.key}[{podset}] {where}",
-                        f"trusted assignments in domain {where} need more than its nodes have: {text}",
+                        f"trusted assignments in domain {where} need more than its nodes have: {text}"
+                        f" (nodes {', '.join(sorted(nodes))}; held by {', '.join(sorted(holders))})",
                     )
 
     def _resolve_ungates(self, now: float, final: bool = False) -> None:

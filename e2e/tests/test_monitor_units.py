@@ -185,6 +185,44 @@ def test_double_booking_caught_when_the_second_becomes_trusted() -> None:
     assert "nvidia.com/gpu 12 > 8" in c.violations[0].detail
 
 
+def rack_workload(uid: str, pods: int, *, state: str = "Ready") -> dict[str, Any]:
+    """A workload decided while the Topology's lowest level was the rack: 1 GPU per pod in r1."""
+    wl = workload(uid, None, state=state, message="" if state == "Ready" else "waiting")
+    a = TopologyAssignment((RACK,), (DomainAssignment(("r1",), pods),))
+    wl["metadata"]["annotations"][kc.TOPOLOGY_ASSIGNMENT_ANNOTATION] = encode_assignment_annotation([("main", a)])
+    return wl
+
+
+def test_a_node_deleted_just_before_the_decision_still_counts_for_it() -> None:
+    """Chaos seed 4048: a host of rack r1 was deleted while a new leader, its node informer some
+    tenths of a second behind on a loaded machine, filled the rack on the view that still held
+    it. The decision was right on what the controller could see; the node failing after it is
+    the repair's matter, not capacity given twice."""
+    c = checker("h1", "h2")
+    c.node_event("DELETED", node("h2"), 10.0)
+    c.workload_event("ADDED", rack_workload("a", 12, state="Pending"), 10.5)  # annotated 0.5 s later
+    c.workload_event("MODIFIED", rack_workload("a", 12), 11.0)
+    assert c.violations == [] and c.checks["double-booking"] == 1
+
+
+def test_a_node_deleted_well_before_the_decision_counts_no_more() -> None:
+    c = checker("h1", "h2")
+    c.node_event("DELETED", node("h2"), 10.0)
+    c.workload_event("ADDED", rack_workload("a", 12, state="Pending"), 10.0 + c.decision_lag_s + 0.1)
+    c.workload_event("MODIFIED", rack_workload("a", 12), 20.0)
+    assert kinds(c) == ["double-booking"]
+    assert "nvidia.com/gpu 12 > 8" in c.violations[0].detail and "ns/wl-a[main]@r1x12" in c.violations[0].detail
+
+
+def test_a_node_back_after_its_deletion_counts_once() -> None:
+    c = checker("h1", "h2")
+    c.node_event("DELETED", node("h2"), 10.0)
+    c.node_event("ADDED", node("h2"), 10.2)
+    c.workload_event("ADDED", rack_workload("a", 16), 10.5)
+    c.workload_event("ADDED", rack_workload("b", 1), 30.0)
+    assert kinds(c) == ["double-booking"] and "nvidia.com/gpu 17 > 16" in c.violations[0].detail
+
+
 def test_capacity_released_by_a_finished_workload_can_be_reused() -> None:
     c = checker("h1")
     c.workload_event("ADDED", workload("a", {"h1": 6}), 0)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from kueue_tas.controllers.setup import LiveState, setup_controllers
+from kueue_tas.kube.client import RateLimitedApiClient
 from kueue_tas.runtime.certs import CertificateError, service_hosts
 from kueue_tas.runtime.config import ConfigError, Settings, parse_bind
 from kueue_tas.runtime.health import CheckResult, HealthServer, leader_election_check
@@ -147,6 +148,8 @@ async def serve(settings: Settings) -> int:
         health = HealthServer(settings, metrics, auth=access.metrics_auth, tls=access.context(settings.metrics_secure))
         webhook = webhook_server(api, settings, metrics)
         elector = LeaderElector(api, settings)
+        if isinstance(api, RateLimitedApiClient):
+            api.fence_writes(elector.may_write)  # a deposed leader's queued writes are never sent
         topology_map = map_server(api, settings, manager, live, elector, access)
     except CertificateError as exc:  # serving_cert_dir without usable files
         log.error("serving_certificate_failed", error=str(exc))

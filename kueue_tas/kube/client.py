@@ -29,7 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
 from kueue_tas.api.constants import FIELD_MANAGER
-from kueue_tas.kube.errors import ApiError, TransportError, error_from_response
+from kueue_tas.kube.errors import ApiError, NotLeading, TransportError, error_from_response
 from kueue_tas.version import version
 
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -179,12 +179,33 @@ class RateLimitedApiClient(k8s.ApiClient):
         super().__init__(configuration)
         # A leaky bucket of ``burst`` tokens refilled at ``qps``: the same budget as a token bucket.
         self._limiter = AsyncLimiter(burst, burst / qps) if qps > 0 else None
+        self._may_write: Callable[[], bool] | None = None
         _resolve_environment_once(self.rest_client, configuration)
 
-    async def request(self, *args: Any, **kwargs: Any) -> Any:
+    def fence_writes(self, may_write: Callable[[], bool]) -> None:
+        """Ask ``may_write`` just before sending any write but a Lease's, and refuse it with
+        :class:`NotLeading` when it says no. The leader elector's answer: a process paused past
+        its renew deadline (a stop signal, a frozen VM, a long pause) resumes with writes it
+        decided before the pause still queued, and may send them before its renew loop runs and
+        notices that another replica leads (chaos seed 4048's review); each is refused here, in
+        the same step of the event loop that would have sent it."""
+        self._may_write = may_write
+
+    async def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if self._limiter is not None:
             await self._limiter.acquire()
-        return await super().request(*args, **kwargs)
+        if (
+            self._may_write is not None
+            and method in _WRITES
+            and _LEASES not in url  # the elector's own renewals and release
+            and not self._may_write()
+        ):
+            raise NotLeading(request=f"{method} {URL(url).path}")
+        return await super().request(method, url, *args, **kwargs)
+
+
+_WRITES: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_LEASES: Final = "/apis/coordination.k8s.io/"
 
 
 def _resolve_environment_once(rest: Any, configuration: k8s.Configuration) -> None:

@@ -93,6 +93,14 @@ class TransportError(ApiError):
         super().__init__(0, "Transport", message, request=request)
 
 
+class NotLeading(ApiError):
+    """Refused here, never sent: this replica has led and no longer holds its Lease, or can no
+    longer tell by its own clock that it does (``RateLimitedApiClient.fence_writes``)."""
+
+    def __init__(self, *, request: str = "") -> None:
+        super().__init__(0, "NotLeading", "this replica no longer leads: the write was not sent", request=request)
+
+
 _BY_STATUS: Final[dict[int, type[ApiError]]] = {
     400: BadRequest,
     401: Unauthorized,
@@ -182,7 +190,7 @@ def may_have_applied(exc: BaseException) -> bool:
     no response (reset, timeout), another 5xx (a 500/504 can follow an etcd commit), our own
     cancellation after the request went out, or an error we did not foresee.
     """
-    if webhook_unreachable(exc):
+    if webhook_unreachable(exc) or isinstance(exc, NotLeading):
         return False
     if isinstance(exc, ApiError) and not isinstance(exc, TransportError):
         return not 400 <= exc.status < 500

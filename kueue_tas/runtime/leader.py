@@ -85,6 +85,7 @@ class LeaderElector:
         self._last_renew: float | None = None  # loop time at which the last successful write was sent
         self._throttled = 0.0  # a 429's Retry-After: how long a candidate waits before trying again
         self._running = False
+        self._led = False  # has led at least once: from then on, writes need a live Lease
 
     # ---- state -----------------------------------------------------------------------------------
 
@@ -95,6 +96,20 @@ class LeaderElector:
     @property
     def state(self) -> ElectorState:
         return self._state
+
+    def may_write(self) -> bool:
+        """Whether this process may send a write (other than to its Lease) now: yes before it
+        first leads (a standby's own upkeep) and with election disabled; once it has led, only
+        while it leads and its last renewal was sent less than ``renew_deadline`` ago by its own
+        clock. That bound is what keeps two leaders apart: nobody takes the Lease before
+        ``lease_duration``, later. A process that was paused past it (stop signal, frozen VM)
+        resumes with the writes it decided before the pause still queued; this refuses them
+        before its renew loop has even run to notice."""
+        if not self.enabled or not self._led:
+            return True
+        if not self._is_leader or self._last_renew is None:
+            return False
+        return asyncio.get_running_loop().time() < self._last_renew + self.renew_deadline
 
     @property
     def observed_holder(self) -> str | None:
@@ -129,6 +144,7 @@ class LeaderElector:
             self._state = "standby"
             await self._acquire()
             self._is_leader = True
+            self._led = True
             self._state = "leader"
             log.info("leader_elected", identity=self.identity, lease=f"{self.namespace}/{self.name}")
             leading = asyncio.create_task(self._call(on_started_leading), name="leader-elected")

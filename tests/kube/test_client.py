@@ -22,6 +22,7 @@ from kueue_tas.kube.client import (
     APPLY_PATCH,
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
+    RateLimitedApiClient,
     apply_status,
     call_json,
     delete_pod,
@@ -38,9 +39,11 @@ from kueue_tas.kube.errors import (
     Gone,
     Invalid,
     NotFound,
+    NotLeading,
     ServerError,
     TransportError,
     error_from_response,
+    may_have_applied,
 )
 from kueue_tas.kube.events import EventRecorder, ObjectRef, micro_time
 from kueue_tas.kube.lease import KubeLeaseApi, LeaseRecord
@@ -398,3 +401,43 @@ def test_micro_time() -> None:
     assert micro_time(datetime(2030, 1, 1, tzinfo=UTC)) == "2030-01-01T00:00:00.000000Z"
     with pytest.raises(ValueError):
         micro_time(datetime(2030, 1, 1))
+
+
+async def test_a_fenced_client_sends_no_write_but_its_leases_once_told_no(
+    fake: tuple[FakeApiServer, k8s.ApiClient, Path],
+) -> None:
+    """``fence_writes``: asked just before each write is sent; reads and the Lease's own writes
+    pass, every other write is refused before it reaches the wire, and the refusal says it
+    cannot have landed."""
+    srv, api, _ = fake
+    assert isinstance(api, RateLimitedApiClient)
+    leading = [True]
+    api.fence_writes(lambda: leading[0])
+
+    async def patch() -> dict[str, Any]:
+        return await merge_patch_custom(
+            api,
+            group="kueue.x-k8s.io",
+            version="v1beta2",
+            plural="workloads",
+            namespace="ns",
+            name="wl",
+            patch={"metadata": {"annotations": {"a": "b"}}},
+            resource_version="7",
+        )
+
+    await patch()
+    assert [r.method for r in srv.requests] == ["PATCH"]
+    leading[0] = False
+    with pytest.raises(NotLeading) as refused:
+        await patch()
+    assert not may_have_applied(refused.value)
+    assert "PATCH /apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/wl" in str(refused.value)
+    await request_json(api, "GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/wl")
+    lease = LeaseRecord(holder_identity=None, lease_duration_seconds=1)
+    await KubeLeaseApi(api).replace("kube-system", "tas", lease)
+    assert [(r.method, r.path.rsplit("/", 2)[-2]) for r in srv.requests] == [
+        ("PATCH", "workloads"),
+        ("GET", "workloads"),
+        ("PUT", "leases"),
+    ]

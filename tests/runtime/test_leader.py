@@ -301,6 +301,42 @@ def test_leader_notices_lease_taken_by_other() -> None:
     run_virtual(main())
 
 
+def test_a_leader_paused_past_its_renew_deadline_may_not_write_when_it_resumes() -> None:
+    """A stop signal or a frozen VM: the process resumes with its queued writes and its renew
+    loop not yet run. ``may_write`` answers from the process's own clock, so a write that would
+    be sent in that first step is refused (chaos seed 4048's review of defect 9's fence)."""
+
+    async def main() -> None:
+        clock = virtual_clock()
+        store = LeaseStore()
+        a, _ = make(store, "a", clock)
+        b, _ = make(store, "b", clock)
+        assert a.may_write() and b.may_write()  # standbys that never led: their own upkeep
+        answers: list[tuple[str, bool]] = []
+
+        async def leading() -> None:
+            answers.append(("leading", a.may_write()))
+            await asyncio.sleep(3)
+            answers.append(("renewed", a.may_write()))
+            clock.advance(SETTINGS.renew_deadline_seconds + 0.5)  # paused: no callback ran meanwhile
+            answers.append(("resumed", a.may_write()))
+            await asyncio.sleep(10_000)
+
+        ta = asyncio.create_task(a.run(leading))
+        await asyncio.sleep(1)
+        tb = asyncio.create_task(b.run(Leading(clock, "b", b)))
+        with pytest.raises(LeaderElectionLost):
+            await ta
+        assert answers == [("leading", True), ("renewed", True), ("resumed", False)]
+        assert not a.may_write()  # deposed: nothing but its Lease until the process exits
+        assert b.may_write()
+        tb.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await tb
+
+    run_virtual(main())
+
+
 def test_disabled_election_just_runs() -> None:
     async def main() -> None:
         store = LeaseStore()

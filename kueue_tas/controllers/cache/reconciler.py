@@ -67,6 +67,8 @@ class CapacityCache:
 
     def _on_node_deleted(self, node: SlimNode) -> None:
         self._capacity.delete_node(node.name)
+        # Rare, and it changes what every later decision may give: worth one line.
+        log.info("node_removed_from_capacity", node=node.name)
         self._unnamed.discard(node.name)
 
     def flavors_of(self, check: str) -> set[str]:
