@@ -39,6 +39,7 @@ from e2e.monitor import Monitor
 from e2e.nodes import POOL_LABEL, NodePool, default_allocatable
 from e2e.rbac import service_account_kubeconfig
 from e2e.webhooks import install_pod_gate, remove_pod_gate, webhook_env
+from kueue_tas.api import constants as kc
 from kueue_tas.controllers.timings import UNKNOWN_WRITE_SETTLE_SECONDS
 
 # A Ready entry write that got no answer (the apiserver restarted under it) leaves the entry
@@ -187,7 +188,13 @@ class ChaosRun:
             self.log.write({"type": "controllers", "logs": [str(p.log_path) for p in group.processes]})
             await group.start()
             await kube.core.create_namespace(as_body({"metadata": {"name": self.namespace}}))
-            stack = await st.tas_stack(kube, self.namespace, group.controller_name, self.pool)
+            if self.profile.big_jobs:
+                preemption = {self.profile.key(kc.SUFFIX_TOPOLOGY_PREEMPTION): "Enabled"}
+                stack = await st.priority_stack(
+                    kube, self.namespace, group.controller_name, self.pool, gpu_quota=100000, annotations=preemption
+                )
+            else:
+                stack = await st.tas_stack(kube, self.namespace, group.controller_name, self.pool)
             monitor = Monitor(
                 api,
                 checks=[stack.check],

@@ -10,7 +10,8 @@ import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from e2e import jobs
-from e2e.chaos.profile import DEFAULT, Profile
+from e2e import stack as st
+from e2e.chaos.profile import BIG_GPUS, DEFAULT, Profile
 from e2e.kube import Kube
 from e2e.nodes import NodePool
 from kueue_tas.api import constants as kc
@@ -49,7 +50,7 @@ def manifest(spec: dict[str, Any], pool: NodePool, profile: Profile = DEFAULT) -
     annotations under the run's annotation prefix."""
     ann = _annotations(spec, pool, profile)
     if spec["workload"] == "job":
-        return jobs.job(
+        body = jobs.job(
             spec["name"],
             int(spec["pods"]),
             gpu=int(spec["gpu"]),
@@ -57,11 +58,16 @@ def manifest(spec: dict[str, Any], pool: NodePool, profile: Profile = DEFAULT) -
             indexed=bool(spec.get("indexed", True)),
             run_for=str(spec["run_for"]),
         )
-    tmpl = jobs.pod_template(gpu=int(spec["gpu"]), annotations=ann, run_for=str(spec["run_for"]))
-    body = jobs.jobset(spec["name"], [(rj, int(n), int(par), tmpl) for rj, n, par in spec["replicated"]])
-    for rj in body["spec"]["replicatedJobs"]:
-        # Pod deletions are among the faults: a replaced pod must not fail the whole JobSet.
-        rj["template"]["spec"]["backoffLimit"] = 6
+    else:
+        tmpl = jobs.pod_template(gpu=int(spec["gpu"]), annotations=ann, run_for=str(spec["run_for"]))
+        body = jobs.jobset(spec["name"], [(rj, int(n), int(par), tmpl) for rj, n, par in spec["replicated"]])
+        for rj in body["spec"]["replicatedJobs"]:
+            # Pod deletions are among the faults: a replaced pod must not fail the whole JobSet.
+            rj["template"]["spec"]["backoffLimit"] = 6
+    if profile.big_jobs:
+        # ``priority_stack``'s classes: the big submissions may preempt the small ones.
+        big = pods_of(spec) * int(spec["gpu"]) >= BIG_GPUS
+        st.prioritised(body, f"{'high' if big else 'low'}-{pool.name}")
     return body
 
 

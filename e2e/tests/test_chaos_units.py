@@ -346,6 +346,27 @@ def test_a_renamed_profile_moves_every_topology_key_and_mixed_is_drawn_per_seed(
     assert profile_for(3, "renamed") is RENAMED
 
 
+def test_the_big_jobs_profile_prioritises_big_submissions_and_turns_the_features_on() -> None:
+    from e2e.chaos.profile import BIG_GPUS, BIG_JOBS, MIXED, profile_for
+    from e2e.stack import PRIORITY_LABEL
+
+    classes = []
+    for spec in submissions(8):
+        body = submit.manifest(spec, POOL, BIG_JOBS)
+        big = submit.pods_of(spec) * int(spec["gpu"]) >= BIG_GPUS
+        label = body["metadata"]["labels"][PRIORITY_LABEL]
+        assert label == f"{'high' if big else 'low'}-{POOL.name}", (spec, label)
+        classes.append(label.split("-")[0])
+    assert {"high", "low"} <= set(classes), classes  # both sides of a preemption are submitted
+    env = BIG_JOBS.env()
+    assert float(env["KUEUE_TAS_RESERVATION_AFTER_SECONDS"]) > 0
+    assert env["KUEUE_TAS_ANNOTATION_PREFIX"] != "kueue-tas.io/"
+    assert BIG_JOBS.node_name_suffix
+    drawn = [profile_for(seed, MIXED).name for seed in range(120)]
+    assert drawn.count("big-jobs") == 20 and drawn.count("renamed") == 40
+    assert [profile_for(seed, MIXED).name for seed in (1, 2, 3)] == ["big-jobs", "default", "renamed"]  # the smoke
+
+
 class _TopologyStore:
     """One cluster-scoped Topology with create/read/delete as the API answers them."""
 
