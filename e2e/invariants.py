@@ -28,6 +28,7 @@ for the Workload's assignment to arrive. ``checks`` counts each comparison made,
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -86,6 +87,7 @@ class InvariantChecker:
     gone_allocatable: dict[str, Mapping[str, int]] = field(default_factory=dict)
     deleted_at: dict[str, float] = field(default_factory=dict)
     annotated_at: dict[str, tuple[str, float]] = field(default_factory=dict)  # uid -> (annotation, first seen)
+    distrusted_at: dict[str, float] = field(default_factory=dict)  # uid -> when it last stopped being trusted
     pods: dict[str, PodView] = field(default_factory=dict)  # by uid
     workloads: dict[str, WorkloadView] = field(default_factory=dict)  # by uid
     last_assignment: dict[str, Mapping[str, TopologyAssignment]] = field(default_factory=dict)
@@ -156,10 +158,13 @@ class InvariantChecker:
             self.workloads.pop(uid, None)
             self._silent_since.pop(uid, None)
             self.annotated_at.pop(uid, None)
+            self.distrusted_at.pop(uid, None)
             self._dirty = True
             return
         new = workload_view(obj, self.check_names)
         self.workloads[uid] = new
+        if old is not None and old.trusted and not new.trusted:
+            self.distrusted_at[uid] = now
         if new.annotation and (uid not in self.annotated_at or self.annotated_at[uid][0] != new.annotation):
             self.annotated_at[uid] = (new.annotation, now)
         if new.assignments:
@@ -335,9 +340,12 @@ class InvariantChecker:
 
     def _live_when_decided(self, uid: str, wl: WorkloadView, now: float) -> dict[str, Mapping[str, int]]:
         """The nodes the controller may still have seen when it decided ``wl``'s assignment: those
-        that exist, and those deleted less than ``decision_lag_s`` before its annotation appeared."""
+        that exist, and those deleted less than ``decision_lag_s`` before its annotation appeared
+        (before now, for an assignment trusted again with the text it had before: re-admitted on
+        the same placement, the annotation write changed nothing to see)."""
         seen = self.annotated_at.get(uid)
-        decided = seen[1] if seen is not None and seen[0] == wl.annotation else now
+        fresh = seen is not None and seen[0] == wl.annotation and seen[1] >= self.distrusted_at.get(uid, -math.inf)
+        decided = seen[1] if fresh and seen is not None else now
         live = dict(self.allocatable)
         for name, at in self.deleted_at.items():
             if at > decided - self.decision_lag_s:

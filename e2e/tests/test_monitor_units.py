@@ -214,6 +214,17 @@ def test_a_node_deleted_well_before_the_decision_counts_no_more() -> None:
     assert "nvidia.com/gpu 12 > 8" in c.violations[0].detail and "ns/wl-a[main]@r1x12" in c.violations[0].detail
 
 
+def test_a_readmission_on_the_same_text_is_judged_from_now() -> None:
+    """Evicted, then re-admitted on an identical assignment: the annotation write changed
+    nothing, so its first sighting says nothing about when the new decision was made."""
+    c = checker("h1", "h2")
+    c.workload_event("ADDED", rack_workload("a", 12), 1.0)
+    c.workload_event("MODIFIED", rack_workload("a", 12, state="Pending"), 5.0)  # evicted
+    c.node_event("DELETED", node("h2"), 10.0)
+    c.workload_event("MODIFIED", rack_workload("a", 12), 20.0)
+    assert kinds(c) == ["double-booking"] and "nvidia.com/gpu 12 > 8" in c.violations[0].detail
+
+
 def test_a_node_back_after_its_deletion_counts_once() -> None:
     c = checker("h1", "h2")
     c.node_event("DELETED", node("h2"), 10.0)
