@@ -24,6 +24,13 @@ with the caller's clock) and records a ``Violation`` when:
 Watches of different resources are separate streams, so (a) and (b) are re-evaluated on
 ``tick`` and recorded only when still true ``confirm_s`` later; (d) waits up to ``confirm_s``
 for the Workload's assignment to arrive. ``checks`` counts each comparison made, per invariant.
+
+While the watcher cannot reach the apiserver (``blinded`` until ``sighted``), its view is frozen
+and so is every controller's: nothing is recorded from that view, and the windows that give the
+controller time to act (the confirmation, the reaper's window for pods a repair or a re-created
+node left behind, the bound on a silent entry) count only the time the apiserver could be seen
+(chaos seed 4016: an apiserver restart of 35 s began just as the reaper deleted the pods a node
+repair had left on a cordoned host, and the window ran out while nobody could delete anything).
 """
 
 from __future__ import annotations
@@ -105,6 +112,31 @@ class InvariantChecker:
     _silent_since: dict[str, float] = field(default_factory=dict)
     _dirty: bool = False
     _relisting: list[str] | None = None  # during a Workload relist: the newly trusted, judged after it
+    _blind_since: float | None = None  # the apiserver out of sight since then
+    _blind: list[tuple[float, float]] = field(default_factory=list)  # past spans out of sight
+
+    # ------------------------------------------------------------------ sight
+
+    def blinded(self, now: float) -> None:
+        """The watcher lost the apiserver: its view (and the controllers') is frozen from now."""
+        if self._blind_since is None:
+            self._blind_since = now
+
+    def sighted(self, now: float) -> None:
+        """The watcher sees the apiserver again (a fresh list is in)."""
+        if self._blind_since is not None:
+            self._blind.append((self._blind_since, now))
+            self._blind_since = None
+
+    def _seen_for(self, since: float, now: float) -> float:
+        """Seconds of ``[since, now]`` during which the apiserver could be seen."""
+        spans: list[tuple[float, float]] = list(self._blind)
+        if self._blind_since is not None:
+            spans.append((self._blind_since, now))
+        hidden = 0.0
+        for start, end in spans:
+            hidden += max(0.0, min(end, now) - max(start, since))
+        return now - since - hidden
 
     # ------------------------------------------------------------------ feeding
 
@@ -211,9 +243,11 @@ class InvariantChecker:
         """Re-evaluate the state-based invariants; call it every fraction of a second."""
         # A resurrection window that just closed changes the verdict with no event to say so.
         closing = any(
-            now < at + self.resurrection_window_s + self.confirm_s + 1
+            self._seen_for(at, now) < self.resurrection_window_s + self.confirm_s + 1
             for at in (*self.recreated_at.values(), *self.moved_from.values())
         )
+        if self._blind_since is not None:
+            return  # a frozen view proves nothing; its windows wait too (``_seen_for``)
         if self._dirty or self._candidates or closing:
             found = {**self._overfills(now), **self._overcommits()}
             self._dirty = False
@@ -221,7 +255,7 @@ class InvariantChecker:
                 del self._candidates[k]
             for k, detail in found.items():
                 cand = self._candidates.setdefault(k, _Candidate(now, detail))
-                if now - cand.first >= self.confirm_s:
+                if self._seen_for(cand.first, now) >= self.confirm_s:
                     self._record(k[0], now, k[1], detail)
         self._resolve_ungates(now, final=False)
         self._silent_pending(now)
@@ -259,7 +293,12 @@ class InvariantChecker:
         bound just after the node returned.)"""
         at = self.recreated_at.get(self._released_node(pod))
         released = self._released_at.get(pod.key)
-        return at is not None and released is not None and released < at and now < at + self.resurrection_window_s
+        return (
+            at is not None
+            and released is not None
+            and released < at
+            and self._seen_for(at, now) < self.resurrection_window_s
+        )
 
     def _note_moved(
         self,
@@ -281,7 +320,7 @@ class InvariantChecker:
         """In a domain a newer assignment of its workload took slots from, within the reaper's window."""
         dom = self._pod_domain(pod, levels)
         at = self.moved_from.get((pod.workload or "", pod.podset or "", dom)) if dom is not None else None
-        return at is not None and now < at + self.resurrection_window_s
+        return at is not None and self._seen_for(at, now) < self.resurrection_window_s
 
     def _overfills(self, now: float) -> dict[tuple[str, str], str]:
         by_podset: dict[tuple[str, str], list[PodView]] = {}
@@ -433,7 +472,7 @@ class InvariantChecker:
                 continue
             since = self._silent_since.setdefault(uid, now)
             self.checks["silent-pending"] += 1
-            if now - since > self.pending_bound_s:
+            if self._seen_for(since, now) > self.pending_bound_s:
                 self._record(
                     "silent-pending",
                     now,

@@ -60,6 +60,7 @@ class Monitor:
     events: Counter[str] = field(init=False, default_factory=Counter)
     _tasks: list[asyncio.Task[None]] = field(init=False, default_factory=list)
     _synced: dict[str, asyncio.Event] = field(init=False, default_factory=dict)
+    _down: set[str] = field(init=False, default_factory=set)  # resources whose stream failed, until listed again
     _started: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
@@ -146,6 +147,8 @@ class Monitor:
                 self.errors[f"{resource}: 410 Gone"] += 1
             except Exception as e:  # the monitor must outlive every fault; counted in errors
                 self.errors[f"{resource}: {type(e).__name__}"] += 1
+                self._down.add(resource)
+                self.checker.blinded(self.now())
                 await asyncio.sleep(0.5)
 
     async def _list(self, resource: str) -> str:
@@ -159,6 +162,9 @@ class Monitor:
         finally:
             resp.release()
         self.checker.resync(resource, doc.get("items") or [], self.now())
+        self._down.discard(resource)
+        if not self._down:
+            self.checker.sighted(self.now())
         return str(doc["metadata"]["resourceVersion"])
 
     async def _watch(self, resource: str, rv: str) -> str:

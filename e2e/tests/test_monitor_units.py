@@ -524,6 +524,44 @@ def test_pods_left_on_a_host_a_repair_took_their_slots_from_are_the_reapers_with
     assert set(kinds(c)) == {"domain-overfill"}
 
 
+def test_the_reapers_window_waits_while_the_apiserver_is_out_of_sight() -> None:
+    """Chaos seed 4016: a 35 s apiserver restart began just as the reaper deleted the pods a
+    repair had left on a cordoned host. Nobody could delete (or see) anything meanwhile: the
+    window counts only the time the apiserver could be seen, and a frozen view records nothing."""
+    c = checker("h1", "h2")
+    c.workload_event("ADDED", workload("w", {"h1": 2}), 0)
+    for i in range(2):
+        c.pod_event("ADDED", pod(f"p{i}", "w", host="h1", node_name="h1", phase="Running"), 0)
+    c.workload_event("MODIFIED", workload("w", {"h2": 2}), 1)
+    c.tick(4.0)
+    c.blinded(5.0)
+    for t in (10.0, 20.0, 38.0):
+        c.tick(t)  # out of sight: the view is frozen, nothing is judged
+    c.sighted(40.0)
+    for t in (40.5, 41.0, 44.0):  # 4 + 4 s seen since the repair: still within the window
+        c.tick(t)
+    assert c.violations == [], [v.line() for v in c.violations]
+    seen_past = 40.0 + (1 + c.resurrection_window_s - 5.0)  # the window's seen seconds used up
+    for t in (seen_past + 0.5, seen_past + 3):
+        c.tick(t)
+    assert set(kinds(c)) == {"domain-overfill"}
+
+
+def test_a_violation_in_sight_is_recorded_after_its_confirmation_in_sight() -> None:
+    c = checker("h1")
+    c.pod_event("ADDED", pod("a", "x", node_name="h1", phase="Running", gpu=5), 0)
+    c.pod_event("ADDED", pod("b", "y", node_name="h1", phase="Running", gpu=5), 0)
+    c.tick(0.5)
+    c.blinded(1.0)
+    c.tick(30.0)
+    assert c.violations == []
+    c.sighted(31.0)
+    c.tick(31.5)
+    assert c.violations == []  # 0.5 + 0.5 s in sight: not yet confirmed
+    c.tick(33.0)
+    assert kinds(c) == ["node-overcommit"]
+
+
 def test_a_repair_excuses_no_pod_in_a_domain_it_did_not_take_slots_from() -> None:
     c = checker("h1", "h2", "h3")
     c.workload_event("ADDED", workload("w", {"h1": 2, "h3": 1}), 0)
