@@ -50,6 +50,7 @@ from typing import Any, Protocol
 
 import pydantic
 
+from kueue_tas.api.object_base import parse_rfc3339
 from kueue_tas.api.resources import pod_requests
 from kueue_tas.topology.engine import InvalidSelectorError, affinity_matches, first_untolerated_taint, validate_term
 from kueue_tas.topology.model import PODS, NodeInfo, NodeSelectorTerm, ResourceMap, Toleration
@@ -202,10 +203,9 @@ def parse_time(value: object) -> float | None:
     if not isinstance(value, str):
         return None
     try:
-        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parse_rfc3339(value).timestamp()
     except ValueError:
         return None
-    return at.timestamp() if at.tzinfo is not None else None
 
 
 def too_big(usage: ResourceMap, node: NodeInfo) -> str | None:

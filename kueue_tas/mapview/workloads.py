@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from kueue_tas.api import constants as c
+from kueue_tas.api.object_base import parse_rfc3339
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.hostnames import NodeHosts
 from kueue_tas.capacity.live import LiveCapacity
@@ -74,7 +75,7 @@ class _Nodes:
         if node is None or node.ready or self.now is None or not node.ready_since:
             return None
         try:
-            since = datetime.fromisoformat(node.ready_since.replace("Z", "+00:00"))
+            since = parse_rfc3339(node.ready_since)
         except ValueError:
             return None
         return max((self.now - since).total_seconds(), 0.0)

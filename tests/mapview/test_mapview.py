@@ -292,3 +292,22 @@ def test_a_reserved_and_a_held_domain_say_for_whom() -> None:
     marked = {e.attrs["data-domain"] for e in page.find_all("div", cls="kept")}
     assert marked == {"b1/b1-r2", "b2/b2-r3"}
     assert "reserved for ns/big" in " ".join(e.text for e in page.find_all("span", cls="keptfor"))
+
+
+def test_a_ready_since_without_an_offset_is_read_as_utc() -> None:
+    """Kubernetes writes ``Z``; a time without an offset is UTC too, never compared naive
+    against the aware clock (a TypeError in the map)."""
+    from datetime import UTC, datetime
+
+    from kueue_tas.mapview.workloads import _Nodes
+    from kueue_tas.topology.model import NodeInfo
+
+    now = datetime(2026, 1, 1, 0, 1, 0, tzinfo=UTC)
+    nodes = {
+        name: NodeInfo(name, {}, {}, ready=False, ready_since=since)
+        for name, since in (("z", "2026-01-01T00:00:00Z"), ("naive", "2026-01-01T00:00:30"), ("bad", "soon"))
+    }
+    view = _Nodes(nodes, now)
+    assert view.not_ready_for("z") == 60.0
+    assert view.not_ready_for("naive") == 30.0
+    assert view.not_ready_for("bad") is None

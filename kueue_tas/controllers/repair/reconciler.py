@@ -28,12 +28,12 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Final
 
 import structlog
 
 from kueue_tas.api import constants as c
+from kueue_tas.api.object_base import parse_rfc3339
 from kueue_tas.api.workload import Workload
 from kueue_tas.capacity.assignment_record import assignment_tampering
 from kueue_tas.capacity.domain_usage import domains_apart
@@ -140,7 +140,7 @@ class NodeRepair:
         parses (a restart keeps the grace already served), else now."""
         now = self._ctx.clock()
         try:
-            at = datetime.fromisoformat(transition.replace("Z", "+00:00")).timestamp()
+            at = parse_rfc3339(transition).timestamp()
         except ValueError:
             return now
         return now - min(max(self._wall() - at, 0.0), 86400.0)
