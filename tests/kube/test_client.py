@@ -6,7 +6,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -167,18 +167,23 @@ async def test_make_api_client_bad_kubeconfig_is_config_error(tmp_path: Path) ->
         await connect(Settings(kubeconfig=tmp_path / "missing"))
 
 
-async def test_merge_patch_custom_sends_merge_patch(fake: tuple[FakeApiServer, k8s.ApiClient, Path]) -> None:
-    srv, api, _ = fake
-    out = await merge_patch_custom(
+async def annotate_wl(api: k8s.ApiClient, annotations: dict[str, str]) -> dict[str, Any]:
+    """A merge patch of Workload ns/wl's annotations, guarded by resourceVersion 7."""
+    return await merge_patch_custom(
         api,
         group="kueue.x-k8s.io",
         version="v1beta2",
         plural="workloads",
         namespace="ns",
         name="wl",
-        patch={"metadata": {"annotations": {"k": "v"}}},
+        patch={"metadata": {"annotations": annotations}},
         resource_version="7",
     )
+
+
+async def test_merge_patch_custom_sends_merge_patch(fake: tuple[FakeApiServer, k8s.ApiClient, Path]) -> None:
+    srv, api, _ = fake
+    out = await annotate_wl(api, {"k": "v"})
     req = srv.requests[-1]
     assert req.method == "PATCH"
     assert req.path == "/apis/kueue.x-k8s.io/v1beta2/namespaces/ns/workloads/wl"
@@ -414,17 +419,8 @@ async def test_a_fenced_client_sends_no_write_but_its_leases_once_told_no(
     leading = [True]
     api.fence_writes(lambda: leading[0])
 
-    async def patch() -> dict[str, Any]:
-        return await merge_patch_custom(
-            api,
-            group="kueue.x-k8s.io",
-            version="v1beta2",
-            plural="workloads",
-            namespace="ns",
-            name="wl",
-            patch={"metadata": {"annotations": {"a": "b"}}},
-            resource_version="7",
-        )
+    def patch() -> Awaitable[dict[str, Any]]:
+        return annotate_wl(api, {"a": "b"})
 
     await patch()
     assert [r.method for r in srv.requests] == ["PATCH"]
