@@ -80,7 +80,6 @@ class InvariantChecker:
     confirm_s: float = 2.0
     scheduling_gate: str = kc.SCHEDULING_GATE  # the controller's setting: a run may use another
     nodes: dict[str, Mapping[str, str]] = field(default_factory=dict)  # name -> labels (kept after deletion)
-    deleted_nodes: set[str] = field(default_factory=set)
     # A node re-created (deleted, then added again) at this time: the pods still bound to it from
     # before are the stray-pod reaper's to delete, within its grace (``resurrection_window_s``).
     recreated_at: dict[str, float] = field(default_factory=dict)
@@ -92,7 +91,7 @@ class InvariantChecker:
     # a new leader, 0.6 s or more behind on a loaded machine, filled its rack with it).
     decision_lag_s: float = 3.0
     gone_allocatable: dict[str, Mapping[str, int]] = field(default_factory=dict)
-    deleted_at: dict[str, float] = field(default_factory=dict)
+    deleted_at: dict[str, float] = field(default_factory=dict)  # deleted nodes -> when first seen deleted
     annotated_at: dict[str, tuple[str, float]] = field(default_factory=dict)  # uid -> (annotation, first seen)
     distrusted_at: dict[str, float] = field(default_factory=dict)  # uid -> when it last stopped being trusted
     pods: dict[str, PodView] = field(default_factory=dict)  # by uid
@@ -147,12 +146,10 @@ class InvariantChecker:
             gone = self.allocatable.pop(name, None)
             if gone is not None:
                 self.gone_allocatable[name] = gone
-                self.deleted_at[name] = now
-            self.deleted_nodes.add(name)
+            self.deleted_at.setdefault(name, now)
         else:
-            if name in self.deleted_nodes:
+            if name in self.deleted_at:
                 self.recreated_at[name] = now
-            self.deleted_nodes.discard(name)
             self.deleted_at.pop(name, None)
             self.gone_allocatable.pop(name, None)
             try:
@@ -340,7 +337,7 @@ class InvariantChecker:
             have: Counter[Domain] = Counter()
             for pod in pods:
                 if (
-                    self._released_node(pod) in self.deleted_nodes
+                    self._released_node(pod) in self.deleted_at
                     or self._resurrected(pod, now)
                     or self._left_behind(pod, a.levels, now)
                 ):
@@ -387,8 +384,9 @@ class InvariantChecker:
         decided = seen[1] if fresh and seen is not None else now
         live = dict(self.allocatable)
         for name, at in self.deleted_at.items():
-            if at > decided - self.decision_lag_s:
-                live[name] = self.gone_allocatable[name]
+            gone = self.gone_allocatable.get(name)
+            if gone is not None and at > decided - self.decision_lag_s:
+                live[name] = gone
         return live
 
     def _check_booking(self, uid: str, wl: WorkloadView, now: float) -> None:
