@@ -33,8 +33,9 @@ OUTCOMES: Final[tuple[AdmissionOutcome, ...]] = ("ready", "retry", "rejected", "
 # fit now, or it is held for its preferred level (patience).
 RETRY_REASONS: Final[tuple[str, ...]] = ("no_topology", "does_not_fit", "preferred_wait")
 PREEMPTION_MODES: Final[tuple[str, ...]] = ("enabled", "dry_run")
-# How a reservation ended: its workload placed, deleted or finished, or it timed out.
-RESERVATION_ENDS: Final[tuple[str, ...]] = ("placed", "gone", "expired")
+# How a reservation ended: its workload placed, deleted or finished, it timed out, or its domain
+# could no longer hold its workload once its occupants end (a node gone).
+RESERVATION_ENDS: Final[tuple[str, ...]] = ("placed", "gone", "expired", "unfit")
 RESERVATION_BUCKETS: Final = (60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0)
 
 RepairOutcome = Literal["done", "impossible"]
@@ -122,7 +123,7 @@ class Metrics:
         )
         self.reservation_held_seconds = Histogram(
             "kueue_tas_reservation_held_seconds",
-            "How long a reservation was held, by how it ended (placed, gone, expired).",
+            "How long a reservation was held, by how it ended (placed, gone, expired, unfit).",
             ["end"],
             buckets=RESERVATION_BUCKETS,
             registry=r,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import builders as mk
-from admission_harness import T0, Harness, harness, ready, wl
+from admission_harness import ALLOCATABLE, RACK, T0, Harness, evicted, harness, ready, wl
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology.codec.codec import decode_assignment_annotation
@@ -88,13 +88,17 @@ async def blocked_big(h: Harness, now: list[datetime]) -> dict[str, Any]:
     return requeued(big, {**marks, **h.writes.marks[-1]}, 21)
 
 
+async def fill_r2(h: Harness) -> None:
+    """4 pods fill r2: what enters a rack now can only enter r1."""
+    assert (await decide(h, wl("s1", 4, uid="uid-s1")))["state"] == "Ready" and rack_of(h) == "r2"
+    h.modify_workload(ready(h, wl("s1", 4, uid="uid-s1")))
+
+
 async def test_a_fragmented_workload_gets_the_rack_where_it_fits_soonest_and_others_respect_it() -> None:
     now = [START]
     h = harness(wall=clock(now), settings={"reservation_after_seconds": 60})
     await blocked_big(h, now)
-    # 4 pods fill r2.
-    assert (await decide(h, wl("s1", 4, uid="uid-s1")))["state"] == "Ready" and rack_of(h) == "r2"
-    h.modify_workload(ready(h, wl("s1", 4, uid="uid-s1")))
+    await fill_r2(h)
     # 6 unbounded pods fit only r1, where they would delay "big" (16 - 6 < 12 once "a" ends).
     assert (await decide(h, wl("s2", 6, uid="uid-s2")))["state"] == "Retry"
     # 5 pods ending in ten minutes, before "big" is expected to fit: backfill.
@@ -110,6 +114,71 @@ async def test_a_fragmented_workload_gets_the_rack_where_it_fits_soonest_and_oth
     h.modify_workload(ready(h, wl("s4", 1, uid="uid-s4")))
     # 4 more would not (16 - 5 < 12): refused, though r1 has room for them now.
     assert (await decide(h, wl("s5", 4, uid="uid-s5")))["state"] == "Retry"
+
+
+async def test_a_holder_between_kueue_requeues_still_keeps_its_rack() -> None:
+    """After our Retry Kueue evicts the holder and withdraws its quota until it requeues it: the
+    copy then carries no admission, so no flavor says what the holder needs. Its rack stays kept
+    all the same (e2e test_reservations, 2026-11-28: a 1-GPU Job entered the reserved rack in
+    that window and the rack-sized holder never fitted)."""
+    now = [START]
+    h = harness(wall=clock(now), settings={"reservation_after_seconds": 60})
+    big = await blocked_big(h, now)
+    await fill_r2(h)
+    h.modify_workload(evicted(big, quota=False))
+    assert h.ctx.reservations.of("ns/big") is not None
+    # 6 unbounded pods fit only r1, where "big" would no longer fit once "a" ends.
+    assert (await decide(h, wl("s2", 6, uid="uid-s2")))["state"] == "Retry"
+    # 4 leave it room (16 - 4 once "a" ends): they enter.
+    assert (await decide(h, wl("s3", 4, uid="uid-s3")))["state"] == "Ready" and rack_of(h) == "r1"
+
+
+async def test_usage_no_occupant_accounts_for_keeps_entrants_out_of_a_reserved_rack() -> None:
+    """Pods that no admitted workload holds (a deleted workload's terminating pods, a foreign
+    pod) fill the reserved rack so that the holder would not fit there even once every occupant
+    ends: an entrant is refused rather than let in because "the holder cannot fit anyway"; those
+    pods go, and the entrant would then keep the holder out."""
+    now = [START]
+    h = harness(wall=clock(now), settings={"reservation_after_seconds": 60})
+    await blocked_big(h, now)
+    await fill_r2(h)
+    h.informers.pods.handle_event("ADDED", mk.pod("stray-0", node="h1", gpus=5, namespace="other", uid="uid-stray"))
+    assert (await decide(h, wl("s2", 1, uid="uid-s2")))["state"] == "Retry"
+
+
+async def test_a_rack_that_can_no_longer_hold_its_holder_is_given_up_for_one_that_can() -> None:
+    """A host of the reserved rack goes away: 8 GPUs are left there, "big" needs 12. Kept, the
+    reservation would only keep others out for hours; the holder's next decision ends it
+    ("unfit") and takes r2, where it fits once "b" ends."""
+    now = [START]
+    h = harness(wall=clock(now), settings={"reservation_after_seconds": 60})
+    big = await blocked_big(h, now)
+    h1 = mk.node("h1", labels={RACK: "r1", "pool": "gpu"}, allocatable=ALLOCATABLE)
+    h.informers.nodes.handle_event("DELETED", h1)
+    h.now[0] += 31
+    entry = await decide(h, requeued(big, {}, 30))
+    assert entry["state"] == "Retry" and 'rack "r2" is reserved for this workload' in entry["message"], entry
+    held = h.ctx.reservations.of("ns/big")
+    assert held is not None and held.domain.values == ("r2",)
+    assert h.metrics.reservation_held_seconds.labels("unfit")._sum.get() == 0.0
+    assert h.metrics.reservations_made_total._value.get() == 2
+
+
+async def test_after_a_restart_a_holder_waiting_for_quota_is_read_from_its_spec() -> None:
+    """A restarted controller rebuilds the reservation from the holder's record while Kueue
+    holds no quota for it: no decision of this process has read its requests, so its spec's
+    PodSets on the reserved flavor stand for them; the rack stays kept."""
+    now = [START]
+    h = harness(wall=clock(now), settings={"reservation_after_seconds": 60})
+    big = await blocked_big(h, now)
+    await fill_r2(h)
+    later = harness(wall=clock(now), settings={"reservation_after_seconds": 60})
+    for key in ("ns/a", "ns/b", "ns/s1"):
+        later.add_workload(h.informers.workloads.store[key].model_dump(by_alias=True, exclude_none=True, mode="json"))
+    later.add_workload(evicted(big, quota=False))
+    assert later.ctx.reservations.of("ns/big") is not None
+    assert (await decide(later, wl("s2", 6, uid="uid-s2")))["state"] == "Retry"
+    assert (await decide(later, wl("s3", 4, uid="uid-s3")))["state"] == "Ready" and rack_of(later) == "r1"
 
 
 async def test_placing_the_holder_ends_its_reservation() -> None:

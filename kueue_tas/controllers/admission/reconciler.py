@@ -321,11 +321,11 @@ class WorkloadAdmission:
                 if not step.dry_run:
                     decision.retry_after = PREEMPTOR_REQUEUE_SECONDS
             if step is None or step.dry_run:
-                reservation, marks = self._reserver.consider(wl, decision.requests, since)
-                decision.marks.update(marks)
-                if reservation is not None:
-                    decision.message += f"; {reservation.domain.named()} is reserved for this workload"
-                if self._ctx.reservations.of(workload_key(wl)) is not None:
+                decision.marks.update(self._reserver.consider(wl, decision.requests, since))
+                held = self._ctx.reservations.of(workload_key(wl))
+                if held is not None:
+                    # Said on every Retry while it holds: each one replaces the entry's message.
+                    decision.message += f"; {held.domain.named()} is reserved for this workload"
                     # Its domain may free at any moment: tried again soon, not after a long backoff.
                     decision.retry_after = min(
                         decision.retry_after or RESERVED_REQUEUE_SECONDS, RESERVED_REQUEUE_SECONDS

@@ -32,8 +32,9 @@ from kueue_tas.capacity.reservation import (
     ReservationView,
     Waiting,
     due_reservations,
+    still_holds,
 )
-from kueue_tas.capacity.workload_placement import WorkloadRequests, workload_requests
+from kueue_tas.capacity.workload_placement import PodSetInput, WorkloadRequests, workload_requests
 from kueue_tas.controllers.decide import inputs_of
 from kueue_tas.controllers.decision_context import DecisionContext
 
@@ -57,6 +58,9 @@ class Reserver:
 
     def __init__(self, ctx: DecisionContext) -> None:
         self._ctx = ctx
+        # Each holder's requests as its last decision read them: between our Retry and Kueue's
+        # requeue its Workload carries no admission, so no flavor says what it needs.
+        self._decided_requests: dict[str, WorkloadRequests] = {}
 
     @property
     def enabled(self) -> bool:
@@ -126,12 +130,25 @@ class Reserver:
             out[key] = Occupant(key, end, pods)
         return out
 
-    def _requests_of(self, holder: str, check_flavors: set[str]) -> WorkloadRequests | None:
-        wl = self._ctx.informers.workloads.store.get(holder)
+    def _requests_of(self, r: Reservation, check_flavors: set[str]) -> WorkloadRequests | None:
+        """What the holder needs: from its admission when Kueue holds quota for it, else as its
+        last decision read them, else (after a restart, while it waits for quota) every PodSet of
+        its spec on the reserved flavor; None when none of these can be read (then nothing but
+        backfill enters its domain)."""
+        wl = self._ctx.informers.workloads.store.get(r.holder)
         if wl is None:
             return None
+        inputs = inputs_of(wl, check_flavors)
+        if not inputs:
+            decided = self._decided_requests.get(r.holder)
+            if decided is not None:
+                return decided
+            inputs = [
+                PodSetInput(ps.name, ps.count, ps.template, r.domain.flavor, topology_field=ps.topology_request)
+                for ps in wl.spec.pod_sets
+            ]
         got = workload_requests(
-            inputs_of(wl, check_flavors),
+            inputs,
             self._ctx.capacity,
             prefix=self._ctx.settings.annotation_prefix,
             gates=self._ctx.gates,
@@ -145,11 +162,13 @@ class Reserver:
         now = self.now()
         for gone in book.expire(now, self._ctx.settings.reservation_timeout_seconds):
             self._ended(gone, "expired")
+        for ended in set(self._decided_requests) - set(book.holders()):
+            del self._decided_requests[ended]
         key = workload_key(wl)
         others = tuple(r for r in book.all() if r.holder != key)
         if not others:
             return None
-        holders = {r.holder: self._requests_of(r.holder, check_flavors) for r in others}
+        holders = {r.holder: self._requests_of(r, check_flavors) for r in others}
         runtime = wl.spec.maximum_execution_time_seconds
         return ReservationView(
             key,
@@ -160,26 +179,32 @@ class Reserver:
             float(runtime) if runtime is not None else None,
         )
 
-    def consider(
-        self, wl: Workload, requests: WorkloadRequests, since: float
-    ) -> tuple[Reservation | None, dict[str, str]]:
+    def consider(self, wl: Workload, requests: WorkloadRequests, since: float) -> dict[str, str]:
         """Under the admission lock, for ``wl`` which does not fit now and has waited ``since``
-        then: the reservation it gets (registered on return) and the marks its Retry records."""
+        then: keep or give up its reservation, or make one (registered on return); the marks its
+        Retry records (a new reservation's record)."""
         if not self.enabled:
-            return None, {}
+            return {}
         key = workload_key(wl)
         now = self.now()
         marks: dict[str, str] = {}
         book = self._ctx.reservations
-        if book.of(key) is not None:
-            return None, marks
+        self._decided_requests[key] = requests
+        held = book.of(key)
+        if held is not None:
+            if still_holds(requests, self._ctx.capacity, held, self._occupants(), gates=self._ctx.gates):
+                return marks
+            # A node of it went away or usage nothing will end fills it: kept, it would only keep
+            # others out. Another domain may be chosen at once (the wait counts from its start).
+            book.release(key)
+            self._ended(held, "unfit")
         runtime = wl.spec.maximum_execution_time_seconds
         waiting = Waiting(key, requests, since, float(runtime) if runtime is not None else None)
         added = due_reservations(
             [waiting], self._ctx.capacity, book.all(), self._occupants(), now, self._settings(), gates=self._ctx.gates
         )
         if not added:
-            return None, marks
+            return marks
         (reservation,) = added
         book.add(reservation)
         self._ctx.metrics.reservations_made_total.inc()
@@ -190,4 +215,4 @@ class Reserver:
             domain=list(reservation.domain.values),
             expected_fit=reservation.expected_fit,
         )
-        return reservation, marks
+        return marks
