@@ -181,6 +181,28 @@ async def test_after_a_restart_a_holder_waiting_for_quota_is_read_from_its_spec(
     assert (await decide(later, wl("s3", 4, uid="uid-s3")))["state"] == "Ready" and rack_of(later) == "r1"
 
 
+async def test_an_expired_reservation_stays_ended() -> None:
+    """Past ``reservation_timeout_seconds`` the reservation ends, and stays ended: the record
+    left on the holder (its wait is not over) neither brings it back when the holder's next copy
+    arrives nor lets the holder's next decision reserve again at once, so the rack is open to
+    everyone as a timeout promises."""
+    now = [START]
+    h = harness(wall=clock(now), settings={"reservation_after_seconds": 60, "reservation_timeout_seconds": 600})
+    big = await blocked_big(h, now)
+    await fill_r2(h)
+    now[0] = START + timedelta(minutes=13)  # the reservation was made at minute 2
+    h.now[0] += 31
+    entry = await decide(h, requeued(big, {}, 40))
+    assert entry["state"] == "Retry" and "reserved" not in entry["message"], entry
+    assert h.ctx.reservations.of("ns/big") is None
+    h.modify_workload(evicted(requeued(big, {}, 41), quota=False))  # its record still on it
+    assert h.ctx.reservations.of("ns/big") is None
+    assert h.metrics.reservation_held_seconds.labels("expired")._sum.get() == 660.0  # ended once
+    assert h.metrics.reservations_made_total._value.get() == 1
+    # 6 unbounded pods now enter r1.
+    assert (await decide(h, wl("s2", 6, uid="uid-s2")))["state"] == "Ready" and rack_of(h) == "r1"
+
+
 async def test_placing_the_holder_ends_its_reservation() -> None:
     now = [START]
     h = harness(wall=clock(now), settings={"reservation_after_seconds": 60})

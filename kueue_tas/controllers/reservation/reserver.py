@@ -88,7 +88,7 @@ class Reserver:
             return
         # A copy without the record does not end a reservation: it may predate our write of it.
         recorded = reservation_from(wl)
-        if recorded is None or book.of(key) is not None:
+        if recorded is None or book.of(key) is not None or self._timed_out(recorded):
             return
         # Only what this controller could have made (the admission policy kueue-tas-records keeps
         # everyone else from writing it; this is the second line): reservations on, within the
@@ -104,6 +104,9 @@ class Reserver:
         ended = self._ctx.reservations.release(key)
         if ended is not None:
             self._ended(ended, "gone")
+
+    def _timed_out(self, r: Reservation) -> bool:
+        return self.now() - r.since >= self._ctx.settings.reservation_timeout_seconds
 
     def _ended(self, r: Reservation, end: str) -> None:
         held = self.now() - r.since
@@ -198,6 +201,12 @@ class Reserver:
             # others out. Another domain may be chosen at once (the wait counts from its start).
             book.release(key)
             self._ended(held, "unfit")
+        else:
+            recorded = reservation_from(wl)
+            if recorded is not None and self._timed_out(recorded):
+                # Its reservation timed out and its wait goes on (the record stays until it is
+                # placed): reserving again at once would make the timeout a no-op.
+                return marks
         runtime = wl.spec.maximum_execution_time_seconds
         waiting = Waiting(key, requests, since, float(runtime) if runtime is not None else None)
         added = due_reservations(
