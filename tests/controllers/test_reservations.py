@@ -5,6 +5,7 @@ holder room; placing the holder ends the reservation."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,8 @@ from typing import Any
 
 import builders as mk
 from admission_harness import ALLOCATABLE, RACK, T0, Harness, evicted, harness, ready, wl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology.codec.codec import decode_assignment_annotation
@@ -242,3 +245,83 @@ async def test_a_reservation_record_is_ignored_while_reservations_are_off() -> N
     big["metadata"]["annotations"] = {c.RESERVATION_ANNOTATION: json.dumps(record)}
     h.add_workload(big)
     assert h.ctx.reservations.all() == []
+
+
+# --- the property: whatever the holder's state, no entrant keeps it out -------------------------
+
+ENTER, EVICT_HOLDER, DECIDE_HOLDER, RESTART = "enter", "evict-holder", "decide-holder", "restart"
+R1_GPUS, BIG = 16, 12
+FIT_AT = datetime(2026, 1, 1, 1, 0, tzinfo=UTC)  # "a" ends: when "big" is expected to fit r1
+
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just(ENTER), st.integers(1, 6), st.sampled_from([None, 600, 7200])),
+        st.tuples(st.just(EVICT_HOLDER), st.none(), st.none()),
+        st.tuples(st.just(DECIDE_HOLDER), st.none(), st.none()),
+        st.tuples(st.just(RESTART), st.none(), st.none()),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps)
+def test_no_entrant_keeps_the_holder_out_whatever_state_the_holder_is_in(
+    plan: list[tuple[str, int | None, int | None]],
+) -> None:
+    """r1 is reserved for "big" (12 pods) and fits it once "a" ends; r2 is full. Entrants of 1-6
+    pods, unbounded or declaring 10 min (backfill: they end before "a") or 2 h, arrive while
+    Kueue evicts and requeues "big" and the controller restarts. Whatever the order: the pods in
+    r1 of every entrant that is not backfill leave "big" its 12 GPUs once "a" ends."""
+    asyncio.run(_play(plan))
+
+
+async def _play(plan: list[tuple[str, int | None, int | None]]) -> None:
+    now = [START]
+    knobs = {"reservation_after_seconds": 60}
+    h = harness(wall=clock(now), settings=knobs)
+    holder = await blocked_big(h, now)
+    await fill_r2(h)
+    version = 100
+    staying: dict[str, int] = {}  # entrant -> its pods in r1 that "big" must fit beside
+    for i, (op, pods, runtime) in enumerate(plan):
+        version += 1
+        if op == ENTER:
+            assert pods is not None
+            name = f"e{i}"
+            obj = with_runtime(wl(name, pods, uid=f"uid-{name}"), runtime)
+            if (await decide(h, obj))["state"] != "Ready":
+                continue
+            placed = ready(h, obj)
+            placed["status"]["conditions"].append(
+                mk.condition("Admitted", reason="Admitted", message="", time=now[0].strftime("%Y-%m-%dT%H:%M:%SZ"))
+            )
+            h.modify_workload(placed)
+            backfill = runtime is not None and now[0] + timedelta(seconds=runtime) <= FIT_AT
+            if rack_of(h) == "r1" and not backfill:
+                staying[name] = pods
+            assert sum(staying.values()) + BIG <= R1_GPUS, (plan[: i + 1], staying)
+        elif op == EVICT_HOLDER:
+            holder = evicted(holder, quota=False) if "admission" in holder["status"] else holder
+            holder["metadata"]["resourceVersion"] = str(version)
+            h.modify_workload(holder)
+        elif op == DECIDE_HOLDER:
+            back = requeued(holder, {}, version)
+            if "admission" not in back["status"]:
+                back = requeued(wl("big", BIG, uid="uid-big"), holder["metadata"]["annotations"], version)
+            h.now[0] += 31
+            entry = await decide(h, back)
+            assert entry["state"] == "Retry", entry
+            assert 'rack "r1" is reserved for this workload' in entry["message"], entry
+            holder = back
+        else:
+            # The new process reads every Workload; "big" as the API server has it (its records).
+            later = harness(wall=clock(now), settings=knobs)
+            for obj in h.informers.workloads.store.values():
+                if obj.metadata.name != "big":
+                    later.add_workload(obj.model_dump(by_alias=True, exclude_none=True, mode="json"))
+            later.add_workload(holder)
+            assert later.ctx.reservations.of("ns/big") is not None
+            h = later
+        now[0] += timedelta(seconds=30)
