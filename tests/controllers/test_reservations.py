@@ -12,9 +12,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import builders as mk
-from admission_harness import ALLOCATABLE, RACK, T0, Harness, evicted, harness, ready, wl
+from admission_harness import ALLOCATABLE, T0, Harness, evicted, harness, ready, wl
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vocab import RACK
 
 from kueue_tas.api import constants as c
 from kueue_tas.topology.codec.codec import decode_assignment_annotation
@@ -318,9 +319,9 @@ async def _play(plan: list[tuple[str, int | None, int | None]]) -> None:
         else:
             # The new process reads every Workload; "big" as the API server has it (its records).
             later = harness(wall=clock(now), settings=knobs)
-            for obj in h.informers.workloads.store.values():
-                if obj.metadata.name != "big":
-                    later.add_workload(obj.model_dump(by_alias=True, exclude_none=True, mode="json"))
+            for stored in h.informers.workloads.store.values():
+                if stored.metadata.name != "big":
+                    later.add_workload(stored.model_dump(by_alias=True, exclude_none=True, mode="json"))
             later.add_workload(holder)
             assert later.ctx.reservations.of("ns/big") is not None
             h = later
