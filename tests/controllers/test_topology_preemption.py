@@ -198,6 +198,24 @@ async def test_a_hold_recorded_on_the_preemptor_is_in_force_after_a_restart() ->
     assert h.ctx.holds.closed_for("ns/y", later) == []
 
 
+async def test_a_hold_on_a_preemptor_kueue_has_requeued_without_quota_is_in_force_after_a_restart() -> None:
+    """Between our Retry and Kueue's requeue the preemptor holds no quota, so its copy names no
+    ClusterQueue: a new process still keeps its hold (a ClusterQueue has the switch Enabled),
+    or a victim Kueue readmits meanwhile would go back into the rack cleared for it."""
+    h = harness(wall=lambda: WALL)
+    queue(h, "Enabled")
+    hold = {"flavor": "gpu", "level": RACK, "values": ["r1"], "until": "2026-01-01T02:05:00Z", "victims": ["ns/new"]}
+    hi = with_priority(wl("hi", 12, uid="uid-hi"), 10)
+    hi["metadata"]["annotations"] = {c.PREEMPTION_HOLD_ANNOTATION: json.dumps(hold)}
+    h.add_workload(evicted(hi, quota=False))
+    assert [d.values for d in h.ctx.holds.closed_for("ns/x", WALL.timestamp())] == [("r1",)]
+    # With no ClusterQueue opted in, no decision of ours could have made it: ignored.
+    h2 = harness(wall=lambda: WALL)
+    queue(h2, "DryRun")
+    h2.add_workload(evicted(hi, quota=False))
+    assert h2.ctx.holds.closed_for("ns/x", WALL.timestamp()) == []
+
+
 async def test_preemption_waits_for_preemption_after_seconds() -> None:
     """With ``preemption_after_seconds`` a workload preempts only once it has waited that long for
     a domain (counted from its first Retry, recorded on it): the escalation after a reservation."""

@@ -102,9 +102,14 @@ class Preemptor:
         # Only what this controller could have written (the admission policy kueue-tas-records
         # keeps everyone else from writing it; this is the second line): a hold no longer than
         # the setting allows, for a workload whose ClusterQueue has the switch Enabled.
-        queue = None if wl.status.admission is None else self._queue(wl.status.admission.cluster_queue)
-        mode, _ = mode_of(queue, self._ctx.settings.annotation_prefix)
-        if mode is not Mode.ENABLED or recorded.until - now > self._ctx.settings.preemption_hold_seconds + 60:
+        if wl.status.admission is not None:
+            queues = [self._queue(wl.status.admission.cluster_queue)]
+        else:
+            # Kueue requeued it after our Retry and holds no quota for it yet, so its copy names
+            # no ClusterQueue: any that opted in could have been its.
+            queues = list(self._ctx.informers.queues.store.values())
+        enabled = any(mode_of(q, self._ctx.settings.annotation_prefix)[0] is Mode.ENABLED for q in queues)
+        if not enabled or recorded.until - now > self._ctx.settings.preemption_hold_seconds + 60:
             log.warning("preemption_hold_ignored", workload=key, why="not one this controller would hold")
             return
         self._ctx.holds.add(recorded)
