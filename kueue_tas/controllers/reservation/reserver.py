@@ -18,6 +18,8 @@ limits.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+
 import structlog
 
 from kueue_tas.api import constants as c
@@ -51,6 +53,30 @@ def waiting_since(wl: Workload) -> float | None:
         return parse_rfc3339(raw).timestamp()
     except ValueError:
         return None
+
+
+class _OnFirstRead(Mapping[str, Occupant]):
+    """The occupants, read from the informer and the capacity model only when a decision gets
+    that far: most decisions fit with the reserved domains closed, or stop before the domain
+    choice, and never look (reading them is linear in the admitted workloads)."""
+
+    def __init__(self, read: Callable[[], dict[str, Occupant]]) -> None:
+        self._read = read
+        self._got: dict[str, Occupant] | None = None
+
+    def _all(self) -> dict[str, Occupant]:
+        if self._got is None:
+            self._got = self._read()
+        return self._got
+
+    def __getitem__(self, key: str) -> Occupant:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 class Reserver:
@@ -177,7 +203,7 @@ class Reserver:
             key,
             others,
             {k: v for k, v in holders.items() if v is not None},
-            self._occupants(),
+            _OnFirstRead(self._occupants),
             now,
             float(runtime) if runtime is not None else None,
         )
@@ -195,7 +221,7 @@ class Reserver:
         self._decided_requests[key] = requests
         held = book.of(key)
         if held is not None:
-            if still_holds(requests, self._ctx.capacity, held, self._occupants(), gates=self._ctx.gates):
+            if still_holds(requests, self._ctx.capacity, held, _OnFirstRead(self._occupants), gates=self._ctx.gates):
                 return marks
             # A node of it went away or usage nothing will end fills it: kept, it would only keep
             # others out. Another domain may be chosen at once (the wait counts from its start).
@@ -210,7 +236,13 @@ class Reserver:
         runtime = wl.spec.maximum_execution_time_seconds
         waiting = Waiting(key, requests, since, float(runtime) if runtime is not None else None)
         added = due_reservations(
-            [waiting], self._ctx.capacity, book.all(), self._occupants(), now, self._settings(), gates=self._ctx.gates
+            [waiting],
+            self._ctx.capacity,
+            book.all(),
+            _OnFirstRead(self._occupants),
+            now,
+            self._settings(),
+            gates=self._ctx.gates,
         )
         if not added:
             return marks
