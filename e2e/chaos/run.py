@@ -30,7 +30,7 @@ from e2e.chaos.job_backoff import JobBackoffs
 from e2e.chaos.profile import MIXED, profile_for
 from e2e.chaos.relay import Relay
 from e2e.chaos.scenario import BURST, POOL_SHAPE, Action
-from e2e.chaos.verdict import Verdict, judge
+from e2e.chaos.verdict import Verdict, failed_jobs, judge
 from e2e.cluster_health import component_health
 from e2e.cluster_state import State
 from e2e.controller import LEASE_NAMESPACE, ControllerGroup
@@ -334,8 +334,9 @@ class ChaosRun:
         backoffs = JobBackoffs()
         while True:
             try:
-                verdict = judge(await kube.workloads(self.namespace), self.submitted, check)
                 jobs = await kube.batch.list_namespaced_job(self.namespace)
+                failed = failed_jobs([kube.api.sanitize_for_serialization(j) for j in jobs.items])
+                verdict = judge(await kube.workloads(self.namespace), self.submitted, check, failed)
             except ApiException as e:
                 verdict = Verdict(problems=[f"cannot list Workloads and Jobs: {e.status} {e.reason}"])
                 jobs = None

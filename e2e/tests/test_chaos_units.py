@@ -20,7 +20,7 @@ from e2e.chaos.job_backoff import backoff_s
 from e2e.chaos.relay import Relay
 from e2e.chaos.run import EventLog, read_plan
 from e2e.chaos.scenario import BURST, BURST_SIZE, FAULTS, GPUS_PER_HOST, POOL_SHAPE, plan_run
-from e2e.chaos.verdict import judge
+from e2e.chaos.verdict import failed_jobs, judge
 from e2e.nodes import NodePool
 from kueue_tas.api import constants as kc
 
@@ -195,6 +195,27 @@ def test_verdict_accepts_finished_or_pending_with_a_message_only() -> None:
     ]
 
 
+def test_a_job_past_its_backoff_limit_has_ended_before_the_job_controller_says_so() -> None:
+    """Chaos seed 5060: the Job controller, behind after three apiserver restarts, had not marked
+    a Job with 10 failed pods of backoffLimit 6 Failed 7 minutes on; Kueue finishes its Workload
+    only then. Its own counts say it ended; a per-index limit counts otherwise."""
+    jobs = [
+        {"metadata": {"name": "over"}, "spec": {}, "status": {"failed": 7}},
+        {"metadata": {"name": "at"}, "spec": {}, "status": {"failed": 6}},
+        {"metadata": {"name": "own"}, "spec": {"backoffLimit": 1}, "status": {"failed": 2}},
+        {"metadata": {"name": "indexed"}, "spec": {"backoffLimitPerIndex": 1}, "status": {"failed": 9}},
+    ]
+    assert failed_jobs(jobs) == {"over", "own"}
+    submitted: dict[str, dict[str, Any]] = {n: {"workload": "job"} for n in ("over", "at")}
+    submitted["huge"] = {"workload": "job", "never_fits": True}
+    admitted = {"Admitted": "Admitted"}
+    workloads = [wl("over", "Job", admitted, ("Ready", "ok")), wl("at", "Job", admitted, ("Ready", "ok"))]
+    workloads.append(wl("huge", "Job", admitted, ("Ready", "ok")))
+    v = judge(workloads, submitted, "ac", failed={"over", "huge"})
+    assert v.outcomes == Counter({"failed (backoffLimit exceeded)": 2})
+    assert [p.split(":")[0] for p in v.problems] == ["Job at", "Job huge can never fit, yet it ran and failed"]
+
+
 class _Clock:
     def __init__(self) -> None:
         self.t = 1000.0
@@ -204,6 +225,10 @@ class _Clock:
 
     async def sleep(self, s: float) -> None:
         self.t += s
+
+
+def _job_dict(job: SimpleNamespace) -> dict[str, Any]:
+    return {"metadata": {"name": job.metadata.name}, "spec": {}, "status": {"failed": job.status.failed}}
 
 
 class _Workloads:
@@ -217,6 +242,7 @@ class _Workloads:
             for n, f in (failed or {}).items()
         ]
         self.batch = SimpleNamespace(list_namespaced_job=self._jobs)
+        self.api = SimpleNamespace(sanitize_for_serialization=_job_dict)
         self._items = items
 
     async def _jobs(self, namespace: str) -> SimpleNamespace:
