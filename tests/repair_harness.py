@@ -179,6 +179,7 @@ class Strays:
             capacity=r.h.capacity,
             deleter=self.deleter,
             clock=r.clock,
+            rewrites=r.rewrites,
         )
 
     def pod(self, name: str, node: str | None, event: str = "ADDED", rv: str = "1", **kw: Any) -> None:

@@ -1,6 +1,7 @@
 """Which assignment annotations a node repair of ours is rewriting right now: the one piece of
-state the repair shares with the assignment guard (not tampering) and the ungater (release
-nothing meanwhile); ``controllers/setup.py`` wires one instance into all three."""
+state the repair shares with the assignment guard (not tampering), the ungater (release
+nothing meanwhile) and the stray-pod rule (a pod either assignment keeps stays);
+``controllers/setup.py`` wires one instance into all four."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ class OurRewrites:
     def writing(self, key: str) -> bool:
         """Whether a rewrite of ours is in progress for the workload ``key``."""
         return key in self._texts
+
+    def text(self, key: str) -> str | None:
+        """The annotation a rewrite of ours in progress for ``key`` writes (None: none)."""
+        return self._texts.get(key)
 
     def when_done(self, notify: Callable[[str], None]) -> None:
         """Call ``notify(key)`` whenever a rewrite ends (landed or dropped)."""

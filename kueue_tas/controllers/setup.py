@@ -73,7 +73,7 @@ def setup_controllers(manager: Manager, settings: Settings) -> LiveState:
         repairing=rewrites.writing,
     )
     rewrites.when_done(ungater.repair_ended)
-    strays = StrayPods(deps, capacity=capacity, deleter=KubePodDeleter(manager.api))
+    strays = StrayPods(deps, capacity=capacity, deleter=KubePodDeleter(manager.api), rewrites=rewrites)
     health = TopologyHealth(deps, writer=KubeEntryWriter(manager.api))
 
     manager.on_synced(cache.resync)  # the initial lists arrive in any order: rebuild from the full caches

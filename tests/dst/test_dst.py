@@ -31,6 +31,7 @@ FIXED: list[str] = [f"defect-{n}" for n in range(1, 10)] + [
     "defect-unknown-repair-write",
     "defect-recreated-under-name",
     "defect-serial-repair-writes",
+    "defect-stray-waits-for-repair",
 ]  # all fixes merged
 _ASKED = os.environ.get("DST_FIXED", "")
 ENABLED = set(SEEDS) if _ASKED == "all" else set(FIXED) | {d for d in _ASKED.split(",") if d}

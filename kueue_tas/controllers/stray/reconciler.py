@@ -17,12 +17,16 @@ Job controller replaces it at once.
 When:
 
 * only a workload whose assignment is trusted (our entry Ready), untampered, with no
-  decision of ours being written for it (``LiveCapacity.assumes`` / ``holds_extra``), and
+  admission decision of ours being written for it (``LiveCapacity.assumes``), and
   not an elastic slice while the slice it replaces is still admitted by us (until Kueue
   finishes that one, each judges its own pods); once it is finished or deleted, the new slice
   judges the pods it keeps too (``slice_pods``: its assignment includes them, by Kueue's
   elastic-workload semantics);
-* only a pod that fills no slot (``LiveCapacity.slot_filled_by``);
+* only a pod that fills no slot (``LiveCapacity.slot_filled_by``), and, while a node repair of
+  ours is being written (``OurRewrites``; its outcome may stay unknown for a minute), only one
+  that neither the current assignment nor the one being written has a slot for: either may be
+  the one that stands (DST seed 3301264: waiting for the repair instead left a pod bound
+  outside every assignment for 80 s);
 * only once the pod has been stray for ``stray_pod_grace_seconds`` without a break, so an
   assignment update the informer has not shown yet never costs a pod; except a pod bound or
   pinned to a node that no longer exists (the node repair's test for a deleted node): its slot
@@ -38,7 +42,8 @@ makes a second delete harmless).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Final, Protocol
 
 import structlog
@@ -52,6 +57,7 @@ from kueue_tas.capacity.live import LiveCapacity
 from kueue_tas.capacity.rules import assignment_trusted
 from kueue_tas.controllers.deps import ControllerDeps
 from kueue_tas.controllers.informers import SlimNode
+from kueue_tas.controllers.rewrites import OurRewrites
 from kueue_tas.controllers.slice_pods import earlier_slice_pods, workloads_of_pod
 from kueue_tas.controllers.stray.plan import Stray, domain_text, stray_pods
 from kueue_tas.controllers.workload_events import workload_ref
@@ -108,8 +114,10 @@ class StrayPods:
         capacity: LiveCapacity,
         deleter: PodDeleter,
         clock: Callable[[], float] | None = None,
+        rewrites: OurRewrites | None = None,
     ) -> None:
-        """``clock``: monotonic seconds (default: the event loop's)."""
+        """``clock``: monotonic seconds (default: the event loop's); ``rewrites``: the node
+        repair's rewrites in progress (none: a repair in progress holds every judgement)."""
         informers = deps.informers
         self._workloads = informers.workloads.store
         self._pods = informers.pod_store
@@ -118,6 +126,7 @@ class StrayPods:
         self._checks = deps.checks
         self._capacity = capacity
         self._deleter = deleter
+        self._rewrites = rewrites
         self._events = deps.events
         self._metrics = deps.metrics
         self._settings = deps.settings
@@ -184,9 +193,19 @@ class StrayPods:
             or self._replaced_still_admitted(wl, ours)
         ):
             return False
-        if self._capacity.assumes(key) or self._capacity.holds_extra(key):
+        if self._capacity.assumes(key):
+            return None
+        if self._capacity.holds_extra(key) and self._rewriting(key) is None:
             return None
         return True
+
+    def _node_labels(self, name: str) -> Mapping[str, str] | None:
+        node = self._nodes.get(name)
+        return None if node is None else node.labels
+
+    def _rewriting(self, key: str) -> str | None:
+        """The annotation a node repair of ours is writing for ``key``, if any."""
+        return None if self._rewrites is None else self._rewrites.text(key)
 
     def _replaced_still_admitted(self, wl: Workload, ours: set[str]) -> bool:
         ref = replaced_slice_ref(wl, self._gates)
@@ -201,8 +220,12 @@ class StrayPods:
         if wl is None or not judged:
             self._forget(key)
             return None if judged is False or wl is None else BUSY_POLL_SECONDS
+        texts = [wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]]
+        rewriting = self._rewriting(key)
+        if rewriting is not None and rewriting != texts[0]:
+            texts.append(rewriting)
         try:
-            assignments = dict(decode_assignment_annotation(wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]))
+            judged_by = [dict(decode_assignment_annotation(text)) for text in texts]
         except ValueError:
             self._forget(key)
             return None  # holds nothing we could judge by; the assignment guard deals with it
@@ -210,11 +233,18 @@ class StrayPods:
         ours = self._checks.names()
         pods += earlier_slice_pods(wl, self._workloads, self._pods, self._gates, lambda w: assignment_trusted(w, ours))
         strays = stray_pods(
-            assignments,
-            pods,
-            lambda name: n.labels if (n := self._nodes.get(name)) is not None else None,
-            lambda pod_key: self._capacity.slot_filled_by(pod_key) is not None,
+            judged_by[0], pods, self._node_labels, lambda pod_key: self._capacity.slot_filled_by(pod_key) is not None
         )
+        for other in judged_by[1:]:
+            # As many of a domain's strays as the repair's assignment has pods too many there.
+            surplus = stray_pods(other, pods, self._node_labels, lambda _pod_key: False)
+            too_many = Counter((s.pod.podset, s.domain) for s in surplus)
+            kept = []
+            for s in strays:
+                if too_many[(s.pod.podset, s.domain)] > 0:
+                    too_many[(s.pod.podset, s.domain)] -= 1
+                    kept.append(s)
+            strays = kept
         now = self._clock()
         before = self._since.get(key, {})
         since = {s.pod.uid: before.get(s.pod.uid, now) for s in strays}
