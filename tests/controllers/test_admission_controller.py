@@ -12,7 +12,7 @@ from typing import Any
 
 import builders as mk
 import pytest
-from admission_harness import CHECK, Harness, harness, wire, workload
+from admission_harness import ALLOCATABLE, CHECK, Harness, harness, wire, wl, workload
 from vocab import RACK, REQUIRED
 
 from kueue_tas.api import constants as c
@@ -140,3 +140,32 @@ async def test_retries_are_counted_by_reason() -> None:
             await h.admission.reconcile(f"ns/{name}")
     assert [e["state"] for e in h.writes.checks] == ["Ready", "Ready", "Retry"]
     assert retries(h) == {"no_topology": 0, "does_not_fit": 1, "preferred_wait": 0}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "open (found 2026-11-28 in DST seed 3301264's history, workload w4): 'can never fit, even on "
+        "an empty cluster' is judged on the nodes serving now, so a pool that is only cordoned or "
+        "NotReady for a while gets its waiting workloads Rejected, and Kueue deactivates them"
+    ),
+)
+@pytest.mark.parametrize("down", ["cordoned", "not-ready"])
+async def test_a_workload_is_not_rejected_while_the_nodes_it_needs_are_only_out_of_service(down: str) -> None:
+    """Three of the four hosts are cordoned (or NotReady): a 12-pod rack request fits nowhere
+    now, but would once they serve again. It waits (Retry), it is not Rejected."""
+    h = harness()
+    for name, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2")):
+        node = mk.node(
+            name,
+            labels={RACK: rack, "pool": "gpu"},
+            allocatable=ALLOCATABLE,
+            unschedulable=down == "cordoned",
+            ready=down != "not-ready",
+            resource_version="2",
+        )
+        h.informers.nodes.handle_event("MODIFIED", node)
+    h.add_workload(wl("big", 12))
+    await h.admission.reconcile("ns/big")
+    entry = h.writes.checks[-1]
+    assert entry["state"] == "Retry", entry
