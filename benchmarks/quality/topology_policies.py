@@ -16,10 +16,7 @@ and both.
   among running jobs of strictly lower priority (their work: GPUs x hours run); they are
   evicted, lose their work and wait again in their place in the queue, and the job is placed
   at once. Without ``--priorities`` no job has a lower-priority victim, so it is kueue-exact.
-  Kueue's own preemption for quota is not modelled (nor in the baseline). A job is searched
-  for at most once per ``SEARCH_EVERY_S`` (60 s) of simulated time, as the product decides a
-  workload it answered Retry only when Kueue requeues it (seconds to a minute later), not at
-  every start and end in the cluster: the search is the costly step on the 256-rack shape C.
+  Kueue's own preemption for quota is not modelled (nor in the baseline).
 * ``both``: reservations, and a reservation's holder that has waited ``preempt_after_s`` may
   preempt as above (issue 31: the prototype's best balance), unless the domain it would clear
   is reserved for another.
@@ -56,7 +53,6 @@ if TYPE_CHECKING:
 HOUR = 3600.0
 MAX_VICTIMS = 8  # per preemption (find_preemption's default)
 PREEMPT_AFTER_S = 1800.0  # both: a holder waits this long (from its arrival or eviction) before it may preempt
-SEARCH_EVERY_S = 60.0  # a job's preemption search is made again only this much later (see the module's note)
 
 
 def _seconds(hours: float | None) -> float | None:
@@ -68,8 +64,6 @@ class Preempt(KueueExact):
 
     def __init__(self) -> None:
         self._fruitless: dict[Hashable, int] = {}  # (request, priority) -> the sim version a search found nothing at
-        self._searched: dict[str, float] = {}  # job -> when (hours) its last search was made
-        self.search_every_s = SEARCH_EVERY_S
 
     def blocked(self, job: JobRecord, sim: Sim) -> bool:
         return self.preempt_for(job, sim)
@@ -81,10 +75,6 @@ class Preempt(KueueExact):
         key = (job.signature, job.job.priority, refuse)
         if self._fruitless.get(key) == sim.version:
             return False  # nothing started or ended since a search found nothing
-        last = self._searched.get(job.key)
-        if last is not None and (sim.now - last) * HOUR < self.search_every_s:
-            return False
-        self._searched[job.key] = sim.now
         candidates = [
             Candidate(r.key, r.job.priority, r.job.gpus * (sim.now - r.started))
             for r in sim.running.values()
