@@ -30,6 +30,7 @@ what it keeps); every other decision sees it.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -382,6 +383,18 @@ class LiveCapacity:
     def slot_filled_by(self, pod_key: str) -> str | None:
         """The workload one of whose slots this bound pod fills; None if it fills none."""
         return self._slots.slot_filled_by(pod_key)
+
+    def every_node_serving(self) -> LiveCapacity:
+        """Its flavors over every node it knows, each as if Ready and schedulable, holding
+        nothing: the cluster once the nodes cordoned or NotReady now serve again (can a request
+        ever fit?). For reading only, like ``copy_for_reading``."""
+        out = LiveCapacity(self.gates, snapshot_class=self.snapshot_class, clock=self._clock)
+        out._flavors = dict(self._flavors)
+        out._nodes = {
+            name: dataclasses.replace(node, ready=True, unschedulable=False, ready_status="True")
+            for name, node in self._nodes.items()
+        }
+        return out
 
     def copy_for_reading(self) -> LiveCapacity:
         """What a reader sees now (flavors, nodes, a copy of each flavor's snapshot), apart from

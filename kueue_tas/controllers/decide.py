@@ -291,21 +291,29 @@ def _not_placed(
     ``current`` for an elastic slice: failing to grow around the pods it keeps says nothing
     about the request itself, so it is retried, not rejected. A repair is judged with it: its
     pods must stay in their domain, so "never" there means no other workload's leaving can make
-    room (only nodes can)."""
+    room (only nodes can). Otherwise "never" counts the nodes cordoned or NotReady now as
+    serving: a pool drained for an upgrade, or a rack down for a while, is no reason to have
+    Kueue deactivate the workloads that wait for it (DST seed 3301264's history)."""
     failed, flavor = placed.failed, placed.failed_flavor
     assert failed is not None and flavor is not None
     repair = follow_up is not None and follow_up.repair
-    never = place_workload(
-        requests.only(flavor), capacity, gates=gates, follow_up=follow_up if repair else None, allocatable_only=True
-    )
-    if never.failed is not None:
-        where = "in its domain, even with every other workload gone" if repair else "even on an empty cluster"
+    only = requests.only(flavor)
+    never = place_workload(only, capacity, gates=gates, follow_up=follow_up if repair else None, allocatable_only=True)
+    message = f'PodSet "{failed.name}": {failed.message}'
+    if never.failed is not None and repair:
+        where = "in its domain, even with every other workload gone"
         return Decision(
             Outcome.REJECTED, f'PodSet "{never.failed.name}" can never fit, {where}: {never.failed.message}'
         )
-    return Decision(
-        Outcome.RETRY, f'PodSet "{failed.name}": {failed.message}', reason="does_not_fit", requests=requests
-    )
+    if never.failed is not None:
+        serving = place_workload(only, capacity.every_node_serving(), gates=gates, allocatable_only=True)
+        if serving.failed is not None:
+            where = "even on an empty cluster"
+            return Decision(
+                Outcome.REJECTED, f'PodSet "{serving.failed.name}" can never fit, {where}: {serving.failed.message}'
+            )
+        message += "; it fits only once nodes cordoned or NotReady now serve again"
+    return Decision(Outcome.RETRY, message, reason="does_not_fit", requests=requests)
 
 
 def _ready_message(workload: Workload, placements: list[PodSetPlacement]) -> str:

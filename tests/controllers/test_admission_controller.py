@@ -142,18 +142,12 @@ async def test_retries_are_counted_by_reason() -> None:
     assert retries(h) == {"no_topology": 0, "does_not_fit": 1, "preferred_wait": 0}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open (found 2026-11-28 in DST seed 3301264's history, workload w4): 'can never fit, even on "
-        "an empty cluster' is judged on the nodes serving now, so a pool that is only cordoned or "
-        "NotReady for a while gets its waiting workloads Rejected, and Kueue deactivates them"
-    ),
-)
 @pytest.mark.parametrize("down", ["cordoned", "not-ready"])
 async def test_a_workload_is_not_rejected_while_the_nodes_it_needs_are_only_out_of_service(down: str) -> None:
     """Three of the four hosts are cordoned (or NotReady): a 12-pod rack request fits nowhere
-    now, but would once they serve again. It waits (Retry), it is not Rejected."""
+    now, but would once they serve again. It waits (Retry) with that said, it is not Rejected
+    (Kueue would deactivate it); with every node serving and still too small, it is (DST seed
+    3301264's history: a workload Rejected while every node but one was cordoned)."""
     h = harness()
     for name, rack in (("h1", "r1"), ("h2", "r1"), ("h3", "r2")):
         node = mk.node(
@@ -169,3 +163,7 @@ async def test_a_workload_is_not_rejected_while_the_nodes_it_needs_are_only_out_
     await h.admission.reconcile("ns/big")
     entry = h.writes.checks[-1]
     assert entry["state"] == "Retry", entry
+    assert entry["message"].endswith("it fits only once nodes cordoned or NotReady now serve again"), entry
+    h.add_workload(wl("huge", 17))  # more than a rack of 16 GPUs, whoever serves
+    await h.admission.reconcile("ns/huge")
+    assert h.writes.checks[-1]["state"] == "Rejected", h.writes.checks[-1]
