@@ -388,12 +388,18 @@ class LiveCapacity:
         """Its flavors over every node it knows, each as if Ready and schedulable, holding
         nothing: the cluster once the nodes cordoned or NotReady now serve again (can a request
         ever fit?). For reading only, like ``copy_for_reading``."""
+        return self._reader(
+            {
+                name: dataclasses.replace(node, ready=True, unschedulable=False, ready_status="True")
+                for name, node in self._nodes.items()
+            }
+        )
+
+    def _reader(self, nodes: dict[str, NodeInfo]) -> LiveCapacity:
+        """A model for reading over this one's flavors and ``nodes``, holding no pods or workloads."""
         out = LiveCapacity(self.gates, snapshot_class=self.snapshot_class, clock=self._clock)
         out._flavors = dict(self._flavors)
-        out._nodes = {
-            name: dataclasses.replace(node, ready=True, unschedulable=False, ready_status="True")
-            for name, node in self._nodes.items()
-        }
+        out._nodes = nodes
         return out
 
     def copy_for_reading(self) -> LiveCapacity:
@@ -401,10 +407,8 @@ class LiveCapacity:
         this model, so that another thread can read it while events keep changing this one (the
         controller's topology map). For reading only: it holds no pods or workloads, so nothing
         may be fed to it. Stale snapshots are built first, here."""
-        out = LiveCapacity(self.gates, snapshot_class=self.snapshot_class, clock=self._clock)
-        out._flavors = dict(self._flavors)
+        out = self._reader(dict(self._nodes))
         out._reserved = dict(self._reserved)
-        out._nodes = dict(self._nodes)
         for flavor in self._flavors:
             snap = self.snapshot(flavor)
             if snap is not None:

@@ -216,9 +216,16 @@ class Reserver:
             return {}
         key = workload_key(wl)
         now = self.now()
+        book = self._ctx.reservations
+        marks = self._reserve(wl, key, requests, since, now)
+        if book.of(key) is not None:
+            self._decided_requests[key] = requests  # what its domain is kept for, while it holds one
+        return marks
+
+    def _reserve(self, wl: Workload, key: str, requests: WorkloadRequests, since: float, now: float) -> dict[str, str]:
+        """``consider``'s choice: keep or give up ``wl``'s reservation, or make one."""
         marks: dict[str, str] = {}
         book = self._ctx.reservations
-        self._decided_requests[key] = requests
         held = book.of(key)
         if held is not None:
             if still_holds(requests, self._ctx.capacity, held, _OnFirstRead(self._occupants), gates=self._ctx.gates):

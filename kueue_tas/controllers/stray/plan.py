@@ -16,6 +16,7 @@ never stray: we cannot tell where it runs, so it is not ours to judge.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -66,3 +67,16 @@ def stray_pods(
         candidates = sorted((p for p in members if not fills_slot(p.key)), key=lambda p: p.key, reverse=True)
         out.extend(Stray(p, domain, count, len(members)) for p in candidates[:excess])
     return sorted(out, key=lambda s: s.pod.key)
+
+
+def also_stray(strays: Iterable[Stray], by_other: Iterable[Stray]) -> list[Stray]:
+    """Of ``strays``, as many per PodSet and domain as ``by_other`` (the strays another
+    assignment finds there) has: the pods both assignments count as too many (a node repair
+    in progress, either of whose assignments may be the one that stands)."""
+    too_many = Counter((s.pod.podset, s.domain) for s in by_other)
+    out = []
+    for s in strays:
+        if too_many[(s.pod.podset, s.domain)] > 0:
+            too_many[(s.pod.podset, s.domain)] -= 1
+            out.append(s)
+    return out

@@ -42,7 +42,6 @@ makes a second delete harmless).
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Final, Protocol
 
@@ -59,7 +58,7 @@ from kueue_tas.controllers.deps import ControllerDeps
 from kueue_tas.controllers.informers import SlimNode
 from kueue_tas.controllers.rewrites import OurRewrites
 from kueue_tas.controllers.slice_pods import earlier_slice_pods, workloads_of_pod
-from kueue_tas.controllers.stray.plan import Stray, domain_text, stray_pods
+from kueue_tas.controllers.stray.plan import Stray, also_stray, domain_text, stray_pods
 from kueue_tas.controllers.workload_events import workload_ref
 from kueue_tas.kube.client import delete_pod
 from kueue_tas.kube.errors import (
@@ -220,12 +219,11 @@ class StrayPods:
         if wl is None or not judged:
             self._forget(key)
             return None if judged is False or wl is None else BUSY_POLL_SECONDS
-        texts = [wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]]
+        text = wl.metadata.annotations[c.TOPOLOGY_ASSIGNMENT_ANNOTATION]
         rewriting = self._rewriting(key)
-        if rewriting is not None and rewriting != texts[0]:
-            texts.append(rewriting)
         try:
-            judged_by = [dict(decode_assignment_annotation(text)) for text in texts]
+            assignments = dict(decode_assignment_annotation(text))
+            repaired = None if rewriting in (None, text) else dict(decode_assignment_annotation(rewriting))
         except ValueError:
             self._forget(key)
             return None  # holds nothing we could judge by; the assignment guard deals with it
@@ -233,18 +231,11 @@ class StrayPods:
         ours = self._checks.names()
         pods += earlier_slice_pods(wl, self._workloads, self._pods, self._gates, lambda w: assignment_trusted(w, ours))
         strays = stray_pods(
-            judged_by[0], pods, self._node_labels, lambda pod_key: self._capacity.slot_filled_by(pod_key) is not None
+            assignments, pods, self._node_labels, lambda pod_key: self._capacity.slot_filled_by(pod_key) is not None
         )
-        for other in judged_by[1:]:
-            # As many of a domain's strays as the repair's assignment has pods too many there.
-            surplus = stray_pods(other, pods, self._node_labels, lambda _pod_key: False)
-            too_many = Counter((s.pod.podset, s.domain) for s in surplus)
-            kept = []
-            for s in strays:
-                if too_many[(s.pod.podset, s.domain)] > 0:
-                    too_many[(s.pod.podset, s.domain)] -= 1
-                    kept.append(s)
-            strays = kept
+        if repaired is not None:
+            # The model's slots are the current assignment's: by the repair's, count alone.
+            strays = also_stray(strays, stray_pods(repaired, pods, self._node_labels, lambda _pod_key: False))
         now = self._clock()
         before = self._since.get(key, {})
         since = {s.pod.uid: before.get(s.pod.uid, now) for s in strays}
